@@ -1,0 +1,379 @@
+package jail
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// rootfsSkipped are top-level names of a rootfs that the jail provides
+// itself.
+var rootfsSkipped = map[string]bool{"dev": true, "proc": true, "sys": true, "tmp": true, "etc": true, "workspace": true}
+
+// Run runs spec.Command in a new jail and waits for it. The returned Result
+// is always filled in; err is non-nil only when rljail itself failed
+// (Result.Status is then StatusSetupError and Result.ExitCode 125, 126 or
+// 127). When Run returns, no process of the jail is left.
+func Run(ctx context.Context, spec Spec) (Result, error) {
+	start := time.Now()
+	spec = spec.withDefaults()
+	res := Result{
+		RunID: newRunID(),
+		Limits: Limits{
+			TimeoutMS:    spec.Timeout.Milliseconds(),
+			TmpSizeBytes: spec.TmpSize,
+			Network:      "none",
+		},
+	}
+	setupFailed := func(code int, err error) (Result, error) {
+		res.Status = StatusSetupError
+		res.ExitCode = code
+		res.Error = err.Error()
+		res.WallMS = time.Since(start).Milliseconds()
+		return res, err
+	}
+	if err := spec.Validate(); err != nil {
+		return setupFailed(ExitSetupError, err)
+	}
+	root := os.Geteuid() == 0
+	cfg, trees, err := prepareConfig(&spec, root)
+	if err != nil {
+		return setupFailed(ExitSetupError, err)
+	}
+	j, err := startInit(&spec, cfg, trees, root)
+	closeFiles(trees)
+	if err != nil {
+		return setupFailed(ExitSetupError, err)
+	}
+	return j.wait(ctx, &spec, start, res)
+}
+
+func newRunID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// prepareConfig lists what init must mount. As root it also clones every
+// granted tree here, on the host, since the jail's unprivileged host uid
+// may not be able to reach them (a project below /root, say).
+func prepareConfig(spec *Spec, root bool) (*initConfig, []*os.File, error) {
+	cfg := &initConfig{
+		Command: spec.Command,
+		Env:     payloadEnv(spec.Env),
+		Workdir: spec.Workdir,
+		TmpSize: spec.TmpSize,
+	}
+	entries, err := os.ReadDir(spec.Rootfs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read rootfs %s: %w", spec.Rootfs, unwrapPathError(err))
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || rootfsSkipped[name] {
+			continue
+		}
+		full := filepath.Join(spec.Rootfs, name)
+		switch {
+		case e.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(full)
+			if err != nil {
+				return nil, nil, fmt.Errorf("read rootfs link %s: %w", full, unwrapPathError(err))
+			}
+			cfg.Symlinks = append(cfg.Symlinks, rootSymlink{Name: name, Target: target})
+		case e.IsDir():
+			cfg.Mounts = append(cfg.Mounts, bindMount{Source: full, Dest: "/" + name, Dir: true})
+		}
+	}
+	for _, d := range deviceNodes {
+		cfg.Mounts = append(cfg.Mounts, bindMount{Source: "/dev/" + d, Dest: "/dev/" + d, Device: true})
+	}
+	if spec.Workspace != "" {
+		cfg.Mounts = append(cfg.Mounts, bindMount{Source: spec.Workspace, Dest: WorkspaceDir, Dir: true})
+	}
+	vols := append([]Volume(nil), spec.Volumes...)
+	// Parents before children, so /data/sub lands on top of /data.
+	sort.SliceStable(vols, func(i, k int) bool {
+		return strings.Count(vols[i].Dest, "/") < strings.Count(vols[k].Dest, "/")
+	})
+	for _, v := range vols {
+		st, err := os.Stat(v.Source)
+		if err != nil {
+			return nil, nil, fmt.Errorf("volume source %s: %w", v.Source, unwrapPathError(err))
+		}
+		cfg.Mounts = append(cfg.Mounts, bindMount{Source: v.Source, Dest: v.Dest, Dir: st.IsDir(), Writable: v.Writable})
+	}
+
+	var trees []*os.File
+	for i := range cfg.Mounts {
+		m := &cfg.Mounts[i]
+		m.FD = -1
+		if !root {
+			continue
+		}
+		attrs := bindAttrs(m.Writable)
+		if m.Device {
+			attrs = deviceAttrs
+		}
+		fd, err := cloneTree(unix.AT_FDCWD, m.Source, attrs)
+		if err != nil {
+			closeFiles(trees)
+			return nil, nil, err
+		}
+		m.FD = fdFirstMount + len(trees)
+		trees = append(trees, os.NewFile(uintptr(fd), m.Source))
+	}
+	return cfg, trees, nil
+}
+
+// hostJailID is the host uid and gid the jail's user maps to when rljail
+// runs as root: the overflow id "nobody", never root.
+const hostJailID = 65534
+
+// jailRun is a started jail.
+type jailRun struct {
+	cmd      *exec.Cmd
+	pidfd    int
+	statusR  *os.File
+	stdinW   *os.File
+	stdoutR  *os.File
+	stderrR  *os.File
+	killOnce sync.Once
+}
+
+// startInit clones the init stage into its namespaces and sends it cfg.
+func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailRun, error) {
+	capLast, err := readCapLast()
+	if err != nil {
+		return nil, err
+	}
+	ambient := make([]uintptr, 0, capLast+1)
+	for c := 0; c <= capLast; c++ {
+		ambient = append(ambient, uintptr(c))
+	}
+	hostUID, hostGID := os.Getuid(), os.Getgid()
+	if root {
+		hostUID, hostGID = hostJailID, hostJailID
+	}
+
+	var toClose []*os.File
+	pipe := func() (*os.File, *os.File) {
+		r, w, perr := os.Pipe()
+		if perr != nil && err == nil {
+			err = fmt.Errorf("create a pipe: %w", perr)
+		}
+		toClose = append(toClose, r, w)
+		return r, w
+	}
+	cfgR, cfgW := pipe()
+	statusR, statusW := pipe()
+	stdinR, stdinW := pipe()
+	stdoutR, stdoutW := pipe()
+	stderrR, stderrW := pipe()
+	if err != nil {
+		closeFiles(toClose)
+		return nil, err
+	}
+	j := &jailRun{pidfd: -1, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR}
+	j.cmd = &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{initArg0},
+		Env:        []string{},
+		Stdin:      stdinR,
+		Stdout:     stdoutW,
+		Stderr:     stderrW,
+		ExtraFiles: append([]*os.File{cfgR, statusW}, trees...),
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+				unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: JailUID, HostID: hostUID, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: JailGID, HostID: hostGID, Size: 1}},
+			GidMappingsEnableSetgroups: root,
+			// As root the supplementary groups (root's among them) are
+			// cleared; rootless, setgroups is denied and the user's own
+			// groups stay, which grant nothing the user could not do.
+			Credential:  &syscall.Credential{Uid: JailUID, Gid: JailGID, Groups: []uint32{}, NoSetGroups: !root},
+			AmbientCaps: ambient,
+			Setsid:      true,
+			PidFD:       &j.pidfd,
+		},
+	}
+	if err := j.cmd.Start(); err != nil {
+		closeFiles(toClose)
+		return nil, startError(err)
+	}
+	// Only the jail keeps the child ends.
+	for _, f := range []*os.File{cfgR, statusW, stdinR, stdoutW, stderrW} {
+		f.Close()
+	}
+	werr := json.NewEncoder(cfgW).Encode(cfg)
+	cfgW.Close()
+	if werr != nil {
+		// init died before reading its config; wait reports why.
+		j.kill()
+	}
+	return j, nil
+}
+
+// startError turns a failed clone into one actionable line.
+func startError(err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return fmt.Errorf("cannot create the jail's namespaces: %w; see rljail check", unwrapPathError(err))
+	case errors.Is(err, unix.ENOSPC):
+		return fmt.Errorf("cannot create the jail's namespaces: the per-user namespace limit is reached (user.max_user_namespaces): %w", unwrapPathError(err))
+	case errors.Is(err, unix.EUSERS):
+		return fmt.Errorf("cannot create the jail's namespaces: too many nested user namespaces: %w", unwrapPathError(err))
+	}
+	return fmt.Errorf("start the jail: %w", err)
+}
+
+// kill ends the jail: SIGKILL to init through its pidfd, and the kernel
+// kills every other process of the PID namespace with it.
+func (j *jailRun) kill() {
+	j.killOnce.Do(func() {
+		if j.pidfd >= 0 {
+			_ = unix.PidfdSendSignal(j.pidfd, unix.SIGKILL, nil, 0)
+		} else {
+			_ = j.cmd.Process.Kill()
+		}
+	})
+}
+
+// wait pumps the jail's standard streams, enforces the kill timer, and
+// collects the result.
+func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Result) (Result, error) {
+	defer func() {
+		if j.pidfd >= 0 {
+			unix.Close(j.pidfd)
+		}
+	}()
+	timedOut := make(chan struct{})
+	timer := time.AfterFunc(time.Until(start.Add(spec.Timeout)), func() {
+		close(timedOut)
+		j.kill()
+	})
+	defer timer.Stop()
+
+	var pumps sync.WaitGroup
+	pump := func(dst io.Writer, src *os.File) {
+		pumps.Add(1)
+		go func() {
+			defer pumps.Done()
+			defer src.Close()
+			if dst == nil {
+				dst = io.Discard
+			}
+			// After a failed write keep reading, so the payload never
+			// blocks on a full pipe.
+			if _, err := io.Copy(dst, src); err != nil {
+				_, _ = io.Copy(io.Discard, src)
+			}
+		}()
+	}
+	pump(spec.Stdout, j.stdoutR)
+	pump(spec.Stderr, j.stderrR)
+	go func() {
+		if spec.Stdin != nil {
+			_, _ = io.Copy(j.stdinW, spec.Stdin)
+		}
+		j.stdinW.Close()
+	}()
+
+	msgs := make(chan []initMessage, 1)
+	go func() {
+		var got []initMessage
+		sc := bufio.NewScanner(j.statusR)
+		for sc.Scan() {
+			var m initMessage
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				got = append(got, m)
+			}
+		}
+		j.statusR.Close()
+		msgs <- got
+	}()
+
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				j.kill()
+				return
+			case s, ok := <-spec.Signals:
+				if !ok {
+					return
+				}
+				if sig, isSys := s.(syscall.Signal); isSys && j.pidfd >= 0 {
+					_ = unix.PidfdSendSignal(j.pidfd, sig, nil, 0)
+				}
+			}
+		}
+	}()
+
+	waitErr := j.cmd.Wait()
+	close(done)
+	j.stdinW.Close()
+	pumps.Wait()
+	got := <-msgs
+	res.WallMS = time.Since(start).Milliseconds()
+
+	select {
+	case <-timedOut:
+		res.Status = StatusTimeout
+		res.ExitCode = ExitTimeout
+		res.Error = fmt.Sprintf("killed at the time limit of %s", spec.Timeout)
+		return res, nil
+	default:
+	}
+	for _, m := range got {
+		switch {
+		case m.Exited:
+			res.setExit(m.Code, m.Signal)
+			return res, nil
+		case m.Error != "":
+			res.Status = StatusSetupError
+			res.ExitCode = m.ExitCode
+			res.Error = m.Error
+			return res, errors.New(m.Error)
+		}
+	}
+	if ctx.Err() != nil {
+		res.Status = StatusSetupError
+		res.ExitCode = ExitSetupError
+		res.Error = "run canceled: " + ctx.Err().Error()
+		return res, ctx.Err()
+	}
+	res.Status = StatusSetupError
+	res.ExitCode = ExitSetupError
+	res.Error = fmt.Sprintf("the jail's init ended without a report (%v)", waitErr)
+	return res, errors.New(res.Error)
+}
+
+// jailPath reports whether p is a clean absolute path inside the jail.
+func jailPath(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }

@@ -1,0 +1,116 @@
+// The payload's confinement between fork and execve. Only raw system calls
+// run in the child: it is a fork of a multi-threaded Go process, so nothing
+// that takes a lock or touches the Go runtime may run there.
+#define _GNU_SOURCE
+#include "spawn.h"
+
+#include <errno.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+static void fail(const struct rljail_spawn *s, int step)
+{
+	struct rljail_spawn_error e = {step, errno};
+	// Best effort: the parent treats a short or missing report as success
+	// followed by an exit status, so there is nothing more to do on error.
+	ssize_t n = write(s->errfd, &e, sizeof e);
+	(void)n;
+	_exit(127);
+}
+
+static void child(const struct rljail_spawn *s)
+{
+	// Every handler back to the default: handlers and ignored signals of the
+	// init (a Go program) must not leak into the payload.
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = SIG_DFL;
+		// Signals reserved by libc fail with EINVAL; that is harmless.
+		sigaction(sig, &sa, NULL);
+	}
+
+	// Its own session: no controlling terminal, and the payload cannot
+	// signal init's process group.
+	if (setsid() < 0)
+		fail(s, RLJAIL_STEP_SETSID);
+
+	// Close every inherited descriptor but 0, 1, 2 at execve (the error pipe
+	// must stay open until then). Descriptors leaked into a container were
+	// CVE-2024-21626.
+	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		fail(s, RLJAIL_STEP_CLOSE_FDS);
+
+	if (chdir(s->workdir) < 0)
+		fail(s, RLJAIL_STEP_CHDIR);
+
+	// Lock the capability rules so that uid changes can never give
+	// capabilities back (the payload is not uid 0, but lock it anyway).
+	if (prctl(PR_SET_SECUREBITS,
+		  SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+		  SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+		  SECBIT_KEEP_CAPS_LOCKED |
+		  SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+		  0, 0, 0) < 0)
+		fail(s, RLJAIL_STEP_SECUREBITS);
+
+	// Drop every capability: bounding set (needs CAP_SETPCAP, so first),
+	// ambient, then inheritable, permitted and effective.
+	for (int cap = 0; cap <= s->cap_last; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			fail(s, RLJAIL_STEP_BOUNDING);
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+		fail(s, RLJAIL_STEP_AMBIENT);
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		fail(s, RLJAIL_STEP_CAPSET);
+
+	// No execve may ever grant privileges again (setuid files, file caps).
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		fail(s, RLJAIL_STEP_NO_NEW_PRIVS);
+
+	// The seccomp filter goes last, so that it only has to allow what the
+	// payload needs and execve.
+	if (s->filter != NULL &&
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, s->filter) < 0)
+		fail(s, RLJAIL_STEP_SECCOMP);
+
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	execve(s->path, s->argv, s->envp);
+	fail(s, RLJAIL_STEP_EXECVE);
+}
+
+int rljail_spawn(const struct rljail_spawn *s)
+{
+	// Block every signal across fork so that no Go signal handler can run
+	// in the child before the handlers are reset.
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	if (pid == 0)
+		child(s);
+	int saved = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0)
+		return -saved;
+	return pid;
+}

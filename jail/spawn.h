@@ -1,0 +1,42 @@
+// The payload's last steps before execve, in C: Go cannot run code between
+// fork and exec, and these must happen in the child only.
+#ifndef RLJAIL_SPAWN_H
+#define RLJAIL_SPAWN_H
+
+#include <linux/filter.h>
+
+struct rljail_spawn {
+	const char *path;          // resolved executable inside the jail
+	char *const *argv;
+	char *const *envp;
+	const char *workdir;
+	int errfd;                 // O_CLOEXEC pipe: the child writes a failure here
+	int cap_last;              // /proc/sys/kernel/cap_last_cap
+	struct sock_fprog *filter; // seccomp filter, or NULL
+};
+
+// What the child writes to errfd when a step fails: which step, and errno.
+struct rljail_spawn_error {
+	int step;
+	int err;
+};
+
+enum {
+	RLJAIL_STEP_SIGNALS = 1,
+	RLJAIL_STEP_SETSID,
+	RLJAIL_STEP_CLOSE_FDS,
+	RLJAIL_STEP_CHDIR,
+	RLJAIL_STEP_SECUREBITS,
+	RLJAIL_STEP_BOUNDING,
+	RLJAIL_STEP_AMBIENT,
+	RLJAIL_STEP_CAPSET,
+	RLJAIL_STEP_NO_NEW_PRIVS,
+	RLJAIL_STEP_SECCOMP,
+	RLJAIL_STEP_EXECVE,
+};
+
+// rljail_spawn forks; the child confines itself and execs s->path. It
+// returns the child's pid, or -errno when fork failed.
+int rljail_spawn(const struct rljail_spawn *s);
+
+#endif

@@ -1,0 +1,284 @@
+// Package jail runs one command in a throwaway Linux jail: new user, mount,
+// PID, IPC, UTS, network and cgroup namespaces, a read-only Python root
+// filesystem with a tmpfs scratch, every capability dropped and a wall-clock
+// kill timer.
+//
+// Run is the supervisor: it stays on the host, outside every namespace, and
+// re-executes the running binary as the jail's init (see InitMain). The
+// payload is hostile by assumption; the supervisor and the host user are
+// trusted.
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Defaults for a zero Spec. They are the safe choices: a short wall-clock
+// limit and a small scratch space.
+const (
+	DefaultTimeout = 10 * time.Second
+	DefaultTmpSize = 64 << 20
+	// Hostname is the jail's UTS name: the host's own name is not disclosed.
+	Hostname = "rljail"
+	// WorkspaceDir is where the granted working directory appears.
+	WorkspaceDir = "/workspace"
+	// JailUID and JailGID are the payload's ids inside the user namespace.
+	// They map to the invoking user (rootless) or to an unprivileged host id
+	// (as root), never to host root.
+	JailUID = 1000
+	JailGID = 1000
+	// DefaultPath is the payload's PATH.
+	DefaultPath = "/usr/local/bin:/usr/bin:/bin"
+)
+
+// Volume is a host path granted to the jail, read-only unless Writable.
+type Volume struct {
+	Source   string // host path, absolute after Validate
+	Dest     string // absolute path inside the jail
+	Writable bool
+}
+
+// Spec describes one run completely. The CLI (and any other caller) builds
+// it; Validate checks it before anything is created on the host.
+type Spec struct {
+	// Command is the argv run inside the jail; Command[0] is looked up on the
+	// jail's PATH when it has no slash.
+	Command []string
+	// Env holds KEY=VALUE entries added to the payload's environment, after
+	// the fixed allowlist (PATH, HOME, LANG, PYTHONDONTWRITEBYTECODE).
+	Env []string
+	// Rootfs is the host directory of the Python root filesystem.
+	Rootfs string
+	// Workspace, when set, is a host directory mounted read-only at
+	// /workspace.
+	Workspace string
+	// Volumes are extra host paths granted to the jail.
+	Volumes []Volume
+	// Workdir is the payload's working directory inside the jail: default
+	// /workspace when a workspace is mounted, else /tmp.
+	Workdir string
+	// Timeout is the wall-clock limit; zero means DefaultTimeout.
+	Timeout time.Duration
+	// TmpSize is the size in bytes of the /tmp tmpfs; zero means
+	// DefaultTmpSize.
+	TmpSize int64
+
+	// Stdin, Stdout and Stderr are pumped through pipes by the supervisor:
+	// the payload never holds a host file descriptor (a host file or
+	// terminal could otherwise be reopened through /proc/self/fd or fed
+	// keystrokes with TIOCSTI). A nil Stdin reads as empty; a nil Stdout or
+	// Stderr discards.
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+
+	// Signals, when set, carries signals for the payload (the CLI forwards
+	// SIGINT, SIGTERM and SIGHUP here); the jail's init passes them on.
+	Signals <-chan os.Signal
+}
+
+// withDefaults returns a copy of s with zero values replaced by defaults.
+func (s Spec) withDefaults() Spec {
+	if s.Timeout == 0 {
+		s.Timeout = DefaultTimeout
+	}
+	if s.TmpSize == 0 {
+		s.TmpSize = DefaultTmpSize
+	}
+	if s.Workdir == "" {
+		if s.Workspace != "" {
+			s.Workdir = WorkspaceDir
+		} else {
+			s.Workdir = "/tmp"
+		}
+	}
+	return s
+}
+
+// reservedDests are jail paths a volume may not cover: the jail's own
+// machinery lives there.
+var reservedDests = []string{"/proc", "/dev", "/sys"}
+
+// Validate checks the spec and makes host paths absolute. Every error names
+// the offending value, so the CLI can print it as the one line of a 125 exit.
+func (s *Spec) Validate() error {
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return errors.New("no command given: usage: rljail [flags] -- CMD [ARG...]")
+	}
+	for _, a := range s.Command {
+		if strings.IndexByte(a, 0) >= 0 {
+			return errors.New("command arguments may not contain NUL bytes")
+		}
+	}
+	if s.Timeout < 0 {
+		return fmt.Errorf("timeout %s is negative", s.Timeout)
+	}
+	if s.TmpSize < 0 {
+		return fmt.Errorf("tmp size %d is negative", s.TmpSize)
+	}
+	for _, kv := range s.Env {
+		if err := checkEnvEntry(kv); err != nil {
+			return err
+		}
+	}
+	if s.Rootfs == "" {
+		return errors.New("no rootfs given")
+	}
+	var err error
+	if s.Rootfs, err = checkHostDir(s.Rootfs, "rootfs"); err != nil {
+		return err
+	}
+	if s.Workspace != "" {
+		if s.Workspace, err = checkHostDir(s.Workspace, "workspace"); err != nil {
+			return err
+		}
+	}
+	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
+		return fmt.Errorf("workdir %q must be an absolute, clean path inside the jail", s.Workdir)
+	}
+	seen := map[string]bool{}
+	if s.Workspace != "" {
+		seen[WorkspaceDir] = true
+	}
+	for i := range s.Volumes {
+		v := &s.Volumes[i]
+		if err := checkDest(v.Dest); err != nil {
+			return err
+		}
+		if seen[v.Dest] {
+			return fmt.Errorf("volume destination %s is used twice", v.Dest)
+		}
+		seen[v.Dest] = true
+		abs, err := filepath.Abs(v.Source)
+		if err != nil {
+			return fmt.Errorf("volume source %s: %w", v.Source, err)
+		}
+		// Resolve symlinks once, on the host side and as the invoking user:
+		// the jail binds exactly the object found here (by file descriptor),
+		// so a symlink swapped later cannot redirect the mount.
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return fmt.Errorf("volume source %s: %w", v.Source, unwrapPathError(err))
+		}
+		v.Source = real
+	}
+	return nil
+}
+
+func checkHostDir(p, what string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, p, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, p, unwrapPathError(err))
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w", what, p, unwrapPathError(err))
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%s %s is not a directory", what, p)
+	}
+	return real, nil
+}
+
+func checkDest(dest string) error {
+	if !path.IsAbs(dest) {
+		return fmt.Errorf("volume destination %q must be an absolute path", dest)
+	}
+	if path.Clean(dest) != dest {
+		return fmt.Errorf("volume destination %q must be a clean path (no .., //, or trailing /)", dest)
+	}
+	if dest == "/" {
+		return errors.New("volume destination / would hide the jail's root filesystem")
+	}
+	for _, r := range reservedDests {
+		if dest == r || strings.HasPrefix(dest, r+"/") {
+			return fmt.Errorf("volume destination %s is reserved for the jail (%s)", dest, r)
+		}
+	}
+	return nil
+}
+
+func checkEnvEntry(kv string) error {
+	k, _, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("environment entry %q is not KEY=VALUE", kv)
+	}
+	if strings.IndexByte(kv, 0) >= 0 {
+		return fmt.Errorf("environment entry for %s contains a NUL byte", k)
+	}
+	return nil
+}
+
+// unwrapPathError drops the *PathError wrapper whose path we already print.
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// ParseVolume parses the docker spelling SRC:DST[:ro|rw]. Volumes are
+// read-only unless "rw" is given.
+func ParseVolume(s string) (Volume, error) {
+	parts := strings.Split(s, ":")
+	var v Volume
+	switch len(parts) {
+	case 2:
+	case 3:
+		switch parts[2] {
+		case "ro":
+		case "rw":
+			v.Writable = true
+		default:
+			return Volume{}, fmt.Errorf("volume %q: mode %q is neither ro nor rw", s, parts[2])
+		}
+	default:
+		return Volume{}, fmt.Errorf("volume %q is not SRC:DST[:ro|rw]", s)
+	}
+	v.Source, v.Dest = parts[0], parts[1]
+	if v.Source == "" {
+		return Volume{}, fmt.Errorf("volume %q has an empty source", s)
+	}
+	if v.Dest == "" {
+		return Volume{}, fmt.Errorf("volume %q has an empty destination", s)
+	}
+	if err := checkDest(v.Dest); err != nil {
+		return Volume{}, err
+	}
+	return v, nil
+}
+
+// payloadEnv builds the payload's environment: the fixed allowlist, then
+// extra entries, later entries winning.
+func payloadEnv(extra []string) []string {
+	base := []string{
+		"PATH=" + DefaultPath,
+		"HOME=/tmp",
+		"LANG=C.UTF-8",
+		"PYTHONDONTWRITEBYTECODE=1",
+	}
+	index := map[string]int{}
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range append(base, extra...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := index[k]; ok {
+			out[i] = kv
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
