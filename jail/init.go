@@ -16,7 +16,7 @@ import (
 // IsInit reports whether this process was started as the jail's init stage.
 // cmd/rljail calls it first thing and then InitMain, before parsing flags.
 func IsInit() bool {
-	return len(os.Args) > 0 && os.Args[0] == initArg0
+	return len(os.Args) > 0 && (os.Args[0] == initArg0 || os.Args[0] == probeArg0)
 }
 
 // forwardedSignals are passed from init to the payload.
@@ -36,6 +36,9 @@ var ignoredSignals = []os.Signal{
 // from the supervisor, builds the jail's filesystem, starts the payload and
 // reaps every process until the payload exits.
 func InitMain() {
+	if os.Args[0] == probeArg0 {
+		probeMain()
+	}
 	// Die with the supervisor, even when it is SIGKILLed. The race (the
 	// supervisor dying before this line) is closed below: its config pipe
 	// then reads as EOF and init exits.

@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -169,14 +168,6 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailR
 	if err != nil {
 		return nil, err
 	}
-	ambient := make([]uintptr, 0, capLast+1)
-	for c := 0; c <= capLast; c++ {
-		ambient = append(ambient, uintptr(c))
-	}
-	hostUID, hostGID := os.Getuid(), os.Getgid()
-	if root {
-		hostUID, hostGID = hostJailID, hostJailID
-	}
 
 	var toClose []*os.File
 	pipe := func() (*os.File, *os.File) {
@@ -198,27 +189,14 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailR
 	}
 	j := &jailRun{pidfd: -1, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR}
 	j.cmd = &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{initArg0},
-		Env:        []string{},
-		Stdin:      stdinR,
-		Stdout:     stdoutW,
-		Stderr:     stderrW,
-		ExtraFiles: append([]*os.File{cfgR, statusW}, trees...),
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-				unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: JailUID, HostID: hostUID, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: JailGID, HostID: hostGID, Size: 1}},
-			GidMappingsEnableSetgroups: root,
-			// As root the supplementary groups (root's among them) are
-			// cleared; rootless, setgroups is denied and the user's own
-			// groups stay, which grant nothing the user could not do.
-			Credential:  &syscall.Credential{Uid: JailUID, Gid: JailGID, Groups: []uint32{}, NoSetGroups: !root},
-			AmbientCaps: ambient,
-			Setsid:      true,
-			PidFD:       &j.pidfd,
-		},
+		Path:        "/proc/self/exe",
+		Args:        []string{initArg0},
+		Env:         []string{},
+		Stdin:       stdinR,
+		Stdout:      stdoutW,
+		Stderr:      stderrW,
+		ExtraFiles:  append([]*os.File{cfgR, statusW}, trees...),
+		SysProcAttr: namespaceAttrs(root, capLast, &j.pidfd),
 	}
 	if err := j.cmd.Start(); err != nil {
 		closeFiles(toClose)
@@ -235,6 +213,35 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailR
 		j.kill()
 	}
 	return j, nil
+}
+
+// namespaceAttrs are the clone settings of the init stage: every
+// namespace in one clone, the jail user mapped to an unprivileged host id,
+// and (as ambient capabilities) the rights init needs in its own user
+// namespace to build the jail, which it drops before the payload runs.
+func namespaceAttrs(root bool, capLast int, pidfd *int) *syscall.SysProcAttr {
+	ambient := make([]uintptr, 0, capLast+1)
+	for c := 0; c <= capLast; c++ {
+		ambient = append(ambient, uintptr(c))
+	}
+	hostUID, hostGID := os.Getuid(), os.Getgid()
+	if root {
+		hostUID, hostGID = hostJailID, hostJailID
+	}
+	return &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: JailUID, HostID: hostUID, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: JailGID, HostID: hostGID, Size: 1}},
+		GidMappingsEnableSetgroups: root,
+		// As root the supplementary groups (root's among them) are cleared;
+		// rootless, setgroups is denied and the user's own groups stay,
+		// which grant nothing the user could not do.
+		Credential:  &syscall.Credential{Uid: JailUID, Gid: JailGID, Groups: []uint32{}, NoSetGroups: !root},
+		AmbientCaps: ambient,
+		Setsid:      true,
+		PidFD:       pidfd,
+	}
 }
 
 // startError turns a failed clone into one actionable line.
@@ -374,6 +381,3 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	res.Error = fmt.Sprintf("the jail's init ended without a report (%v)", waitErr)
 	return res, errors.New(res.Error)
 }
-
-// jailPath reports whether p is a clean absolute path inside the jail.
-func jailPath(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }

@@ -1,33 +1,109 @@
 // Command rljail runs untrusted code, such as model-written Python, in a
-// throwaway Linux jail. See README.md.
+// throwaway Linux jail: no network, no host files but the ones granted, no
+// secrets, and a time limit. See README.md.
+//
+//	rljail [flags] -- CMD [ARG...]
+//	rljail rootfs build|info
+//	rljail check
+//	rljail version
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/rljail/rljail/jail"
 )
+
+// version is set by the Makefile (-ldflags -X main.version=...).
+var version = "dev"
+
+// exitError carries the exit status a command wants, with an optional
+// message for stderr.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
 
 func main() {
 	if jail.IsInit() {
 		jail.InitMain()
 		return
 	}
-	spec := jail.Spec{
-		Command: os.Args[1:],
-		Rootfs:  os.Getenv("RLJAIL_ROOTFS"),
-		Stdin:   os.Stdin,
-		Stdout:  os.Stdout,
-		Stderr:  os.Stderr,
+	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// subcommands are the words that select a subcommand in argv[1]; anything
+// else is a run (`rljail [flags] -- CMD` is `rljail run [flags] -- CMD`).
+var subcommands = map[string]bool{
+	"run": true, "rootfs": true, "check": true, "version": true, "help": true,
+	"-h": true, "--help": true, "-v": false,
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) < 2 {
+		fmt.Fprintln(stderr, "rljail: no command given: usage: rljail [flags] -- CMD [ARG...] (see rljail --help)")
+		return jail.ExitSetupError
 	}
-	if wd, err := os.Getwd(); err == nil {
-		spec.Workspace = wd
+	if !subcommands[args[1]] {
+		args = append([]string{args[0], "run"}, args[1:]...)
 	}
-	res, err := jail.Run(context.Background(), spec)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rljail:", err)
+	app := newApp(stdin, stdout, stderr)
+	err := app.Run(args)
+	if err == nil {
+		return 0
 	}
-	os.Exit(res.ExitCode)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, "rljail: "+ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "rljail: "+oneLine(err.Error()))
+	return jail.ExitSetupError
+}
+
+// oneLine keeps an error to the single line the CLI promises.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+func usageError(_ *cli.Context, err error, _ bool) error {
+	return &exitError{code: jail.ExitSetupError, msg: oneLine(err.Error()) + " (see rljail --help)"}
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:            "rljail",
+		Usage:           "run untrusted code in a throwaway Linux jail",
+		UsageText:       "rljail [flags] -- CMD [ARG...]\nrljail rootfs build|info\nrljail check\nrljail version",
+		Reader:          stdin,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideVersion:     true,
+		OnUsageError:    usageError,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		CommandNotFound: func(c *cli.Context, name string) {},
+		Commands: []*cli.Command{
+			runCommand(stdin, stdout, stderr),
+			rootfsCommand(),
+			checkCommand(),
+			{
+				Name:  "version",
+				Usage: "print rljail's version",
+				Action: func(c *cli.Context) error {
+					fmt.Fprintln(c.App.Writer, "rljail", version)
+					return nil
+				},
+			},
+		},
+	}
 }

@@ -1,0 +1,64 @@
+# rljail: `make demo` builds everything and runs an example in the jail;
+# `make test` runs every test. Both install what they need on Debian/Ubuntu.
+
+GO        ?= go
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+BIN       := bin/rljail
+# Static binary: cgo (the payload spawn, libseccomp) linked statically.
+GOFLAGS_STATIC := -trimpath -tags netgo,osusergo
+LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags -static
+STATICCHECK_VERSION := v0.8.2
+# Debian packages the build and the tests need.
+APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap
+# Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
+export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
+
+.PHONY: all build deps rootfs demo test unit integration vet staticcheck bench clean
+
+all: build
+
+# deps installs missing Debian packages (apt) once; nothing when all are present.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+build: deps
+	@mkdir -p bin
+	CGO_ENABLED=1 $(GO) build $(GOFLAGS_STATIC) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rljail
+	@file -L $(BIN) | grep -q 'statically linked' || { echo "$(BIN) is not statically linked"; exit 1; }
+
+# rootfs builds the Python root filesystem once (rljail would on first use too).
+rootfs: build
+	@$(BIN) rootfs info >/dev/null 2>&1 || $(BIN) rootfs build
+
+demo: rootfs
+	@echo '--- rljail -- python3 examples/demo.py'
+	@$(BIN) --timeout 5s -- python3 examples/demo.py; echo "--- exit status $$?"
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	@test -x $$($(GO) env GOPATH)/bin/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$$($(GO) env GOPATH)/bin/staticcheck ./...
+
+unit: deps
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
+
+integration: rootfs
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./integration/...
+
+test: build vet staticcheck unit integration
+
+bench: rootfs
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench . -benchtime 200x ./integration/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rljail/rljail/hostcheck"
+	"github.com/rljail/rljail/jail"
+	"github.com/rljail/rljail/rootfs"
+)
+
+func checkCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "check",
+		Usage:        "report what this host allows and what rljail will do; exit 0 when a jail can run, 1 when not",
+		OnUsageError: usageError,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "rootfs", Usage: "rootfs directory to check"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		},
+		Action: func(c *cli.Context) error {
+			flag := c.String("rootfs")
+			report := hostcheck.Run(hostcheck.Options{
+				ProbeUserns: jail.Probe,
+				Rootfs: func() (string, error) {
+					dir, err := rootfsDir(flag)
+					if err != nil {
+						return "", err
+					}
+					m, err := rootfs.Check(dir)
+					if err != nil {
+						return "", err
+					}
+					return fmt.Sprintf("Python %s at %s (%d files, %.1f MB)", m.PythonVersion, dir, m.Files, float64(m.SizeBytes)/1e6), nil
+				},
+			})
+			if c.Bool("json") {
+				b, _ := json.MarshalIndent(report, "", "  ")
+				fmt.Fprintln(c.App.Writer, string(b))
+			} else if err := report.WriteText(c.App.Writer); err != nil {
+				return err
+			}
+			if !report.CanRun() {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+}

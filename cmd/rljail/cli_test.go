@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseTimeout(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"2s", 2 * time.Second, false},
+		{"1m30s", 90 * time.Second, false},
+		{"500ms", 500 * time.Millisecond, false},
+		{"5", 5 * time.Second, false},
+		{"0.5", 500 * time.Millisecond, false},
+		{"0", 0, true},
+		{"-1s", 0, true},
+		{"soon", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := parseTimeout(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("parseTimeout(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestEnvEntry(t *testing.T) {
+	t.Setenv("RLJAIL_TEST_SET", "from-host")
+	os.Unsetenv("RLJAIL_TEST_UNSET")
+	tests := []struct {
+		in      string
+		want    string
+		ok      bool
+		wantErr bool
+	}{
+		{"FOO=bar", "FOO=bar", true, false},
+		{"FOO=", "FOO=", true, false},
+		{"FOO=a=b,c", "FOO=a=b,c", true, false},
+		{"RLJAIL_TEST_SET", "RLJAIL_TEST_SET=from-host", true, false},
+		{"RLJAIL_TEST_UNSET", "", false, false},
+		{"=x", "", false, true},
+		{"A B=1", "", false, true},
+	}
+	for _, tt := range tests {
+		got, ok, err := envEntry(tt.in)
+		if got != tt.want || ok != tt.ok || (err != nil) != tt.wantErr {
+			t.Errorf("envEntry(%q) = %q, %v, %v; want %q, %v, error %v", tt.in, got, ok, err, tt.want, tt.ok, tt.wantErr)
+		}
+	}
+}
+
+func TestReadEnvFile(t *testing.T) {
+	t.Setenv("RLJAIL_TEST_SET", "v")
+	p := filepath.Join(t.TempDir(), "env")
+	content := "# comment\n\nA=1\n  B=two words\r\nRLJAIL_TEST_SET\nC=x=y\n"
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readEnvFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"A=1", "B=two words", "RLJAIL_TEST_SET=v", "C=x=y"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("readEnvFile = %q, want %q", got, want)
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	if err := os.WriteFile(bad, []byte("A=1\n=oops\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readEnvFile(bad); err == nil || !strings.Contains(err.Error(), ":2:") {
+		t.Fatalf("readEnvFile(bad) error = %v, want one naming line 2", err)
+	}
+}
+
+func TestScriptOf(t *testing.T) {
+	tests := []struct {
+		argv         []string
+		code, script string
+	}{
+		{[]string{"python3", "-c", "print(1)"}, "print(1)", ""},
+		{[]string{"python3", "-cprint(2)"}, "print(2)", ""},
+		{[]string{"python3", "-u", "-X", "dev", "main.py", "arg"}, "", "main.py"},
+		{[]string{"python3", "-"}, "", "-"},
+		{[]string{"python3", "-m", "json.tool"}, "", ""},
+		{[]string{"python3"}, "", ""},
+	}
+	for _, tt := range tests {
+		code, script := scriptOf(tt.argv)
+		if code != tt.code || script != tt.script {
+			t.Errorf("scriptOf(%q) = %q, %q; want %q, %q", tt.argv, code, script, tt.code, tt.script)
+		}
+	}
+}
+
+func TestUsageErrorsExit125OneLine(t *testing.T) {
+	tests := [][]string{
+		{"rljail", "--no-such-flag", "--", "true"},
+		{"rljail", "--network", "host", "--", "true"},
+		{"rljail", "--timeout", "0", "--", "true"},
+		{"rljail", "--timeout", "soon", "--", "true"},
+		{"rljail", "-v", "nocolon", "--", "true"},
+		{"rljail", "-w", "relative", "--", "true"},
+		{"rljail", "--"},
+		{"rljail"},
+	}
+	for _, args := range tests {
+		var out, errb bytes.Buffer
+		code := run(args, strings.NewReader(""), &out, &errb)
+		lines := strings.Split(strings.TrimRight(errb.String(), "\n"), "\n")
+		if code != 125 || len(lines) != 1 || !strings.HasPrefix(lines[0], "rljail: ") {
+			t.Errorf("%q: exit %d, stderr %q; want 125 and one line starting rljail:", args, code, errb.String())
+		}
+	}
+}

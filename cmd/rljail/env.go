@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// envEntry turns a -e value into KEY=VALUE. A bare KEY takes rljail's own
+// value and is dropped when unset (as docker run does); ok is false then.
+func envEntry(e string) (kv string, ok bool, err error) {
+	key, val, hasVal := strings.Cut(e, "=")
+	if key == "" {
+		return "", false, errors.New("empty variable name")
+	}
+	if strings.ContainsAny(key, " \t\x00") {
+		return "", false, fmt.Errorf("variable name %q contains whitespace or NUL", key)
+	}
+	if strings.IndexByte(val, 0) >= 0 {
+		return "", false, fmt.Errorf("value of %s contains a NUL byte", key)
+	}
+	if hasVal {
+		return key + "=" + val, true, nil
+	}
+	v, set := os.LookupEnv(key)
+	if !set {
+		return "", false, nil
+	}
+	return key + "=" + v, true, nil
+}
+
+// readEnvFile reads KEY=VALUE lines (docker's --env-file format: no
+// quoting, # starts a comment line, a bare KEY is passed from rljail's
+// environment).
+func readEnvFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--env-file: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimRight(sc.Text(), "\r")
+		trimmed := strings.TrimSpace(text)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		kv, ok, err := envEntry(strings.TrimLeft(text, " \t"))
+		if err != nil {
+			return nil, fmt.Errorf("--env-file %s:%d: %w", path, line, err)
+		}
+		if ok {
+			out = append(out, kv)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--env-file %s: %w", path, err)
+	}
+	return out, nil
+}

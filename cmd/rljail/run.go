@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rljail/rljail/jail"
+)
+
+func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:         "run",
+		Usage:        "run CMD in a new jail (the default: rljail [flags] -- CMD [ARG...])",
+		UsageText:    "rljail [run] [flags] -- CMD [ARG...]",
+		OnUsageError: usageError,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "timeout", Value: "10s", Usage: "wall-clock limit (Go duration such as 2s, 1m30s, or seconds); the jail is killed at it, exit 124"},
+			&cli.StringSliceFlag{Name: "volume", Aliases: []string{"v"}, Usage: "grant a host path: SRC:DST[:ro|rw], read-only unless rw"},
+			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set KEY=VALUE in the jail, or pass KEY from rljail's environment"},
+			&cli.StringSliceFlag{Name: "env-file", Usage: "read KEY=VALUE lines from a file (# comments)"},
+			&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory inside the jail (default /workspace, or /tmp without a workspace)"},
+			&cli.BoolFlag{Name: "no-workspace", Usage: "do not mount the current directory at /workspace"},
+			&cli.StringFlag{Name: "rootfs", Usage: "Python root filesystem (default $RLJAIL_ROOTFS, else /var/lib/rljail/rootfs/python as root, $XDG_DATA_HOME/rljail/rootfs/python otherwise)"},
+			&cli.StringFlag{Name: "network", Value: "none", Usage: "network mode: none is the only one (an empty network namespace with lo)"},
+			&cli.StringFlag{Name: "result", Usage: "write the JSON result report to FILE"},
+			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run (argv, code, script hash, result) to FILE"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing of rljail's own but errors"},
+		},
+		Action: func(c *cli.Context) error {
+			return runAction(c, stdin, stdout, stderr)
+		},
+	}
+}
+
+// parseTimeout accepts a Go duration or a number of seconds.
+func parseTimeout(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		secs, ferr := strconv.ParseFloat(s, 64)
+		if ferr != nil {
+			return 0, fmt.Errorf("--timeout %q is not a duration (such as 2s, 500ms, 1m)", s)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("--timeout %q must be positive", s)
+	}
+	return d, nil
+}
+
+func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error {
+	quiet := c.Bool("quiet")
+	notice := func(format string, a ...any) {
+		if !quiet {
+			fmt.Fprintf(stderr, "rljail: "+format+"\n", a...)
+		}
+	}
+	start := time.Now()
+
+	// Files named by flags are opened before anything runs: a report or log
+	// that cannot be written stops the run (exit 125).
+	var resultFile *os.File
+	if p := c.String("result"); p != "" {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return setupError("open the result file: %v", err)
+		}
+		defer f.Close()
+		resultFile = f
+	}
+	var audit *os.File
+	if p := c.String("audit-log"); p != "" {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return setupError("open the audit log: %v", err)
+		}
+		defer f.Close()
+		audit = f
+	}
+
+	spec, err := buildSpec(c, notice)
+	var hashedStdin *hashingReader
+	if err == nil {
+		hashedStdin = newHashingReader(stdin)
+		spec.Stdin, spec.Stdout, spec.Stderr = hashedStdin, stdout, stderr
+		sigs := make(chan os.Signal, 4)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+		defer signal.Stop(sigs)
+		spec.Signals = sigs
+	}
+
+	var res jail.Result
+	if err == nil {
+		res, err = jail.Run(context.Background(), spec)
+	} else {
+		res = jail.Result{Status: jail.StatusSetupError, ExitCode: jail.ExitSetupError, Error: err.Error(),
+			WallMS: time.Since(start).Milliseconds()}
+	}
+	if res.Status == jail.StatusTimeout {
+		notice("%s", res.Error)
+	}
+	if resultFile != nil {
+		if werr := writeJSON(resultFile, res); werr != nil && err == nil {
+			return setupError("write the result file: %v", werr)
+		}
+	}
+	if audit != nil {
+		rec := newAuditRecord(c.Args().Slice(), spec, res, hashedStdin)
+		if werr := writeJSON(audit, rec); werr != nil && err == nil {
+			return setupError("write the audit log: %v", werr)
+		}
+	}
+	if err != nil {
+		return &exitError{code: res.ExitCode, msg: oneLine(err.Error())}
+	}
+	if res.ExitCode != 0 {
+		return &exitError{code: res.ExitCode}
+	}
+	return nil
+}
+
+func setupError(format string, a ...any) error {
+	return &exitError{code: jail.ExitSetupError, msg: oneLine(fmt.Sprintf(format, a...))}
+}
+
+func writeJSON(f *os.File, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	return err
+}
+
+// buildSpec turns flags into a jail.Spec; jail.Run validates the rest.
+func buildSpec(c *cli.Context, notice func(string, ...any)) (jail.Spec, error) {
+	var spec jail.Spec
+	if c.NArg() == 0 {
+		return spec, fmt.Errorf("no command given: usage: rljail [flags] -- CMD [ARG...]")
+	}
+	spec.Command = c.Args().Slice()
+	if n := c.String("network"); n != "none" {
+		return spec, fmt.Errorf("--network %q is not supported: the jail has no network; none is the only mode", n)
+	}
+	var err error
+	if spec.Timeout, err = parseTimeout(c.String("timeout")); err != nil {
+		return spec, err
+	}
+	if term := os.Getenv("TERM"); term != "" {
+		spec.Env = append(spec.Env, "TERM="+term)
+	}
+	for _, f := range c.StringSlice("env-file") {
+		entries, err := readEnvFile(f)
+		if err != nil {
+			return spec, err
+		}
+		spec.Env = append(spec.Env, entries...)
+	}
+	for _, e := range c.StringSlice("env") {
+		kv, ok, err := envEntry(e)
+		if err != nil {
+			return spec, fmt.Errorf("-e %q: %w", e, err)
+		}
+		if ok {
+			spec.Env = append(spec.Env, kv)
+		}
+	}
+	for _, v := range c.StringSlice("volume") {
+		vol, err := jail.ParseVolume(v)
+		if err != nil {
+			return spec, err
+		}
+		spec.Volumes = append(spec.Volumes, vol)
+	}
+	if wd := c.String("workdir"); wd != "" {
+		if !filepath.IsAbs(wd) {
+			return spec, fmt.Errorf("--workdir %q must be an absolute path inside the jail", wd)
+		}
+		spec.Workdir = filepath.Clean(wd)
+	}
+	if !c.Bool("no-workspace") {
+		ws, reason, err := workspaceDir()
+		if err != nil {
+			return spec, err
+		}
+		if reason != "" {
+			notice("%s", reason)
+		}
+		spec.Workspace = ws
+	}
+	if spec.Rootfs, err = ensureRootfs(c.Context, c.String("rootfs"), notice); err != nil {
+		return spec, err
+	}
+	return spec, nil
+}
+
+// workspaceDir returns the current directory to mount at /workspace, or ""
+// with a reason when it is the filesystem root or the user's home (or a
+// parent of it): granting those by default would hand the payload SSH keys
+// and cloud credentials. -v grants them explicitly.
+func workspaceDir() (string, string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", "", fmt.Errorf("find the current directory: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(wd)
+	if err != nil {
+		return "", "", fmt.Errorf("resolve the current directory %s: %w", wd, err)
+	}
+	sensitive := []string{"/"}
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		if h, err := filepath.EvalSymlinks(home); err == nil {
+			sensitive = append(sensitive, h)
+		}
+	}
+	for _, s := range sensitive {
+		if real == s || (s != "/" && strings.HasPrefix(s, real+"/")) || (real == "/" && s != "/") {
+			return "", fmt.Sprintf("not mounting %s at %s: it is the root or your home directory; cd to a project directory or grant it with -v", real, jail.WorkspaceDir), nil
+		}
+	}
+	return real, "", nil
+}

@@ -1,0 +1,64 @@
+package jail
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// probeArg0 selects the probe stage: a child in the same namespaces as a
+// jail that checks it may mount there, then exits.
+const probeArg0 = "rljail-probe"
+
+// Probe creates the namespaces a jail uses and checks that a mount works
+// inside them, without a rootfs. rljail check reports its error; AppArmor's
+// restriction of unprivileged user namespaces (Ubuntu 24.04) shows up here
+// as a failed mount rather than a failed clone.
+func Probe() error {
+	capLast, err := readCapLast()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	pidfd := -1
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{probeArg0},
+		Env:         []string{},
+		Stderr:      &stderr,
+		SysProcAttr: namespaceAttrs(os.Geteuid() == 0, capLast, &pidfd),
+	}
+	if err := cmd.Start(); err != nil {
+		return startError(err)
+	}
+	if pidfd >= 0 {
+		defer unix.Close(pidfd)
+	}
+	if err := cmd.Wait(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return fmt.Errorf("inside the namespaces: %s", msg)
+	}
+	return nil
+}
+
+// probeMain is the probe stage's body.
+func probeMain() {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		fmt.Fprintf(os.Stderr, "make the mount tree private: %v\n", err)
+		os.Exit(1)
+	}
+	fd, err := tmpfs("0755", 4096, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mount a tmpfs: %v\n", err)
+		os.Exit(1)
+	}
+	unix.Close(fd)
+	os.Exit(0)
+}
