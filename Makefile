@@ -40,7 +40,7 @@ rootfs: build
 
 demo: rootfs
 	@echo '--- rljail -- python3 examples/demo.py'
-	@$(BIN) --timeout 5s -- python3 examples/demo.py; echo "--- exit status $$?"
+	@$(BIN) --timeout 3s -- python3 examples/demo.py; echo "--- exit status $$?"
 
 vet:
 	$(GO) vet ./...

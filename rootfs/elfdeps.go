@@ -272,13 +272,14 @@ type loadedLibrary struct {
 // loadSet is the state of one process's link map: which names are already loaded, and
 // the libraries in load order.
 type loadSet struct {
-	byName map[string]string // DT_NEEDED name or SONAME -> path
-	libs   []loadedLibrary
-	interp string
+	byName  map[string]string // DT_NEEDED name or SONAME -> path
+	libs    []loadedLibrary
+	interp  string
+	program *elfObject // the executable, whose RPATH a dlopened object inherits
 }
 
 func (s *loadSet) clone() *loadSet {
-	c := &loadSet{byName: map[string]string{}, libs: slices.Clone(s.libs), interp: s.interp}
+	c := &loadSet{byName: map[string]string{}, libs: slices.Clone(s.libs), interp: s.interp, program: s.program}
 	for k, v := range s.byName {
 		c.byName[k] = v
 	}
@@ -297,7 +298,7 @@ func (r *libraryResolver) programClosure(exe string) (*loadSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &loadSet{byName: map[string]string{}}
+	s := &loadSet{byName: map[string]string{}, program: obj}
 	if obj.interp != "" {
 		if !r.matches(obj.interp) {
 			return nil, fmt.Errorf("program interpreter %s of %s: not an ELF file for this machine", obj.interp, exe)
@@ -320,16 +321,28 @@ func (r *libraryResolver) programClosure(exe string) (*loadSet, error) {
 	return s, nil
 }
 
-// moduleClosure adds what dlopen(path) would load into a copy of the program's link map
-// (an extension module of the interpreter), and returns only the libraries it adds.
-func (r *libraryResolver) moduleClosure(program *loadSet, programObj *elfObject, path string) ([]loadedLibrary, error) {
+// moduleClosure returns the libraries that dlopen(path) would add to the program's link
+// map (path being an extension module of the interpreter).
+func (r *libraryResolver) moduleClosure(program *loadSet, path string) ([]loadedLibrary, error) {
 	obj, err := r.object(path, filepath.Dir(path))
 	if err != nil {
 		return nil, err
 	}
+	return r.dlopenClosure(program, path, obj)
+}
+
+// dlopenClosure returns what loading obj (found at path) would add to a copy of the
+// program's link map. It also serves libraries that are only ever dlopened by name, such
+// as libgcc_s.so.1 (glibc's pthread_exit and pthread_cancel need it), through a synthetic
+// object that needs them.
+func (r *libraryResolver) dlopenClosure(program *loadSet, path string, obj *elfObject) ([]loadedLibrary, error) {
 	s := program.clone()
 	before := len(s.libs)
-	if err := r.load(s, path, obj, programObj.rpath); err != nil {
+	var inherited []string
+	if program.program != nil {
+		inherited = program.program.rpath
+	}
+	if err := r.load(s, path, obj, inherited); err != nil {
 		return nil, err
 	}
 	return s.libs[before:], nil

@@ -98,7 +98,7 @@ func ensureRootfs(ctx context.Context, flag string, notice func(string, ...any))
 	if st, err := os.Stat(dir); err == nil && st.IsDir() {
 		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 			_, cerr := rootfs.Check(dir)
-			return "", fmt.Errorf("rootfs %s: %w", dir, cerr)
+			return "", cerr
 		}
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("rootfs %s: %w", dir, err)

@@ -1,0 +1,134 @@
+package rootfs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// manifestName is the file, at the top of a rootfs, that marks it complete. Build writes
+// it last, so a directory without it is half-built (or not ours) and is never used.
+const manifestName = ".rljail-rootfs.json"
+
+// formatVersion is the layout version Build writes and Check accepts; bump it when a
+// rootfs built by an older rljail would no longer do.
+const formatVersion = 1
+
+// Manifest describes a built Python rootfs. Build writes it as <dir>/.rljail-rootfs.json
+// after everything else, and Check reads it before the rootfs is used, so that a
+// half-built or foreign directory is never mounted into a jail.
+type Manifest struct {
+	// FormatVersion is the rootfs layout version (1); another value means the rootfs
+	// must be rebuilt by this rljail.
+	FormatVersion int `json:"format_version"`
+	// PythonVersion is the interpreter's version, e.g. "3.11.2", for `rljail rootfs info`.
+	PythonVersion string `json:"python_version"`
+	// Python is the interpreter's path inside the rootfs, e.g. "/usr/bin/python3.11";
+	// /usr/bin/python3 and /usr/bin/python lead to it.
+	Python string `json:"python"`
+	// Source is the host interpreter the rootfs was built from (its resolved path), so
+	// a user can tell when the host's Python changed under it.
+	Source string `json:"source"`
+	// Files counts the regular files and symlinks of the tree.
+	Files int `json:"files"`
+	// SizeBytes is the total size of the tree's regular files.
+	SizeBytes int64 `json:"size_bytes"`
+	// TreeSHA256 hashes the sorted paths, types, modes and contents (or symlink
+	// targets) of the tree: equal inputs give equal hashes, which proves a build
+	// reproducible and identifies what a jail ran on.
+	TreeSHA256 string `json:"tree_sha256"`
+}
+
+// validate reports what makes m unusable.
+func (m Manifest) validate() error {
+	if m.FormatVersion != formatVersion {
+		return fmt.Errorf("format version %d, this rljail needs %d", m.FormatVersion, formatVersion)
+	}
+	switch {
+	case m.PythonVersion == "":
+		return errors.New("no python_version")
+	case !filepath.IsAbs(m.Python) || filepath.Clean(m.Python) != m.Python:
+		return fmt.Errorf("python %q is not a clean absolute path", m.Python)
+	case m.Files <= 0 || m.SizeBytes <= 0:
+		return errors.New("empty tree")
+	case len(m.TreeSHA256) != 64 || strings.Trim(m.TreeSHA256, "0123456789abcdef") != "":
+		return fmt.Errorf("tree_sha256 %q is not a SHA-256", m.TreeSHA256)
+	}
+	return nil
+}
+
+// Check tells whether dir holds a complete Python rootfs, by reading and validating its
+// manifest (it does not rehash the tree: it runs before every jail and must be cheap).
+// The error names dir and says how to (re)build it.
+func Check(dir string) (Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+				return Manifest{}, fmt.Errorf("no Python rootfs at %s; run `rljail rootfs build` to create it", dir)
+			}
+			return Manifest{}, fmt.Errorf("%s is not a complete Python rootfs (no %s: half-built or not made by rljail); run `rljail rootfs build` to rebuild it", dir, manifestName)
+		}
+		return Manifest{}, fmt.Errorf("rootfs %s: %w", dir, err)
+	}
+	m, err := parseManifest(data)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("rootfs %s: bad %s: %w; run `rljail rootfs build` to rebuild it", dir, manifestName, err)
+	}
+	// The interpreter must be a regular executable file at that path in the tree. os.Root
+	// keeps the lookup inside dir even if the tree were tampered with.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("rootfs %s: %w", dir, err)
+	}
+	defer root.Close()
+	fi, err := root.Lstat(strings.TrimPrefix(m.Python, "/"))
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return Manifest{}, fmt.Errorf("rootfs %s: interpreter %s is missing or not an executable file; run `rljail rootfs build` to rebuild it", dir, m.Python)
+	}
+	return m, nil
+}
+
+// parseManifest decodes a manifest strictly: an unknown field means a format this rljail
+// does not understand.
+func parseManifest(data []byte) (Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return Manifest{}, err
+	}
+	if err := m.validate(); err != nil {
+		return Manifest{}, err
+	}
+	return m, nil
+}
+
+// writeManifest writes m into dir and flushes it to disk.
+func writeManifest(dir string, m Manifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	p := filepath.Join(dir, manifestName)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("write manifest: %w", err)
+	}
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write manifest %s: %w", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package rootfs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheck(t *testing.T) {
+	valid := Manifest{
+		FormatVersion: 1,
+		PythonVersion: "3.11.2",
+		Python:        "/usr/bin/python3.11",
+		Source:        "/usr/bin/python3.11",
+		Files:         1,
+		SizeBytes:     3,
+		TreeSHA256:    strings.Repeat("ab", 32),
+	}
+	// fill makes a tree with an interpreter file in it.
+	fill := func(t *testing.T, dir string) {
+		if err := os.MkdirAll(filepath.Join(dir, "usr/bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "usr/bin/python3.11"), []byte("elf"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeRaw := func(t *testing.T, dir, text string) {
+		if err := os.WriteFile(filepath.Join(dir, manifestName), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, dir string) // dir does not exist yet
+		wantErr string
+	}{
+		{name: "valid", setup: func(t *testing.T, dir string) {
+			fill(t, dir)
+			if err := writeManifest(dir, valid); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "missing dir", setup: func(*testing.T, string) {}, wantErr: "no Python rootfs at %s; run `rljail rootfs build`"},
+		{name: "half-built", setup: fill, wantErr: "%s is not a complete Python rootfs (no .rljail-rootfs.json: half-built or not made by rljail); run `rljail rootfs build`"},
+		{name: "empty dir", setup: func(t *testing.T, dir string) { os.Mkdir(dir, 0o755) }, wantErr: "%s is not a complete Python rootfs"},
+		{name: "truncated manifest", setup: func(t *testing.T, dir string) {
+			fill(t, dir)
+			writeRaw(t, dir, `{"format_version": 1, "python_ver`)
+		}, wantErr: "rootfs %s: bad .rljail-rootfs.json"},
+		{name: "other format", setup: func(t *testing.T, dir string) {
+			fill(t, dir)
+			m := valid
+			m.FormatVersion = 2
+			writeManifest(dir, m)
+		}, wantErr: "format version 2, this rljail needs 1"},
+		{name: "unknown field", setup: func(t *testing.T, dir string) {
+			fill(t, dir)
+			writeRaw(t, dir, `{"format_version":1,"python_version":"3.11.2","python":"/usr/bin/python3.11","files":1,"size_bytes":3,"tree_sha256":"`+valid.TreeSHA256+`","extra":1}`)
+		}, wantErr: `unknown field "extra"`},
+		{name: "interpreter missing", setup: func(t *testing.T, dir string) {
+			os.Mkdir(dir, 0o755)
+			writeManifest(dir, valid)
+		}, wantErr: "interpreter /usr/bin/python3.11 is missing or not an executable file"},
+		{name: "interpreter escapes the tree", setup: func(t *testing.T, dir string) {
+			os.MkdirAll(filepath.Join(dir, "usr"), 0o755)
+			os.Symlink("/usr/bin", filepath.Join(dir, "usr/bin"))
+			writeManifest(dir, valid)
+		}, wantErr: "is missing or not an executable file"},
+		{name: "bad hash", setup: func(t *testing.T, dir string) {
+			fill(t, dir)
+			m := valid
+			m.TreeSHA256 = "xyz"
+			writeManifest(dir, m)
+		}, wantErr: "is not a SHA-256"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "python")
+			tc.setup(t, dir)
+			m, err := Check(dir)
+			if tc.wantErr != "" {
+				want := tc.wantErr
+				if strings.Contains(want, "%s") {
+					want = strings.ReplaceAll(want, "%s", dir)
+				}
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Check = %v; want error containing %q", err, want)
+				}
+				if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "rljail rootfs build") {
+					t.Errorf("error %q does not name the directory and the fix", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m != valid {
+				t.Errorf("Check = %+v, want %+v", m, valid)
+			}
+		})
+	}
+}

@@ -1,0 +1,426 @@
+package rootfs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fixedMtime is the modification time of every entry of a built tree, so that two builds
+// from the same inputs are identical (1980-01-01, the earliest time a zip file can hold,
+// in the spirit of SOURCE_DATE_EPOCH). The bytecode is hash-based, so no timestamp is
+// ever compared with a source file.
+var fixedMtime = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// tree is a root filesystem under construction: host paths are recreated under root.
+type tree struct {
+	root     string
+	mirrored map[string]string // host path -> resolved host path, already in the tree
+	log      func(string)
+}
+
+func newTree(root string, log func(string)) *tree {
+	if log == nil {
+		log = func(string) {}
+	}
+	return &tree{root: root, mirrored: map[string]string{}, log: log}
+}
+
+// in is the path of host path p inside the tree. Callers only pass paths whose
+// directories were created by mirror or copyDir, so none of them is a symlink in the
+// tree: the result never leaves root.
+func (t *tree) in(p string) string { return filepath.Join(t.root, p) }
+
+// mirror recreates host path p (absolute) at the same path in the tree: each symlink met
+// on the way becomes the same symlink in the tree and is followed, each directory is
+// created (empty), and the final file is copied. So "/lib/x86_64-linux-gnu/libz.so.1"
+// yields lib -> usr/lib, usr/lib/x86_64-linux-gnu/libz.so.1 -> libz.so.1.2.13 and the
+// file itself: the loader inside resolves the path exactly as on the host. It returns
+// the resolved host path.
+func (t *tree) mirror(p string) (string, error) {
+	return t.mirrorHops(p, 0)
+}
+
+func (t *tree) mirrorHops(p string, hops int) (string, error) {
+	if real, ok := t.mirrored[p]; ok {
+		return real, nil
+	}
+	if hops > 40 {
+		return "", fmt.Errorf("mirror %s: %w", p, syscall.ELOOP)
+	}
+	parts := strings.Split(p, "/")
+	cur := "/"
+	for i, c := range parts {
+		if c == "" || c == "." {
+			continue
+		}
+		if c == ".." {
+			cur = filepath.Dir(cur) // cur has no symlinks left: lexical is right
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", fmt.Errorf("mirror %s: %w", p, err)
+		}
+		switch mode := fi.Mode(); {
+		case mode&fs.ModeSymlink != 0:
+			target, err := os.Readlink(next)
+			if err != nil {
+				return "", fmt.Errorf("mirror %s: %w", p, err)
+			}
+			if err := t.symlink(next, target); err != nil {
+				return "", err
+			}
+			if !filepath.IsAbs(target) {
+				target = cur + "/" + target
+			}
+			rest := strings.Join(parts[i+1:], "/")
+			real, err := t.mirrorHops(target+"/"+rest, hops+1)
+			if err != nil {
+				return "", err
+			}
+			t.mirrored[p] = real
+			return real, nil
+		case mode.IsDir():
+			if err := t.mkdir(next); err != nil {
+				return "", err
+			}
+		case mode.IsRegular():
+			for _, c := range parts[i+1:] {
+				if c != "" && c != "." {
+					return "", fmt.Errorf("mirror %s: %s: %w", p, next, syscall.ENOTDIR)
+				}
+			}
+			if err := t.copyFile(next, next); err != nil {
+				return "", err
+			}
+		default:
+			return "", fmt.Errorf("mirror %s: %s is a %v, not a file, directory or symlink", p, next, mode.Type())
+		}
+		cur = next
+	}
+	t.mirrored[p] = cur
+	return cur, nil
+}
+
+// mkdir creates directory p of the tree, or accepts an existing one.
+func (t *tree) mkdir(p string) error {
+	dst := t.in(p)
+	err := os.Mkdir(dst, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, lerr := os.Lstat(dst); lerr == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("mkdir %s: %w", p, err)
+	}
+	return nil
+}
+
+// symlink creates symlink p -> target in the tree, or accepts an identical existing one.
+func (t *tree) symlink(p, target string) error {
+	dst := t.in(p)
+	err := os.Symlink(target, dst)
+	if errors.Is(err, fs.ErrExist) {
+		if have, rerr := os.Readlink(dst); rerr == nil && have == target {
+			return nil
+		}
+		return fmt.Errorf("symlink %s -> %s: the tree already has a different %s", p, target, p)
+	}
+	if err != nil {
+		return fmt.Errorf("symlink %s -> %s: %w", p, target, err)
+	}
+	return nil
+}
+
+// copyFile copies the host regular file src to dst of the tree (or accepts an existing
+// copy). Only the permission bits that matter survive, and normalize masks them later;
+// set-id bits and ownership are never carried over: the copy belongs to the builder.
+func (t *tree) copyFile(src, dst string) error {
+	out := t.in(dst)
+	if fi, err := os.Lstat(out); err == nil {
+		if fi.Mode().IsRegular() {
+			return nil
+		}
+		return fmt.Errorf("copy %s: the tree already has %s as a %v", src, dst, fi.Mode().Type())
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("copy %s: not a regular file", src)
+	}
+	// O_EXCL: never write through something already at dst.
+	w, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm()&0o755|0o600)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	if _, err := io.Copy(w, in); err != nil {
+		w.Close()
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	return nil
+}
+
+// excludedFromStdlib decides which parts of the standard library stay out of the rootfs:
+// test suites, GUI and packaging tools that cannot work in the jail, third-party package
+// directories (the rootfs is the bare standard library), host bytecode (ours is compiled
+// into the tree), static libraries and the build configuration for C extensions, the
+// host's site customisation, and the test-only extension modules (which expose raw
+// interpreter internals). rel is slash-separated and relative to the directory being
+// copied (the stdlib dir or lib-dynload).
+func excludedFromStdlib(rel string, isDir bool) bool {
+	name := path.Base(rel)
+	topLevel := !strings.Contains(rel, "/")
+	if isDir {
+		switch name {
+		case "__pycache__", "test", "tests", "idle_test", "site-packages", "dist-packages":
+			return true
+		}
+		if topLevel {
+			switch name {
+			case "idlelib", "tkinter", "turtledemo", "ensurepip":
+				return true
+			}
+			return strings.HasPrefix(name, "config-")
+		}
+		return false
+	}
+	switch {
+	case strings.HasSuffix(name, ".a"), strings.HasSuffix(name, ".pyc"), strings.HasSuffix(name, ".pyo"):
+		return true
+	case topLevel && (name == "sitecustomize.py" || name == "usercustomize.py"):
+		return true
+	case strings.Contains(name, ".so"):
+		for _, prefix := range []string{"_test", "_ctypes_test", "_xxtestfuzz", "xxlimited", "_tkinter"} {
+			if strings.HasPrefix(name, prefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// copyDir copies the host directory dir (already mirrored, so its path in the tree is a
+// real directory) into the tree, leaving out what excluded says. Symlinks that stay
+// inside dir are kept as symlinks; one that leads elsewhere is replaced by a copy of the
+// file it names (the tree must not depend on host paths that are not in it). It returns
+// the copied files that look like shared objects, for the library closure.
+func (t *tree) copyDir(ctx context.Context, dir string, excluded func(rel string, isDir bool) bool) ([]string, error) {
+	var sharedObjects []string
+	var links []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", p, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		isDir := d.IsDir()
+		if excluded(rel, isDir) {
+			if isDir {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch mode := d.Type(); {
+		case isDir:
+			return t.mkdir(p)
+		case mode.IsRegular():
+			if strings.Contains(d.Name(), ".so") {
+				sharedObjects = append(sharedObjects, p)
+			}
+			return t.copyFile(p, p)
+		case mode&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", p, err)
+			}
+			inside := path.Join(path.Dir(rel), target)
+			if !filepath.IsAbs(target) && inside != ".." && !strings.HasPrefix(inside, "../") {
+				links = append(links, p)
+				return t.symlink(p, target)
+			}
+			fi, err := os.Stat(p)
+			if err != nil || !fi.Mode().IsRegular() {
+				t.log(fmt.Sprintf("leaving out %s: symlink to %s outside %s", p, target, dir))
+				return nil
+			}
+			return t.copyFile(p, p)
+		default:
+			return fmt.Errorf("copy %s: a %v, not a file, directory or symlink", p, mode)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A symlink whose target was left out would dangle in the jail.
+	for _, l := range links {
+		if _, err := os.Stat(t.in(l)); err != nil {
+			t.log(fmt.Sprintf("leaving out %s: its target is not in the rootfs", l))
+			if err := os.Remove(t.in(l)); err != nil {
+				return nil, fmt.Errorf("remove dangling %s: %w", l, err)
+			}
+		}
+	}
+	return sharedObjects, nil
+}
+
+// normalize gives every entry of the tree the modes and times a reproducible, safe root
+// filesystem needs: directories 0755, files 0755 or 0644 (never set-id or sticky, whatever
+// the host had or the umask did), one fixed mtime. A device, FIFO or socket is an error.
+func normalize(ctx context.Context, root string) error {
+	ts := unix.NsecToTimespec(fixedMtime.UnixNano())
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", p, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var perm fs.FileMode
+		switch mode := d.Type(); {
+		case d.IsDir():
+			perm = 0o755
+		case mode.IsRegular():
+			fi, err := d.Info()
+			if err != nil {
+				return fmt.Errorf("normalize %s: %w", p, err)
+			}
+			perm = 0o644
+			if fi.Mode().Perm()&0o111 != 0 {
+				perm = 0o755
+			}
+		case mode&fs.ModeSymlink != 0:
+		default:
+			return fmt.Errorf("normalize %s: a %v has no place in the rootfs", p, mode)
+		}
+		if perm != 0 {
+			if err := os.Chmod(p, perm); err != nil {
+				return fmt.Errorf("normalize %s: %w", p, err)
+			}
+		}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("normalize %s: set mtime: %w", p, err)
+		}
+		return nil
+	})
+}
+
+// treeSummary is what the manifest records about a tree's content.
+type treeSummary struct {
+	files  int   // regular files and symlinks
+	size   int64 // bytes in regular files
+	sha256 string
+}
+
+// summarize hashes the tree: for every entry but the manifest, sorted by path, its path,
+// type, permission bits and the SHA-256 of its content or its symlink target. Mtimes and
+// owners are left out (normalize fixes the one, the builder is the other), so equal hashes
+// mean the jail sees the same files.
+func summarize(ctx context.Context, root string) (treeSummary, error) {
+	type record struct{ path, line string }
+	var recs []record
+	var sum treeSummary
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", p, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		rel = "/" + filepath.ToSlash(rel)
+		if rel == "/." {
+			rel = "/"
+		}
+		if rel == "/"+manifestName {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return fmt.Errorf("hash %s: %w", p, err)
+		}
+		var kind byte
+		var payload string
+		switch mode := fi.Mode(); {
+		case mode.IsDir():
+			kind = 'd'
+		case mode.IsRegular():
+			kind = 'f'
+			if payload, err = fileSHA256(p); err != nil {
+				return fmt.Errorf("hash %s: %w", p, err)
+			}
+			sum.files++
+			sum.size += fi.Size()
+		case mode&fs.ModeSymlink != 0:
+			kind = 'l'
+			if payload, err = os.Readlink(p); err != nil {
+				return fmt.Errorf("hash %s: %w", p, err)
+			}
+			sum.files++
+		default:
+			return fmt.Errorf("hash %s: a %v has no place in the rootfs", p, mode)
+		}
+		recs = append(recs, record{rel, fmt.Sprintf("%s\x00%c%04o\x00%s\x00", rel, kind, fi.Mode().Perm(), payload)})
+		return nil
+	})
+	if err != nil {
+		return treeSummary{}, err
+	}
+	slices.SortFunc(recs, func(a, b record) int { return strings.Compare(a.path, b.path) })
+	h := sha256.New()
+	for _, r := range recs {
+		io.WriteString(h, r.line)
+	}
+	sum.sha256 = hex.EncodeToString(h.Sum(nil))
+	return sum, nil
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,190 @@
+package rootfs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestExcludedFromStdlib(t *testing.T) {
+	tests := []struct {
+		rel   string
+		isDir bool
+		want  bool
+	}{
+		{"os.py", false, false},
+		{"json", true, false},
+		{"json/__init__.py", false, false},
+		{"_sysconfigdata__x86_64-linux-gnu.py", false, false},
+		{"lib-dynload", true, false},
+		{"lib-dynload/_ssl.cpython-311-x86_64-linux-gnu.so", false, false},
+		{"lib-dynload/_json.cpython-311-x86_64-linux-gnu.so", false, false},
+		{"test", true, true},
+		{"unittest/test", true, true},
+		{"ctypes/test", true, true},
+		{"lib2to3/tests", true, true},
+		{"idlelib", true, true},
+		{"idlelib/idle_test", true, true},
+		{"tkinter", true, true},
+		{"turtledemo", true, true},
+		{"ensurepip", true, true},
+		{"site-packages", true, true},
+		{"dist-packages", true, true},
+		{"__pycache__", true, true},
+		{"json/__pycache__", true, true},
+		{"config-3.11-x86_64-linux-gnu", true, true},
+		{"config-3.11-x86_64-linux-gnu/libpython3.11.a", false, true},
+		{"libpython3.11.a", false, true},
+		{"sitecustomize.py", false, true},
+		{"usercustomize.py", false, true},
+		{"stray.pyc", false, true},
+		{"lib-dynload/_testcapi.cpython-311-x86_64-linux-gnu.so", false, true},
+		{"lib-dynload/_testinternalcapi.cpython-311-x86_64-linux-gnu.so", false, true},
+		{"lib-dynload/_ctypes_test.cpython-311-x86_64-linux-gnu.so", false, true},
+		{"lib-dynload/xxlimited_35.cpython-311-x86_64-linux-gnu.so", false, true},
+		{"lib-dynload/_tkinter.cpython-311-x86_64-linux-gnu.so", false, true},
+		// Only the top-level directories of these names are the tools themselves.
+		{"email/tkinter", true, false},
+		{"email/config-x", true, false},
+		{"email/sitecustomize.py", false, false},
+		// Files named like excluded directories stay.
+		{"test.py", false, false},
+	}
+	for _, tc := range tests {
+		if got := excludedFromStdlib(tc.rel, tc.isDir); got != tc.want {
+			t.Errorf("excludedFromStdlib(%q, dir=%v) = %v, want %v", tc.rel, tc.isDir, got, tc.want)
+		}
+	}
+}
+
+// TestMirror recreates a merged-/usr style layout: a directory symlink, a chain of
+// library symlinks, an absolute symlink and "..", and checks the tree has the same
+// symlinks and a single copy of the file.
+func TestMirror(t *testing.T) {
+	host := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(host, "usr/lib/multi"), 0o755))
+	must(os.MkdirAll(filepath.Join(host, "usr/lib64"), 0o755))
+	must(os.WriteFile(filepath.Join(host, "usr/lib/multi/libfoo.so.3.0.1"), []byte("elf"), 0o755))
+	must(os.Symlink("libfoo.so.3.0.1", filepath.Join(host, "usr/lib/multi/libfoo.so.3")))
+	must(os.Symlink("usr/lib", filepath.Join(host, "lib")))
+	must(os.Symlink(filepath.Join(host, "lib/multi/libfoo.so.3"), filepath.Join(host, "usr/lib64/abs.so")))
+
+	tests := []struct {
+		name, path, wantReal string
+	}{
+		{"through dir and file symlinks", "lib/multi/libfoo.so.3", "usr/lib/multi/libfoo.so.3.0.1"},
+		{"absolute symlink", "usr/lib64/abs.so", "usr/lib/multi/libfoo.so.3.0.1"},
+		{"dot-dot after a symlink", "lib/multi/../multi/libfoo.so.3.0.1", "usr/lib/multi/libfoo.so.3.0.1"},
+		{"directory only", "lib/multi", "usr/lib/multi"},
+	}
+	out := t.TempDir()
+	tr := newTree(out, func(s string) { t.Log(s) })
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			real, err := tr.mirror(filepath.Join(host, tc.path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := filepath.Join(host, tc.wantReal); real != want {
+				t.Errorf("real = %s, want %s", real, want)
+			}
+		})
+	}
+	links := map[string]string{
+		"lib":                       "usr/lib",
+		"usr/lib/multi/libfoo.so.3": "libfoo.so.3.0.1",
+		"usr/lib64/abs.so":          filepath.Join(host, "lib/multi/libfoo.so.3"),
+	}
+	for rel, want := range links {
+		got, err := os.Readlink(filepath.Join(out, host, rel))
+		if err != nil || got != want {
+			t.Errorf("%s -> %q (%v), want -> %q", rel, got, err, want)
+		}
+	}
+	fi, err := os.Lstat(filepath.Join(out, host, "usr/lib/multi/libfoo.so.3.0.1"))
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("library file not copied: %v %v", fi, err)
+	}
+
+	// A path that goes through a file is refused.
+	if _, err := tr.mirror(filepath.Join(host, "usr/lib/multi/libfoo.so.3.0.1/x")); err == nil {
+		t.Error("mirror through a regular file succeeded")
+	}
+}
+
+// TestNormalizeAndSummarize checks that modes are masked (no set-id or sticky bit
+// survives) and that the hash follows content and modes but not mtimes.
+func TestNormalizeAndSummarize(t *testing.T) {
+	ctx := context.Background()
+	build := func(mode os.FileMode, content string) (string, treeSummary) {
+		d := t.TempDir()
+		p := filepath.Join(d, "usr/bin/tool")
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("tool", filepath.Join(d, "usr/bin/alias")); err != nil {
+			t.Fatal(err)
+		}
+		if err := normalize(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		s, err := summarize(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, s
+	}
+	tests := []struct {
+		name     string
+		mode     os.FileMode
+		content  string
+		wantPerm os.FileMode
+	}{
+		{"setuid executable", 0o755 | os.ModeSetuid, "x", 0o755},
+		{"setgid sticky private file", 0o600 | os.ModeSetgid | os.ModeSticky, "x", 0o644},
+		{"group-executable only", 0o710, "x", 0o755},
+	}
+	var sums []treeSummary
+	for _, tc := range tests {
+		d, s := build(tc.mode, tc.content)
+		fi, err := os.Stat(filepath.Join(d, "usr/bin/tool"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != tc.wantPerm {
+			t.Errorf("%s: mode %v, want %v", tc.name, fi.Mode(), tc.wantPerm)
+		}
+		if !fi.ModTime().Equal(fixedMtime) {
+			t.Errorf("%s: mtime %v, want %v", tc.name, fi.ModTime(), fixedMtime)
+		}
+		if di, _ := os.Stat(filepath.Join(d, "usr")); di.Mode().Perm() != 0o755 {
+			t.Errorf("%s: directory mode %v", tc.name, di.Mode())
+		}
+		if s.files != 2 || s.size != 1 {
+			t.Errorf("%s: files %d size %d, want 2 and 1", tc.name, s.files, s.size)
+		}
+		sums = append(sums, s)
+	}
+	if sums[0].sha256 != sums[2].sha256 {
+		t.Error("same content and normalized mode hash differently")
+	}
+	if sums[0].sha256 == sums[1].sha256 {
+		t.Error("different modes hash the same")
+	}
+	if _, s := build(0o755, "y"); s.sha256 == sums[0].sha256 {
+		t.Error("different content hashes the same")
+	}
+}
