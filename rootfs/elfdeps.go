@@ -381,12 +381,10 @@ func (r *libraryResolver) load(s *loadSet, rootPath string, root *elfObject, inh
 				}
 			}
 			s.libs = append(s.libs, loadedLibrary{Path: path, Hidden: hidden})
-			rpaths := cur.rpaths
-			if len(obj.runpath) > 0 {
-				// An object with RUNPATH ignores every RPATH, its own and its loaders'
-				// (and the RUNPATH applies to its direct needs only).
-				rpaths = nil
-			} else {
+			// An object with RUNPATH ignores every RPATH, its own and its loaders'
+			// (and the RUNPATH applies to its direct needs only).
+			var rpaths []string
+			if len(obj.runpath) == 0 {
 				rpaths = slices.Concat(obj.rpath, cur.rpaths)
 			}
 			queue = append(queue, pending{path, obj, rpaths})
