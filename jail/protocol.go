@@ -35,6 +35,9 @@ type bindMount struct {
 	Dir      bool   `json:"dir"`
 	Writable bool   `json:"writable"`
 	Device   bool   `json:"device"` // a device node: read-only, noexec, but not nodev
+	// Granted is the workspace or a volume: as root, its owner is mapped to
+	// the jail's user (idmap.go).
+	Granted bool `json:"granted"`
 }
 
 // rootSymlink recreates a top-level symlink of the rootfs (lib -> usr/lib).

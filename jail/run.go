@@ -110,7 +110,7 @@ func prepareConfig(spec *Spec, root bool) (*initConfig, []*os.File, error) {
 		cfg.Mounts = append(cfg.Mounts, bindMount{Source: "/dev/" + d, Dest: "/dev/" + d, Device: true})
 	}
 	if spec.Workspace != "" {
-		cfg.Mounts = append(cfg.Mounts, bindMount{Source: spec.Workspace, Dest: WorkspaceDir, Dir: true})
+		cfg.Mounts = append(cfg.Mounts, bindMount{Source: spec.Workspace, Dest: WorkspaceDir, Dir: true, Granted: true})
 	}
 	vols := append([]Volume(nil), spec.Volumes...)
 	// Parents before children, so /data/sub lands on top of /data.
@@ -122,10 +122,12 @@ func prepareConfig(spec *Spec, root bool) (*initConfig, []*os.File, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("volume source %s: %w", v.Source, unwrapPathError(err))
 		}
-		cfg.Mounts = append(cfg.Mounts, bindMount{Source: v.Source, Dest: v.Dest, Dir: st.IsDir(), Writable: v.Writable})
+		cfg.Mounts = append(cfg.Mounts, bindMount{Source: v.Source, Dest: v.Dest, Dir: st.IsDir(), Writable: v.Writable, Granted: true})
 	}
 
 	var trees []*os.File
+	var ids idmapper
+	defer ids.close()
 	for i := range cfg.Mounts {
 		m := &cfg.Mounts[i]
 		m.FD = -1
@@ -137,6 +139,11 @@ func prepareConfig(spec *Spec, root bool) (*initConfig, []*os.File, error) {
 			attrs = deviceAttrs
 		}
 		fd, err := cloneTree(unix.AT_FDCWD, m.Source, attrs)
+		if err == nil && m.Granted {
+			if err = ids.apply(fd, m.Source); err != nil {
+				unix.Close(fd)
+			}
+		}
 		if err != nil {
 			closeFiles(trees)
 			return nil, nil, err

@@ -10,6 +10,7 @@
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -108,6 +109,24 @@ int rljail_spawn(const struct rljail_spawn *s)
 	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	if (pid == 0)
 		child(s);
+	int saved = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0)
+		return -saved;
+	return pid;
+}
+
+int rljail_userns_holder(void)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+	if (pid == 0) {
+		// Every signal stays blocked: only SIGKILL ends this child.
+		for (;;)
+			pause();
+	}
 	int saved = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)

@@ -39,4 +39,10 @@ enum {
 // returns the child's pid, or -errno when fork failed.
 int rljail_spawn(const struct rljail_spawn *s);
 
+
+// rljail_userns_holder clones a child in a new user namespace that only
+// waits to be killed; its namespace carries the id map of an idmapped
+// mount. It returns the child's pid, or -errno.
+int rljail_userns_holder(void);
+
 #endif

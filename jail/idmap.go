@@ -1,0 +1,95 @@
+package jail
+
+/*
+#include "spawn.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// When rljail runs as root, the jail's user is the host's nobody, which
+// could not read a project below /root or write to a root-owned rw volume.
+// Granted paths are therefore idmapped mounts (Linux 5.12+): the owner of
+// the granted directory appears, inside the jail, as the jail's own user,
+// so the jail has the owner's rights on what was granted and nothing else;
+// files it creates are stored with the owner's ids. Other ids stay as they
+// are. (The technique is the one described in mount_setattr(2),
+// MOUNT_ATTR_IDMAP.)
+
+// idmapper hands out user namespaces that map a host owner to hostJailID,
+// one per distinct owner, and releases them at the end of the setup.
+type idmapper struct {
+	byOwner map[[2]int]int // (uid, gid) -> user namespace fd
+}
+
+// apply makes the detached mount fd an idmapped mount for the owner of
+// the granted path p.
+func (m *idmapper) apply(fd int, p string) error {
+	// The owner of the very tree that was cloned, not of whatever the path
+	// names now.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", p, err)
+	}
+	owner := [2]int{int(st.Uid), int(st.Gid)}
+	userns, ok := m.byOwner[owner]
+	if !ok {
+		var err error
+		userns, err = ownerUserns(owner[0], owner[1])
+		if err != nil {
+			return err
+		}
+		if m.byOwner == nil {
+			m.byOwner = map[[2]int]int{}
+		}
+		m.byOwner[owner] = userns
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns)}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
+		return fmt.Errorf("map the owner of %s (uid %d) to the jail's user: %w (the filesystem may not support idmapped mounts)", p, owner[0], err)
+	}
+	return nil
+}
+
+// close releases the user namespaces; mounts made with them keep theirs.
+func (m *idmapper) close() {
+	for _, fd := range m.byOwner {
+		unix.Close(fd)
+	}
+}
+
+// ownerUserns returns a user namespace fd whose map sends uid to
+// hostJailID and gid to hostJailID.
+func ownerUserns(uid, gid int) (int, error) {
+	pid := int(C.rljail_userns_holder())
+	if pid < 0 {
+		return -1, fmt.Errorf("create an id-mapping user namespace: %w", unix.Errno(-pid))
+	}
+	defer func() {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, 0, nil)
+	}()
+	dir := "/proc/" + strconv.Itoa(pid)
+	writes := []struct{ file, content string }{
+		{"uid_map", fmt.Sprintf("%d %d 1\n", uid, hostJailID)},
+		{"setgroups", "deny"},
+		{"gid_map", fmt.Sprintf("%d %d 1\n", gid, hostJailID)},
+	}
+	for _, w := range writes {
+		if err := os.WriteFile(dir+"/"+w.file, []byte(w.content), 0); err != nil {
+			return -1, fmt.Errorf("write the id map of an id-mapping user namespace: %w", err)
+		}
+	}
+	fd, err := unix.Open(dir+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open an id-mapping user namespace: %w", err)
+	}
+	return fd, nil
+}
