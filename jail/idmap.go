@@ -14,12 +14,13 @@ import (
 )
 
 // When rljail runs as root, the jail's user is the host's nobody, which
-// could not read a project below /root or write to a root-owned rw volume.
-// Granted paths are therefore idmapped mounts (Linux 5.12+): the owner of
-// the granted directory appears, inside the jail, as the jail's own user,
-// so the jail has the owner's rights on what was granted and nothing else;
-// files it creates are stored with the owner's ids. Other ids stay as they
-// are. (The technique is the one described in mount_setattr(2),
+// could not read a project below /root. Read-only granted paths are
+// therefore idmapped mounts (Linux 5.12+): the owner of the granted tree
+// appears, inside the jail, as the jail's own user, so the jail can read
+// what the owner can read there, and nothing else. Writable volumes are
+// never idmapped: through them the jail would write as the owner (root,
+// typically) and could leave a setuid-root program on the host; it writes
+// as nobody instead. (The technique is the one of mount_setattr(2),
 // MOUNT_ATTR_IDMAP.)
 
 // idmapper hands out user namespaces that map a host owner to hostJailID,

@@ -249,6 +249,9 @@ func buildRoot(cfg *initConfig) error {
 	if err := populateDev(root, cfg.TmpSize); err != nil {
 		return err
 	}
+	if err := readOnlyAt(root, "/dev"); err != nil {
+		return err
+	}
 	if err := mountProc(root); err != nil {
 		return err
 	}
@@ -283,6 +286,19 @@ func populateDev(root int, shmSize int64) error {
 		}
 	}
 	return mountTmpfsAt(root, "/dev/shm", "1777", shmSize, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+}
+
+// readOnlyAt makes the mount at dest (not its submounts) read-only.
+func readOnlyAt(root int, dest string) error {
+	fd, err := resolveInRoot(root, dest, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dest, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("make %s read-only: %w", dest, err)
+	}
+	return nil
 }
 
 // pivotInto makes root the process's root and detaches the host's tree.

@@ -139,7 +139,7 @@ func prepareConfig(spec *Spec, root bool) (*initConfig, []*os.File, error) {
 			attrs = deviceAttrs
 		}
 		fd, err := cloneTree(unix.AT_FDCWD, m.Source, attrs)
-		if err == nil && m.Granted {
+		if err == nil && m.Granted && !m.Writable {
 			if err = ids.apply(fd, m.Source); err != nil {
 				unix.Close(fd)
 			}

@@ -40,7 +40,7 @@ func rootfsCommand() *cli.Command {
 							fmt.Fprintln(c.App.ErrWriter, "rljail: "+msg)
 						}
 					}
-					m, err := buildLocked(c.Context, dir, c.String("python"), logf)
+					m, err := buildLocked(c.Context, dir, c.String("python"), logf, nil)
 					if err != nil {
 						return setupError("build the rootfs in %s: %v", dir, err)
 					}
@@ -103,8 +103,10 @@ func ensureRootfs(ctx context.Context, flag string, notice func(string, ...any))
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("rootfs %s: %w", dir, err)
 	}
-	notice("no Python rootfs at %s yet: building it (once; see rljail rootfs build)", dir)
-	if _, err := buildLocked(ctx, dir, "", nil); err != nil {
+	announce := func() {
+		notice("no Python rootfs at %s yet: building it (once; see rljail rootfs build)", dir)
+	}
+	if _, err := buildLocked(ctx, dir, "", nil, announce); err != nil {
 		return "", fmt.Errorf("build the rootfs in %s: %w", dir, err)
 	}
 	return dir, nil
@@ -113,7 +115,10 @@ func ensureRootfs(ctx context.Context, flag string, notice func(string, ...any))
 // buildLocked builds the rootfs under an exclusive lock beside it, so that
 // jails started together build it once; a build that finds a valid rootfs
 // after waiting for the lock (and was not asked explicitly) returns it.
-func buildLocked(ctx context.Context, dir, python string, logf func(string)) (rootfs.Manifest, error) {
+//
+// announce, when set, is called once the lock is held and a build is about
+// to start, so that a build that cannot even start prints one line only.
+func buildLocked(ctx context.Context, dir, python string, logf func(string), announce func()) (rootfs.Manifest, error) {
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return rootfs.Manifest{}, fmt.Errorf("create %s: %w", parent, err)
@@ -132,6 +137,9 @@ func buildLocked(ctx context.Context, dir, python string, logf func(string)) (ro
 		if m, err := rootfs.Check(dir); err == nil {
 			return m, nil // another rljail built it while we waited
 		}
+	}
+	if announce != nil {
+		announce()
 	}
 	return rootfs.Build(ctx, rootfs.BuildOptions{Python: python, Out: dir, Log: logf})
 }

@@ -1,0 +1,670 @@
+// Package integration holds the black-box tests of rljail: they run the
+// static binary as a user would, as root and as an unprivileged user, attack
+// the jail from inside and judge the outcome from outside wherever they can
+// (a listener that sees no connection, a secret that never appears, a wall
+// clock, a scan of the host's process table).
+//
+// Environment:
+//
+//	RLJAIL_BIN     the binary under test (default: `make -C <repo> build`, bin/rljail)
+//	RLJAIL_ROOTFS  the Python rootfs (required; `make rootfs` builds it)
+//
+// The tests must run as root: they create the unprivileged user rljailtest
+// for the rootless runs.
+package integration
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mode says who runs rljail.
+type mode string
+
+const (
+	asRoot     mode = "root"
+	asRootless mode = "rootless"
+)
+
+// bothModes is the list of modes for the tests that make sense both ways.
+var bothModes = []mode{asRoot, asRootless}
+
+const (
+	testUserName = "rljailtest"
+	// hostPath is the PATH of rljail's own environment.
+	hostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// rootJailHostUID is the host uid (and gid) the jail's user maps to
+	// when rljail runs as root (never host root).
+	rootJailHostUID = 65534
+)
+
+var (
+	// testBin is a private copy of $RLJAIL_BIN in a 0755 directory: the
+	// rootless user can reach it, and a concurrent `make build` cannot
+	// replace the binary under a running test.
+	testBin   string
+	rootfsDir string
+	// baseDir (0755) holds every directory the tests create.
+	baseDir string
+
+	testUID, testGID int
+	testHome         string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "integration: "+format+"\n", a...)
+		return 1
+	}
+	if os.Geteuid() != 0 {
+		return fail("these tests must run as root: they run rljail as root and as the unprivileged user %s, whom they create", testUserName)
+	}
+	rootfsDir = os.Getenv("RLJAIL_ROOTFS")
+	if rootfsDir == "" {
+		return fail("RLJAIL_ROOTFS is not set: point it at the Python rootfs (`make rootfs` builds /var/lib/rljail/rootfs/python as root), e.g. RLJAIL_ROOTFS=/var/lib/rljail/rootfs/python")
+	}
+	bin := os.Getenv("RLJAIL_BIN")
+	if bin == "" {
+		root, err := repoRoot()
+		if err != nil {
+			return fail("RLJAIL_BIN is not set and the repository root is not found: %v", err)
+		}
+		out, err := exec.Command("make", "-C", root, "build").CombinedOutput()
+		if err != nil {
+			return fail("RLJAIL_BIN is not set and `make -C %s build` failed: %v\n%s", root, err, out)
+		}
+		bin = filepath.Join(root, "bin", "rljail")
+	}
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return fail("RLJAIL_BIN: %v", err)
+	}
+	if out, err := exec.Command(bin, "rootfs", "info", "--rootfs", rootfsDir).CombinedOutput(); err != nil {
+		return fail("`%s rootfs info --rootfs %s` failed (%v): the rootfs is missing or broken; build it with `make rootfs` or `rljail rootfs build --rootfs %s`\n%s",
+			bin, rootfsDir, err, rootfsDir, out)
+	}
+	if err := ensureTestUser(); err != nil {
+		return fail("%v", err)
+	}
+	baseDir, err = os.MkdirTemp("", "rljail-it-")
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer os.RemoveAll(baseDir)
+	if err := os.Chmod(baseDir, 0o755); err != nil {
+		return fail("%v", err)
+	}
+	binDir := filepath.Join(baseDir, "bin")
+	if err := os.Mkdir(binDir, 0o755); err != nil {
+		return fail("%v", err)
+	}
+	testBin = filepath.Join(binDir, "rljail")
+	if err := copyFile(bin, testBin, 0o755); err != nil {
+		return fail("copy the binary: %v", err)
+	}
+	// A rootless run needs to read the rootfs; say so once, clearly, if it
+	// cannot (the rootless tests then fail on their own).
+	info := exec.Command(testBin, "rootfs", "info", "--rootfs", rootfsDir)
+	info.Env = modeEnv(asRootless)
+	info.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
+	if out, err := info.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: warning: `rljail rootfs info` as %s fails (%v): %s", testUserName, err, out)
+	}
+	return m.Run()
+}
+
+// repoRoot finds the directory holding go.mod above the current one.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the current directory")
+		}
+		dir = parent
+	}
+}
+
+// ensureTestUser creates the unprivileged test user once (idempotent).
+func ensureTestUser() error {
+	u, err := user.Lookup(testUserName)
+	if err != nil {
+		if out, err := exec.Command("useradd", "-m", "-s", "/bin/sh", testUserName).CombinedOutput(); err != nil {
+			// Another run may have created it meanwhile.
+			if u2, err2 := user.Lookup(testUserName); err2 == nil {
+				u = u2
+			} else {
+				return fmt.Errorf("useradd %s: %v: %s", testUserName, err, out)
+			}
+		} else if u, err = user.Lookup(testUserName); err != nil {
+			return err
+		}
+	}
+	testUID, _ = strconv.Atoi(u.Uid)
+	testGID, _ = strconv.Atoi(u.Gid)
+	testHome = u.HomeDir
+	if testUID == 0 {
+		return fmt.Errorf("user %s has uid 0", testUserName)
+	}
+	return nil
+}
+
+func copyFile(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// modeEnv is rljail's own environment for a mode: minimal and fixed, so
+// that what reaches the jail is only what a test adds.
+func modeEnv(m mode) []string {
+	if m == asRootless {
+		return []string{"PATH=" + hostPath, "HOME=" + testHome, "USER=" + testUserName, "LOGNAME=" + testUserName}
+	}
+	return []string{"PATH=" + hostPath, "HOME=/root", "USER=root", "LOGNAME=root"}
+}
+
+// hostIDsOfJail are the host uid and gid the jail's user maps to: the
+// invoking user's own rootless, an unprivileged id (65534) as root.
+func hostIDsOfJail(m mode) (uid, gid int) {
+	if m == asRootless {
+		return testUID, testGID
+	}
+	return rootJailHostUID, rootJailHostUID
+}
+
+var nameClean = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// newDir makes a fresh 0755 directory under baseDir (the rootless user can
+// read it), removed when the test ends.
+func newDir(t testing.TB) string {
+	t.Helper()
+	name := nameClean.ReplaceAllString(t.Name(), "_")
+	if len(name) > 60 {
+		name = name[len(name)-60:]
+	}
+	dir, err := os.MkdirTemp(baseDir, name+"-")
+	if err != nil {
+		t.Fatalf("make a test directory: %v", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatalf("chmod %s: %v", dir, err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// newOpenDir is newDir with mode 0777: the jail's user (whatever host uid
+// it maps to) can write there.
+func newOpenDir(t testing.TB) string {
+	t.Helper()
+	dir := newDir(t)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatalf("chmod %s: %v", dir, err)
+	}
+	return dir
+}
+
+func writeFile(t testing.TB, path, content string, perm os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), perm); err != nil {
+		t.Fatalf("write %s: %v", path, err)
+	}
+	if err := os.Chmod(path, perm); err != nil {
+		t.Fatalf("chmod %s: %v", path, err)
+	}
+}
+
+// randomToken returns a fresh random string, for secrets and markers.
+func randomToken(prefix string) string {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return prefix + hex.EncodeToString(b)
+}
+
+// runOpts are the options of one rljail invocation.
+type runOpts struct {
+	dir      string        // working directory of rljail; default a fresh 0755 dir
+	stdin    string        // fed to rljail's stdin (default: /dev/null)
+	env      []string      // added to rljail's own environment
+	noRootfs bool          // do not pass --rootfs
+	noResult bool          // do not pass --result
+	deadline time.Duration // the harness kills rljail after this (default 60s)
+}
+
+// jailProc is one running rljail.
+type jailProc struct {
+	cmd        *exec.Cmd
+	stdout     *syncBuffer
+	stderr     *syncBuffer
+	resultPath string
+	start      time.Time
+	argv       []string
+	killer     *time.Timer
+
+	exit     int            // exit status, -1 when rljail died of a signal
+	signaled syscall.Signal // the signal, when it died of one
+	wall     time.Duration  // from just before start to the end of Wait
+}
+
+// launch starts rljail; it returns errors instead of failing the test, so
+// that goroutines can use it.
+func launch(m mode, o runOpts, resultDir string, args ...string) (*jailProc, error) {
+	var full []string
+	p := &jailProc{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	if !o.noResult {
+		p.resultPath = filepath.Join(resultDir, "result.json")
+		full = append(full, "--result", p.resultPath)
+	}
+	if !o.noRootfs {
+		full = append(full, "--rootfs", rootfsDir)
+	}
+	full = append(full, args...)
+	p.argv = full
+	cmd := exec.Command(testBin, full...)
+	cmd.Dir = o.dir
+	cmd.Env = append(modeEnv(m), o.env...)
+	if o.stdin != "" {
+		cmd.Stdin = strings.NewReader(o.stdin)
+	}
+	cmd.Stdout = p.stdout
+	cmd.Stderr = p.stderr
+	// If rljail leaks a process that holds its stdout, Wait must not hang.
+	cmd.WaitDelay = 5 * time.Second
+	if m == asRootless {
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)},
+		}
+	}
+	p.cmd = cmd
+	p.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %v", testBin, err)
+	}
+	deadline := o.deadline
+	if deadline == 0 {
+		deadline = 60 * time.Second
+	}
+	p.killer = time.AfterFunc(deadline, func() { _ = cmd.Process.Kill() })
+	return p, nil
+}
+
+// wait waits for rljail to end and records its status and wall time.
+func (p *jailProc) wait() {
+	err := p.cmd.Wait()
+	p.wall = time.Since(p.start)
+	p.killer.Stop()
+	p.exit = -1
+	if st := p.cmd.ProcessState; st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			p.signaled = ws.Signal()
+		} else {
+			p.exit = st.ExitCode()
+		}
+	}
+	if err != nil && !errors.As(err, new(*exec.ExitError)) {
+		fmt.Fprintf(p.stderr, "\n[harness: wait: %v]", err)
+	}
+}
+
+// result reads the --result report; nil when there is none.
+func (p *jailProc) result() (map[string]any, error) {
+	if p.resultPath == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(p.resultPath)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(bytes.TrimSpace(b)) == 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r map[string]any
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("--result is not JSON: %v: %q", err, b)
+	}
+	return r, nil
+}
+
+func (p *jailProc) String() string {
+	return "rljail " + shellQuote(p.argv)
+}
+
+// startJail starts rljail as mode with cwd o.dir (default a fresh dir).
+func startJail(t testing.TB, m mode, o runOpts, args ...string) *jailProc {
+	t.Helper()
+	if o.dir == "" {
+		o.dir = newDir(t)
+	}
+	resultDir := ""
+	if !o.noResult {
+		resultDir = newOpenDir(t)
+	}
+	p, err := launch(m, o, resultDir, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+	})
+	return p
+}
+
+// runJail runs rljail to its end and returns what it printed, its exit
+// status (-1 when it died of a signal) and the --result report (nil if none).
+func runJail(t testing.TB, m mode, o runOpts, args ...string) (stdout, stderr string, exit int, result map[string]any) {
+	t.Helper()
+	p := startJail(t, m, o, args...)
+	p.wait()
+	res, err := p.result()
+	if err != nil {
+		t.Errorf("%s: %v", p, err)
+	}
+	return p.stdout.String(), p.stderr.String(), p.exit, res
+}
+
+// python is the argv of python3 -c code plus extra arguments.
+func python(code string, args ...string) []string {
+	return append([]string{"--", "python3", "-c", code}, args...)
+}
+
+func shellQuote(argv []string) string {
+	var b strings.Builder
+	for i, a := range argv {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`;|&<>()*?![]{}#~") {
+			b.WriteString(a)
+			continue
+		}
+		if len(a) > 200 {
+			a = a[:200] + "..."
+		}
+		b.WriteString("'" + strings.ReplaceAll(a, "'", `'\''`) + "'")
+	}
+	return b.String()
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent Write and String, with a
+// way to wait for some output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor waits until the output contains s; false on timeout.
+func (b *syncBuffer) waitFor(s string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if strings.Contains(b.String(), s) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return strings.Contains(b.String(), s)
+}
+
+// jsonInt returns a JSON number field of a report as an int.
+func jsonInt(m map[string]any, key string) (int64, bool) {
+	v, ok := m[key].(float64)
+	return int64(v), ok
+}
+
+// checkResult compares fields of a --result report with what is expected.
+func checkResult(t testing.TB, what string, res map[string]any, status string, exit int) {
+	t.Helper()
+	if res == nil {
+		t.Errorf("%s: no --result report was written", what)
+		return
+	}
+	if got, _ := res["status"].(string); got != status {
+		t.Errorf("%s: --result status = %q, want %q (report %v)", what, got, status, res)
+	}
+	if got, ok := jsonInt(res, "exit_code"); !ok || got != int64(exit) {
+		t.Errorf("%s: --result exit_code = %v, want %d (report %v)", what, res["exit_code"], exit, res)
+	}
+}
+
+// checkSetupError asserts a 125 exit with exactly one line on stderr
+// starting "rljail: ".
+func checkSetupError(t testing.TB, what, stderr string, exit int) {
+	t.Helper()
+	if exit != 125 {
+		t.Errorf("%s: exit status %d, want 125 (stderr %q)", what, exit, stderr)
+	}
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "rljail: ") || !strings.HasSuffix(stderr, "\n") {
+		t.Errorf("%s: stderr must be exactly one line starting \"rljail: \", got %d line(s): %q", what, len(lines), stderr)
+	}
+}
+
+// ---- the host's process table ----
+
+// proc is one host process as seen in /proc.
+type proc struct {
+	pid, ppid int
+	start     uint64 // start time in clock ticks: (pid, start) names a process
+	state     string // R, S, D, Z (zombie), ...
+	cmdline   string // NULs replaced by spaces
+	exe       string // readlink of /proc/PID/exe, " (deleted)" removed
+	pidNS     string // readlink of /proc/PID/ns/pid
+}
+
+func (p proc) key() string { return fmt.Sprintf("%d@%d", p.pid, p.start) }
+
+func (p proc) String() string {
+	c := p.cmdline
+	if len(c) > 120 {
+		c = c[:120] + "..."
+	}
+	return fmt.Sprintf("pid %d (state %s, ppid %d, exe %s, %s): %q", p.pid, p.state, p.ppid, p.exe, p.pidNS, c)
+}
+
+func readProc(pid int) (proc, bool) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return proc{}, false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return proc{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is the state (field 3); ppid is field 4, starttime field 22.
+	if len(f) < 20 {
+		return proc{}, false
+	}
+	p := proc{pid: pid, state: f[0]}
+	p.ppid, _ = strconv.Atoi(f[1])
+	p.start, _ = strconv.ParseUint(f[19], 10, 64)
+	cmd, _ := os.ReadFile(dir + "/cmdline")
+	p.cmdline = strings.TrimRight(strings.ReplaceAll(string(cmd), "\x00", " "), " ")
+	p.exe, _ = os.Readlink(dir + "/exe")
+	p.exe = strings.TrimSuffix(p.exe, " (deleted)")
+	p.pidNS, _ = os.Readlink(dir + "/ns/pid")
+	return p, true
+}
+
+// allProcs lists the host's processes.
+func allProcs() []proc {
+	ents, _ := os.ReadDir("/proc")
+	var ps []proc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := readProc(pid); ok {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// findPayload waits until a process whose cmdline holds marker, other than
+// rljail itself, shows up in the host's /proc.
+func findPayload(marker string, supervisor int, timeout time.Duration) (proc, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, p := range allProcs() {
+			if p.pid != supervisor && p.exe != testBin && strings.Contains(p.cmdline, marker) {
+				return p, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return proc{}, false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// descendants returns the processes below pid.
+func descendants(pid int) []proc {
+	ps := allProcs()
+	children := map[int][]proc{}
+	for _, p := range ps {
+		children[p.ppid] = append(children[p.ppid], p)
+	}
+	var out []proc
+	queue := []int{pid}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, c := range children[cur] {
+			out = append(out, c)
+			queue = append(queue, c.pid)
+		}
+	}
+	return out
+}
+
+// orphanedInits lists rljail-init processes whose parent is not an rljail
+// supervisor: a jail that outlived the process that ran it.
+func orphanedInits() []proc {
+	var out []proc
+	for _, p := range allProcs() {
+		if !strings.HasPrefix(p.cmdline, "rljail-init") || p.zombie() {
+			continue
+		}
+		parent, ok := readProc(p.ppid)
+		if !ok || filepath.Base(parent.exe) != "rljail" || strings.HasPrefix(parent.cmdline, "rljail-init") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (p proc) zombie() bool { return p.state == "Z" || p.state == "X" }
+
+// leftovers lists the processes of a run that are still alive: any with
+// marker in its cmdline, any in the jail's PID namespace ns, any of the
+// tracked processes (same pid and start time), and any orphaned rljail-init.
+//
+// Zombies are not alive: they run no code and hold no resource but a PID.
+// When rljail is killed, its init is reparented to the host's PID 1 (or a
+// subreaper), whose job it is to reap it; rljail cannot. They are returned
+// separately, for the log.
+func leftovers(marker, ns string, tracked []proc) (alive, zombies []proc) {
+	for _, p := range candidates(marker, ns, tracked) {
+		if p.zombie() {
+			zombies = append(zombies, p)
+		} else {
+			alive = append(alive, p)
+		}
+	}
+	return alive, zombies
+}
+
+func candidates(marker, ns string, tracked []proc) []proc {
+	seen := map[string]bool{}
+	var out []proc
+	add := func(p proc) {
+		if !seen[p.key()] {
+			seen[p.key()] = true
+			out = append(out, p)
+		}
+	}
+	trackedKeys := map[string]bool{}
+	for _, p := range tracked {
+		trackedKeys[p.key()] = true
+	}
+	for _, p := range allProcs() {
+		switch {
+		case marker != "" && strings.Contains(p.cmdline, marker):
+			add(p)
+		case ns != "" && p.pidNS == ns:
+			add(p)
+		case trackedKeys[p.key()]:
+			add(p)
+		}
+	}
+	for _, p := range orphanedInits() {
+		add(p)
+	}
+	return out
+}
+
+func procList(ps []proc) string {
+	var b strings.Builder
+	for _, p := range ps {
+		b.WriteString("\n\t" + p.String())
+	}
+	return b.String()
+}

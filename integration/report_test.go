@@ -1,0 +1,189 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// readAuditLog parses the JSON lines of an --audit-log file.
+func readAuditLog(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read the audit log: %v", err)
+	}
+	var recs []map[string]any
+	for i, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("audit log line %d is not JSON: %v: %q", i+1, err, line)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// TestResultAndAuditLog checks the --result report and the --audit-log
+// lines of a script run and a -c run.
+func TestResultAndAuditLog(t *testing.T) {
+	t.Parallel()
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			ws := newDir(t)
+			script := "import sys\nprint('main ran', sys.argv[1:])\nsys.exit(5)\n"
+			writeFile(t, filepath.Join(ws, "main.py"), script, 0o644)
+			logDir := newOpenDir(t)
+			auditLog := filepath.Join(logDir, "audit.jsonl")
+
+			// 1. A script from the workspace that exits 5.
+			start := time.Now()
+			stdout, stderr, exit, res1 := runJail(t, m, runOpts{dir: ws},
+				"--timeout", "7s", "--audit-log", auditLog, "--", "python3", "main.py", "x", "y")
+			wall := time.Since(start)
+			if exit != 5 || !strings.Contains(stdout, "main ran ['x', 'y']") {
+				t.Fatalf("rljail -- python3 main.py x y: exit %d, stdout %q, stderr %q; want 5 and the script's output", exit, stdout, stderr)
+			}
+			checkResult(t, "script run", res1, "exit_nonzero", 5)
+			if res1 == nil {
+				t.FailNow()
+			}
+			runID1, _ := res1["run_id"].(string)
+			if runID1 == "" {
+				t.Errorf("--result has no run_id: %v", res1)
+			}
+			if ms, ok := jsonInt(res1, "wall_ms"); !ok || ms <= 0 || ms > wall.Milliseconds()+1 {
+				t.Errorf("--result wall_ms = %v, want > 0 and at most the measured %v", res1["wall_ms"], wall)
+			}
+			if _, ok := res1["signal"]; ok && res1["signal"] != float64(0) {
+				t.Errorf("--result signal = %v for a normal exit", res1["signal"])
+			}
+			limits, _ := res1["limits"].(map[string]any)
+			if limits == nil {
+				t.Errorf("--result has no limits: %v", res1)
+			} else {
+				if v, _ := jsonInt(limits, "timeout_ms"); v != 7000 {
+					t.Errorf("--result limits.timeout_ms = %v, want 7000", limits["timeout_ms"])
+				}
+				if v, _ := jsonInt(limits, "tmp_size_bytes"); v != 64<<20 {
+					t.Errorf("--result limits.tmp_size_bytes = %v, want %d", limits["tmp_size_bytes"], 64<<20)
+				}
+				if limits["network"] != "none" {
+					t.Errorf("--result limits.network = %v, want none", limits["network"])
+				}
+			}
+
+			// 2. A -c run that reads stdin, appended to the same log.
+			code := "import sys; d = sys.stdin.read(); print('read', len(d))"
+			input := "hello audit\n"
+			stdout, stderr, exit, res2 := runJail(t, m, runOpts{dir: ws, stdin: input}, "--audit-log", auditLog, "--", "python3", "-c", code)
+			if exit != 0 || stdout != "read 12\n" {
+				t.Fatalf("rljail -- python3 -c CODE: exit %d, stdout %q, stderr %q", exit, stdout, stderr)
+			}
+			checkResult(t, "-c run", res2, "ok", 0)
+			runID2, _ := res2["run_id"].(string)
+			if runID2 == "" || runID2 == runID1 {
+				t.Errorf("run ids of two runs: %q and %q, want two different non-empty ids", runID1, runID2)
+			}
+
+			recs := readAuditLog(t, auditLog)
+			if len(recs) != 2 {
+				t.Fatalf("the audit log has %d lines after two runs, want 2: %v", len(recs), recs)
+			}
+			r1, r2 := recs[0], recs[1]
+			if ts, _ := r1["time"].(string); ts == "" {
+				t.Errorf("audit line 1 has no time: %v", r1)
+			} else if _, err := time.Parse(time.RFC3339Nano, ts); err != nil {
+				t.Errorf("audit line 1 time %q is not RFC 3339: %v", ts, err)
+			}
+			if r1["run_id"] != runID1 {
+				t.Errorf("audit line 1 run_id = %v, want the --result run_id %q", r1["run_id"], runID1)
+			}
+			if want := []any{"python3", "main.py", "x", "y"}; !reflect.DeepEqual(r1["argv"], want) {
+				t.Errorf("audit line 1 argv = %v, want %v", r1["argv"], want)
+			}
+			if r1["script"] != "main.py" {
+				t.Errorf("audit line 1 script = %v, want main.py", r1["script"])
+			}
+			if want := sha256Hex([]byte(script)); r1["script_sha256"] != want {
+				t.Errorf("audit line 1 script_sha256 = %v, want %s (sha256 of the workspace's main.py)", r1["script_sha256"], want)
+			}
+			if res, _ := r1["result"].(map[string]any); res == nil || res["status"] != "exit_nonzero" || res["exit_code"] != float64(5) {
+				t.Errorf("audit line 1 result = %v, want status exit_nonzero, exit_code 5", r1["result"])
+			}
+			if r2["run_id"] != runID2 {
+				t.Errorf("audit line 2 run_id = %v, want %q", r2["run_id"], runID2)
+			}
+			if r2["code"] != code {
+				t.Errorf("audit line 2 code = %v, want %q", r2["code"], code)
+			}
+			if want := sha256Hex([]byte(input)); r2["stdin_sha256"] != want {
+				t.Errorf("audit line 2 stdin_sha256 = %v, want %s", r2["stdin_sha256"], want)
+			}
+			if r2["stdin_bytes"] != float64(len(input)) {
+				t.Errorf("audit line 2 stdin_bytes = %v, want %d", r2["stdin_bytes"], len(input))
+			}
+			if res, _ := r2["result"].(map[string]any); res == nil || res["status"] != "ok" {
+				t.Errorf("audit line 2 result = %v, want status ok", r2["result"])
+			}
+		})
+	}
+}
+
+// TestAuditLogUnwritableStopsTheRun: a log that cannot be opened stops the
+// run before it starts (125), proven by a rw volume the command would
+// have written to.
+func TestAuditLogUnwritableStopsTheRun(t *testing.T) {
+	t.Parallel()
+	const code = "open('/out/ran', 'w').write('ran')"
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			// Control: with a writable log the command writes /out/ran.
+			out := newOpenDir(t)
+			logDir := newOpenDir(t)
+			stdout, stderr, exit, _ := runJail(t, m, runOpts{}, append([]string{"--audit-log", filepath.Join(logDir, "ok.jsonl"), "-v", out + ":/out:rw"}, python(code)...)...)
+			if _, err := os.Stat(filepath.Join(out, "ran")); exit != 0 || err != nil {
+				t.Fatalf("control run: exit %d, /out/ran on the host: %v (stdout %q stderr %q)", exit, err, stdout, stderr)
+			}
+
+			aFile := filepath.Join(newDir(t), "a-file")
+			writeFile(t, aFile, "", 0o644)
+			rootOnly := newDir(t) // 0755, owned by root
+			unwritable := map[string]string{
+				"parent_is_a_file":   filepath.Join(aFile, "audit.jsonl"),
+				"parent_missing":     "/nonexistent-rljail-it/audit.jsonl",
+				"path_is_a_dir":      newDir(t),
+				"proc_not_creatable": "/proc/rljail-it-audit.jsonl",
+			}
+			if m == asRootless {
+				unwritable["root_owned_dir"] = filepath.Join(rootOnly, "audit.jsonl")
+			}
+			for name, logPath := range unwritable {
+				out := newOpenDir(t)
+				args := append([]string{"--audit-log", logPath, "-v", out + ":/out:rw"}, python(code)...)
+				stdout, stderr, exit, _ := runJail(t, m, runOpts{}, args...)
+				what := name + ": rljail " + shellQuote(args)
+				checkSetupError(t, what, stderr, exit)
+				if _, err := os.Stat(filepath.Join(out, "ran")); err == nil {
+					t.Errorf("%s: the command ran (it wrote /out/ran) although the audit log cannot be opened; stdout %q", what, stdout)
+				}
+			}
+		})
+	}
+}
