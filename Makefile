@@ -5,7 +5,7 @@ GO        ?= go
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN       := bin/rljail
 # Static binary: cgo (the payload spawn, libseccomp) linked statically.
-GOFLAGS_STATIC := -trimpath -tags netgo,osusergo
+GOFLAGS_STATIC := -trimpath -tags netgo,osusergo,urfave_cli_no_docs
 LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags -static
 STATICCHECK_VERSION := v0.8.2
 # Debian packages the build and the tests need.
