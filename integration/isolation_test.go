@@ -369,6 +369,28 @@ print("SIBLING", os.path.exists("/etc/sibling.txt") or os.path.exists("/sibling.
 			t.Errorf("PID 1's cmdline in the jail is %s, want rljail-init", v)
 		}
 	}},
+	{"init_survives_every_signal_from_the_payload", func(t *testing.T, m mode) {
+		// The payload sends init every signal it can; init must neither
+		// die nor pass them on (a SIGTERM to init coming back to the
+		// payload would end it with 143). Decided from the exit status and
+		// the result report, which only a living init can fill in.
+		stdout, stderr, exit, res := runJail(t, m, runOpts{}, python(`
+import os, time
+for s in range(1, 32):
+    try:
+        os.kill(1, s)
+    except OSError as e:
+        print("kill", s, e)
+time.sleep(0.3)
+print("STILL HERE")
+`)...)
+		if exit != 0 || !strings.Contains(stdout, "STILL HERE") || res["status"] != "ok" {
+			t.Errorf("after signalling init: exit %d, status %v\nstdout:\n%s\nstderr:\n%s", exit, res["status"], stdout, stderr)
+		}
+		if strings.Contains(stderr, "goroutine") || strings.Contains(stderr, "SIGSEGV") {
+			t.Errorf("init crashed and dumped its stack into the jail's stderr:\n%s", stderr)
+		}
+	}},
 	{"caps_dropped_no_new_privs", func(t *testing.T, m mode) {
 		out := jailOK(t, m, runOpts{}, nil, `
 for l in open("/proc/self/status"):

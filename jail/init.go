@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"path"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,17 +18,25 @@ func IsInit() bool {
 	return len(os.Args) > 0 && (os.Args[0] == initArg0 || os.Args[0] == probeArg0)
 }
 
-// forwardedSignals are passed from init to the payload.
-var forwardedSignals = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP}
-
-// ignoredSignals would make the Go runtime of init exit or dump its stack
-// if the payload sent them; init is PID 1 of the namespace, so ignoring
-// them is what a payload's kill(1, ...) meets.
-var ignoredSignals = []os.Signal{
-	unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGPIPE, unix.SIGALRM,
-	unix.SIGVTALRM, unix.SIGPROF, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU,
-	unix.SIGXCPU, unix.SIGXFSZ, unix.SIGPWR, unix.SIGWINCH, unix.SIGIO,
-	unix.SIGSTKFLT, unix.SIGABRT, unix.SIGTRAP, unix.SIGSYS,
+// ignoredSignals lists every signal the payload could send init (it runs
+// with init's uid when rootless). Init is PID 1 of the PID namespace, so
+// the kernel already drops SIGKILL and SIGSTOP from inside; the rest are
+// ignored, so that the payload cannot make init's Go runtime exit or dump
+// its stack (a SIGSEGV or SIGQUIT sent with kill(1, ...) would). The Go
+// runtime still handles real faults, which are not sent by a user.
+// Signals meant for the payload reach init as control messages from the
+// supervisor, never as signals. SIGCHLD (reaping), SIGURG (the runtime's
+// preemption) and SIGPROF stay as they are.
+func ignoredSignals() []os.Signal {
+	var sigs []os.Signal
+	for s := unix.Signal(1); s < 32; s++ {
+		switch s {
+		case unix.SIGKILL, unix.SIGSTOP, unix.SIGCHLD, unix.SIGURG, unix.SIGPROF:
+			continue
+		}
+		sigs = append(sigs, s)
+	}
+	return sigs
 }
 
 // InitMain is the jail's PID 1. It never returns. It reads its initConfig
@@ -47,7 +54,7 @@ func InitMain() {
 	// ptrace init, read its memory or open /proc/1/exe (the host binary,
 	// CVE-2019-5736).
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	signal.Ignore(ignoredSignals...)
+	signal.Ignore(ignoredSignals()...)
 
 	status := os.NewFile(fdStatus, "status")
 	if unix.Getpid() != 1 || status == nil {
@@ -64,12 +71,11 @@ func InitMain() {
 	}
 
 	var cfg initConfig
-	cfgFile := os.NewFile(fdConfig, "config")
-	if err := json.NewDecoder(cfgFile).Decode(&cfg); err != nil {
+	control := json.NewDecoder(os.NewFile(fdConfig, "control"))
+	if err := control.Decode(&cfg); err != nil {
 		// EOF here means the supervisor is gone.
 		fail(ExitSetupError, fmt.Errorf("read the jail config: %w", err))
 	}
-	cfgFile.Close()
 
 	capLast, err := readCapLast()
 	if err != nil {
@@ -86,8 +92,6 @@ func InitMain() {
 	if err != nil {
 		fail(code, err)
 	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
 	pid, err := spawnPayload(payloadProcess{
 		Path:    exe,
 		Argv:    cfg.Command,
@@ -110,15 +114,26 @@ func InitMain() {
 		fail(ExitSetupError, fmt.Errorf("start the payload: %w", err))
 	}
 	report(initMessage{Started: true})
-	go func() {
-		for s := range sigs {
-			_ = unix.Kill(pid, s.(syscall.Signal))
-		}
-	}()
+	go forwardSignals(control, pid)
 	code, sig := reapUntil(pid)
 	report(initMessage{Exited: true, Code: code, Signal: sig})
 	// Exiting as PID 1 kills whatever the payload left running.
 	os.Exit(0)
+}
+
+// forwardSignals passes the supervisor's signal requests to the payload
+// until the control pipe closes. A closed pipe means the supervisor is
+// gone: init exits and the kernel ends the jail.
+func forwardSignals(control *json.Decoder, pid int) {
+	for {
+		var m controlMessage
+		if err := control.Decode(&m); err != nil {
+			os.Exit(ExitSetupError)
+		}
+		if m.Signal > 0 {
+			_ = unix.Kill(pid, unix.Signal(m.Signal))
+		}
+	}
 }
 
 // reapUntil reaps every child (orphans are reparented to init) until pid

@@ -2,13 +2,13 @@ package jail
 
 // The supervisor and the init stage talk over two pipes that init inherits
 // as fixed descriptors: the supervisor writes one initConfig (JSON) on the
-// config pipe and closes it; init writes initMessage lines on the status
-// pipe. Nothing the payload can reach is on either pipe: both are closed
+// control pipe, then controlMessages, and closes it when the run ends; init
+// writes initMessage lines on the status pipe. Nothing the payload can reach is on either pipe: both are closed
 // before the payload's execve.
 
 const (
 	initArg0     = "rljail-init" // argv[0] that selects the init stage
-	fdConfig     = 3             // init reads its initConfig here
+	fdConfig     = 3             // init reads its initConfig, then controlMessages, here
 	fdStatus     = 4             // init reports here
 	fdFirstMount = 5             // mount trees passed by a root supervisor start here
 )
@@ -44,6 +44,12 @@ type bindMount struct {
 type rootSymlink struct {
 	Name   string `json:"name"`
 	Target string `json:"target"`
+}
+
+// controlMessage is a request from the supervisor after the config.
+type controlMessage struct {
+	// Signal is a signal number to deliver to the payload.
+	Signal int `json:"signal,omitempty"`
 }
 
 // initMessage is one status line from init.

@@ -168,6 +168,7 @@ const hostJailID = 65534
 type jailRun struct {
 	cmd      *exec.Cmd
 	pidfd    int
+	control  *os.File // config, then signal requests; closed when the run ends
 	statusR  *os.File
 	stdinW   *os.File
 	stdoutR  *os.File
@@ -219,9 +220,8 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailR
 	for _, f := range []*os.File{cfgR, statusW, stdinR, stdoutW, stderrW} {
 		f.Close()
 	}
-	werr := json.NewEncoder(cfgW).Encode(cfg)
-	cfgW.Close()
-	if werr != nil {
+	j.control = cfgW
+	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		// init died before reading its config; wait reports why.
 		j.kill()
 	}
@@ -349,8 +349,11 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				if !ok {
 					return
 				}
-				if sig, isSys := s.(syscall.Signal); isSys && j.pidfd >= 0 {
-					_ = unix.PidfdSendSignal(j.pidfd, sig, nil, 0)
+				// A request on the control pipe, not a signal to init:
+				// init ignores every signal, so the payload cannot signal it.
+				if sig, isSys := s.(syscall.Signal); isSys {
+					b, _ := json.Marshal(controlMessage{Signal: int(sig)})
+					_, _ = j.control.Write(append(b, '\n'))
 				}
 			}
 		}
@@ -358,6 +361,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 
 	waitErr := j.cmd.Wait()
 	close(done)
+	j.control.Close()
 	j.stdinW.Close()
 	pumps.Wait()
 	got := <-msgs
