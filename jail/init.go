@@ -98,6 +98,13 @@ func InitMain() {
 		Env:     cfg.Env,
 		Workdir: cfg.Workdir,
 		CapLast: capLast,
+		Filter:  cfg.Filter,
+		NotifySock: func() int {
+			if cfg.Notify {
+				return fdNotify
+			}
+			return -1
+		}(),
 	})
 	if err != nil {
 		var se *spawnError

@@ -10,7 +10,8 @@ const (
 	initArg0     = "rljail-init" // argv[0] that selects the init stage
 	fdConfig     = 3             // init reads its initConfig, then controlMessages, here
 	fdStatus     = 4             // init reports here
-	fdFirstMount = 5             // mount trees passed by a root supervisor start here
+	fdNotify     = 5             // a Unix socket to the supervisor for the seccomp listener
+	fdFirstMount = 6             // mount trees passed by a root supervisor start here
 )
 
 // initConfig is everything init needs; it must not depend on anything else
@@ -22,6 +23,11 @@ type initConfig struct {
 	TmpSize  int64         `json:"tmp_size"`
 	Mounts   []bindMount   `json:"mounts"`
 	Symlinks []rootSymlink `json:"symlinks"`
+	// Filter is the payload's seccomp program (BPF), installed last.
+	Filter []byte `json:"filter,omitempty"`
+	// Notify: the filter has a user-notification listener, which the
+	// payload's child sends to the supervisor over fdNotify.
+	Notify bool `json:"notify,omitempty"`
 }
 
 // bindMount grants a host object to the jail. A root supervisor clones the

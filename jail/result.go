@@ -2,6 +2,8 @@ package jail
 
 import (
 	"golang.org/x/sys/unix"
+
+	"github.com/rljail/rljail/seccomp"
 )
 
 // Status values of a Result. They are part of the stable JSON report.
@@ -11,6 +13,10 @@ const (
 	StatusSignaled    = "signaled"     // the payload died of a signal
 	StatusTimeout     = "timeout"      // the kill timer fired
 	StatusSetupError  = "setup_error"  // rljail could not start the payload
+	// StatusSeccompViolation: under a kill-mode profile (python-strict) the
+	// payload made a call outside the policy and the jail was ended;
+	// seccomp.violation names the call.
+	StatusSeccompViolation = "seccomp_violation"
 )
 
 // Exit codes that rljail itself uses (design.md, "Exit status").
@@ -32,6 +38,9 @@ type Result struct {
 	WallMS     int64  `json:"wall_ms"`
 	Error      string `json:"error,omitempty"`
 	Limits     Limits `json:"limits"`
+	// Seccomp names the profile and, in the strict and learn modes, the
+	// calls it denied.
+	Seccomp *seccomp.Report `json:"seccomp,omitempty"`
 }
 
 // Limits reports the limits a run was held to.

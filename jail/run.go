@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rljail/rljail/seccomp"
 )
 
 // rootfsSkipped are top-level names of a rootfs that the jail provides
@@ -84,6 +86,10 @@ func prepareConfig(spec *Spec, root bool) (*initConfig, []*os.File, error) {
 		Env:     payloadEnv(spec.Env),
 		Workdir: spec.Workdir,
 		TmpSize: spec.TmpSize,
+	}
+	if spec.Seccomp != nil {
+		cfg.Filter = spec.Seccomp.BPF
+		cfg.Notify = spec.Seccomp.Notify
 	}
 	entries, err := os.ReadDir(spec.Rootfs)
 	if err != nil {
@@ -173,6 +179,7 @@ type jailRun struct {
 	stdinW   *os.File
 	stdoutR  *os.File
 	stderrR  *os.File
+	notify   *os.File // receives the seccomp listener, in the notify modes
 	killOnce sync.Once
 }
 
@@ -197,11 +204,18 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailR
 	stdinR, stdinW := pipe()
 	stdoutR, stdoutW := pipe()
 	stderrR, stderrW := pipe()
+	// The seccomp listener travels from the payload's child to here over
+	// a Unix socket (fdNotify in the jail); nil leaves that fd closed.
+	var notifyR, notifyW *os.File
+	if cfg.Notify && err == nil {
+		notifyR, notifyW, err = socketPair()
+		toClose = append(toClose, notifyR, notifyW)
+	}
 	if err != nil {
 		closeFiles(toClose)
 		return nil, err
 	}
-	j := &jailRun{pidfd: -1, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR}
+	j := &jailRun{pidfd: -1, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, notify: notifyR}
 	j.cmd = &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{initArg0},
@@ -209,7 +223,7 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailR
 		Stdin:       stdinR,
 		Stdout:      stdoutW,
 		Stderr:      stderrW,
-		ExtraFiles:  append([]*os.File{cfgR, statusW}, trees...),
+		ExtraFiles:  append([]*os.File{cfgR, statusW, notifyW}, trees...),
 		SysProcAttr: namespaceAttrs(root, capLast, &j.pidfd),
 	}
 	if err := j.cmd.Start(); err != nil {
@@ -217,8 +231,10 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailR
 		return nil, startError(err)
 	}
 	// Only the jail keeps the child ends.
-	for _, f := range []*os.File{cfgR, statusW, stdinR, stdoutW, stderrW} {
-		f.Close()
+	for _, f := range []*os.File{cfgR, statusW, stdinR, stdoutW, stderrW, notifyW} {
+		if f != nil {
+			f.Close()
+		}
 	}
 	j.control = cfgW
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
@@ -322,6 +338,25 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		j.stdinW.Close()
 	}()
 
+	// The strict and learn modes: answer the calls the filter denies.
+	var sup *seccomp.Supervisor
+	supDone := make(chan struct{})
+	stopSup := make(chan struct{})
+	if spec.Seccomp != nil && spec.Seccomp.Notify && j.notify != nil {
+		sup = seccomp.NewSupervisor(spec.Seccomp.Policy, j.kill)
+		go func() {
+			defer close(supDone)
+			defer j.notify.Close()
+			listener, err := receiveFD(j.notify)
+			if err != nil {
+				return // the payload never got that far; init reports why
+			}
+			sup.Serve(listener, stopSup)
+		}()
+	} else {
+		close(supDone)
+	}
+
 	msgs := make(chan []initMessage, 1)
 	go func() {
 		var got []initMessage
@@ -365,7 +400,24 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	j.stdinW.Close()
 	pumps.Wait()
 	got := <-msgs
+	close(stopSup)
+	<-supDone
 	res.WallMS = time.Since(start).Milliseconds()
+	if spec.Seccomp != nil {
+		report := seccomp.Report{Profile: spec.Seccomp.Policy.Name, Mode: string(spec.Seccomp.Policy.Violation)}
+		if sup != nil {
+			report = sup.Report()
+		}
+		res.Seccomp = &report
+		if report.Violation != "" {
+			res.Status = StatusSeccompViolation
+			res.ExitCode = 128 + int(unix.SIGSYS)
+			res.Signal = int(unix.SIGSYS)
+			res.SignalName = unix.SignalName(unix.SIGSYS)
+			res.Error = "the payload called " + report.Violation + ", which the profile " + report.Profile + " does not allow; the jail was ended"
+			return res, nil
+		}
+	}
 
 	select {
 	case <-timedOut:
@@ -397,4 +449,37 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	res.ExitCode = ExitSetupError
 	res.Error = fmt.Sprintf("the jail's init ended without a report (%v)", waitErr)
 	return res, errors.New(res.Error)
+}
+
+// socketPair makes a connected pair of Unix sockets for passing a
+// descriptor.
+func socketPair() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create a socket pair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "notify"), os.NewFile(uintptr(fds[1]), "notify-jail"), nil
+}
+
+// receiveFD reads one descriptor sent with SCM_RIGHTS; EOF (every sender
+// gone) is an error.
+func receiveFD(sock *os.File) (*os.File, error) {
+	buf := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("receive the seccomp listener: %w", err)
+	}
+	if n == 0 {
+		return nil, errors.New("receive the seccomp listener: the jail closed the socket")
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) == 0 {
+		return nil, fmt.Errorf("receive the seccomp listener: no descriptor in the message (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return nil, fmt.Errorf("receive the seccomp listener: %v", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "seccomp-listener"), nil
 }

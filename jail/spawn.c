@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,6 +29,30 @@ static void fail(const struct rljail_spawn *s, int step)
 	ssize_t n = write(s->errfd, &e, sizeof e);
 	(void)n;
 	_exit(127);
+}
+
+// send_fd sends one descriptor over a Unix socket (SCM_RIGHTS).
+static int send_fd(int sock, int fd)
+{
+	char byte = 'L';
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof u);
+	struct msghdr msg = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = u.buf,
+		.msg_controllen = sizeof u.buf,
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
 static void child(const struct rljail_spawn *s)
@@ -87,9 +113,20 @@ static void child(const struct rljail_spawn *s)
 
 	// The seccomp filter goes last, so that it only has to allow what the
 	// payload needs and execve.
-	if (s->filter != NULL &&
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, s->filter) < 0)
-		fail(s, RLJAIL_STEP_SECCOMP);
+	if (s->filter != NULL) {
+		unsigned int flags = s->notify_sock >= 0 ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+		long listener = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, s->filter);
+		if (listener < 0)
+			fail(s, RLJAIL_STEP_SECCOMP);
+		if (s->notify_sock >= 0) {
+			// Hand the listener to the supervisor, which answers every
+			// call the policy does not allow; then close it here, so the
+			// payload never holds it.
+			if (send_fd(s->notify_sock, (int)listener) < 0)
+				fail(s, RLJAIL_STEP_NOTIFY_SEND);
+			close((int)listener);
+		}
+	}
 
 	sigset_t none;
 	sigemptyset(&none);

@@ -30,6 +30,7 @@ var spawnStepNames = map[int]string{
 	C.RLJAIL_STEP_CAPSET:       "drop capabilities",
 	C.RLJAIL_STEP_NO_NEW_PRIVS: "set no_new_privs",
 	C.RLJAIL_STEP_SECCOMP:      "load the seccomp filter",
+	C.RLJAIL_STEP_NOTIFY_SEND:  "send the seccomp listener to the supervisor",
 	C.RLJAIL_STEP_EXECVE:       "execve",
 }
 
@@ -57,6 +58,9 @@ type payloadProcess struct {
 	// Filter is a seccomp BPF program (struct sock_filter entries, 8 bytes
 	// each); nil installs none.
 	Filter []byte
+	// NotifySock, when >= 0, receives the filter's user-notification
+	// listener.
+	NotifySock int
 }
 
 // spawnPayload forks the payload, which confines itself (see spawn.c) and
@@ -85,6 +89,7 @@ func spawnPayload(p payloadProcess) (int, error) {
 	s.workdir = cWorkdir
 	s.errfd = C.int(fds[1])
 	s.cap_last = C.int(p.CapLast)
+	s.notify_sock = C.int(p.NotifySock)
 	if len(p.Filter) > 0 {
 		if len(p.Filter)%8 != 0 {
 			unix.Close(fds[1])

@@ -13,6 +13,8 @@ struct rljail_spawn {
 	int errfd;                 // O_CLOEXEC pipe: the child writes a failure here
 	int cap_last;              // /proc/sys/kernel/cap_last_cap
 	struct sock_fprog *filter; // seccomp filter, or NULL
+	int notify_sock;           // >= 0: install the filter with a user-notification
+	                           // listener and send the listener over this socket
 };
 
 // What the child writes to errfd when a step fails: which step, and errno.
@@ -32,6 +34,7 @@ enum {
 	RLJAIL_STEP_CAPSET,
 	RLJAIL_STEP_NO_NEW_PRIVS,
 	RLJAIL_STEP_SECCOMP,
+	RLJAIL_STEP_NOTIFY_SEND,
 	RLJAIL_STEP_EXECVE,
 };
 

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/rljail/rljail/seccomp"
 )
 
 // Defaults for a zero Spec. They are the safe choices: a short wall-clock
@@ -78,6 +80,11 @@ type Spec struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+
+	// Seccomp is the payload's system call filter, installed last before
+	// execve; nil runs without one. In the strict and learn modes the
+	// supervisor answers the calls it denies (see seccomp.Supervisor).
+	Seccomp *seccomp.Program
 
 	// Signals, when set, carries signals for the payload (the CLI forwards
 	// SIGINT, SIGTERM and SIGHUP here); the jail's init passes them on.

@@ -43,7 +43,7 @@ func main() {
 // subcommands are the words that select a subcommand in argv[1]; anything
 // else is a run (`rljail [flags] -- CMD` is `rljail run [flags] -- CMD`).
 var subcommands = map[string]bool{
-	"run": true, "rootfs": true, "check": true, "version": true, "help": true,
+	"run": true, "rootfs": true, "check": true, "version": true, "help": true, "profiles": true,
 	"-h": true, "--help": true, "-v": false,
 }
 
@@ -96,6 +96,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			runCommand(stdin, stdout, stderr),
 			rootfsCommand(),
 			checkCommand(),
+			profilesCommand(),
 			{
 				Name:  "version",
 				Usage: "print rljail's version",

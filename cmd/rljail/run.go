@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rljail/rljail/jail"
+	"github.com/rljail/rljail/profiles"
+	"github.com/rljail/rljail/seccomp"
 )
 
 func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
@@ -33,6 +36,10 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.BoolFlag{Name: "no-workspace", Usage: "do not mount the current directory at /workspace"},
 			&cli.StringFlag{Name: "rootfs", Usage: "Python root filesystem (default $RLJAIL_ROOTFS, else /var/lib/rljail/rootfs/python as root, $XDG_DATA_HOME/rljail/rootfs/python otherwise)"},
 			&cli.StringFlag{Name: "network", Value: "none", Usage: "network mode: none is the only one (an empty network namespace with lo)"},
+			&cli.StringFlag{Name: "profile", Value: profiles.Default, Usage: "profile: an embedded name (rljail profiles list) or a TOML file; it holds the seccomp policy and defaults that flags override"},
+			&cli.StringSliceFlag{Name: "seccomp-add", Usage: "allow one more syscall for this run (echoed in the result report)"},
+			&cli.StringSliceFlag{Name: "seccomp-remove", Usage: "deny one more syscall for this run (echoed in the result report)"},
+			&cli.StringFlag{Name: "seccomp", Usage: "learn: report every call the profile denies (they still fail) and print a profile snippet that would allow them"},
 			&cli.StringFlag{Name: "result", Usage: "write the JSON result report to FILE"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run (argv, code, script hash, result) to FILE"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing of rljail's own but errors"},
@@ -107,8 +114,15 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		res = jail.Result{Status: jail.StatusSetupError, ExitCode: jail.ExitSetupError, Error: err.Error(),
 			WallMS: time.Since(start).Milliseconds()}
 	}
-	if res.Status == jail.StatusTimeout {
+	if res.Status == jail.StatusTimeout || res.Status == jail.StatusSeccompViolation {
 		notice("%s", res.Error)
+	}
+	if res.Seccomp != nil && spec.Seccomp != nil {
+		res.Seccomp.Added = c.StringSlice("seccomp-add")
+		res.Seccomp.Removed = c.StringSlice("seccomp-remove")
+		if c.String("seccomp") == "learn" {
+			printLearned(stderr, *res.Seccomp)
+		}
 	}
 	if resultFile != nil {
 		if werr := writeJSON(resultFile, res); werr != nil && err == nil {
@@ -153,12 +167,40 @@ func buildSpec(c *cli.Context, notice func(string, ...any)) (jail.Spec, error) {
 	if n := c.String("network"); n != "none" {
 		return spec, fmt.Errorf("--network %q is not supported: the jail has no network; none is the only mode", n)
 	}
-	var err error
-	if spec.Timeout, err = parseTimeout(c.String("timeout")); err != nil {
+	prof, err := profiles.Load(c.String("profile"))
+	if err != nil {
 		return spec, err
+	}
+	if spec.Seccomp, err = seccompProgram(c, prof); err != nil {
+		return spec, err
+	}
+	spec.Timeout = prof.Timeout
+	if c.IsSet("timeout") || spec.Timeout == 0 {
+		if spec.Timeout, err = parseTimeout(c.String("timeout")); err != nil {
+			return spec, err
+		}
 	}
 	if term := os.Getenv("TERM"); term != "" {
 		spec.Env = append(spec.Env, "TERM="+term)
+	}
+	for _, e := range prof.Env {
+		kv, ok, err := envEntry(e)
+		if err != nil {
+			return spec, fmt.Errorf("profile %s: env %q: %w", prof.Name, e, err)
+		}
+		if ok {
+			spec.Env = append(spec.Env, kv)
+		}
+	}
+	for _, v := range prof.Volumes {
+		vol, err := jail.ParseVolume(v)
+		if err != nil {
+			return spec, fmt.Errorf("profile %s: %w", prof.Name, err)
+		}
+		spec.Volumes = append(spec.Volumes, vol)
+	}
+	if prof.Workdir != "" {
+		spec.Workdir = prof.Workdir
 	}
 	for _, f := range c.StringSlice("env-file") {
 		entries, err := readEnvFile(f)
@@ -230,4 +272,56 @@ func workspaceDir() (string, string, error) {
 		}
 	}
 	return real, "", nil
+}
+
+// seccompProgram applies --seccomp-add/--seccomp-remove and --seccomp to
+// the profile's policy and compiles it.
+func seccompProgram(c *cli.Context, prof *profiles.Profile) (*seccomp.Program, error) {
+	pol := prof.Policy
+	pol.Rules = append([]seccomp.Rule(nil), prof.Policy.Rules...)
+	pol.NoSys = append([]string(nil), prof.Policy.NoSys...)
+	for _, n := range c.StringSlice("seccomp-remove") {
+		if _, err := seccomp.SyscallNumber(n); err != nil {
+			return nil, fmt.Errorf("--seccomp-remove: %w", err)
+		}
+		pol.Remove(n)
+	}
+	if err := pol.Allow(c.StringSlice("seccomp-add")...); err != nil {
+		return nil, fmt.Errorf("--seccomp-add: %w", err)
+	}
+	switch mode := c.String("seccomp"); mode {
+	case "":
+	case "learn":
+		pol.Violation = seccomp.ViolationLearn
+	default:
+		return nil, fmt.Errorf("--seccomp %q: the only mode is learn", mode)
+	}
+	prog, err := seccomp.Compile(&pol)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp policy of profile %s: %w", prof.Name, err)
+	}
+	return &prog, nil
+}
+
+// printLearned prints learn mode's findings: each denied call with its
+// count, then a profile that would allow them.
+func printLearned(w io.Writer, r seccomp.Report) {
+	if len(r.Denied) == 0 {
+		fmt.Fprintf(w, "rljail: learn: the profile %s denied nothing\n", r.Profile)
+		return
+	}
+	fmt.Fprintf(w, "rljail: learn: the profile %s denied:\n", r.Profile)
+	for _, d := range r.Denied {
+		args := ""
+		keys := make([]string, 0, len(d.Args))
+		for k := range d.Args {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			args += fmt.Sprintf(" %s=%#x", k, d.Args[k])
+		}
+		fmt.Fprintf(w, "  %6d  %s%s\n", d.Count, d.Syscall, args)
+	}
+	fmt.Fprintf(w, "rljail: learn: a profile that would allow them (rljail --profile FILE):\n%s", r.Snippet())
 }
