@@ -13,7 +13,7 @@ APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap
 # Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
 export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
 
-.PHONY: all build deps rootfs demo test unit integration vet staticcheck bench clean
+.PHONY: all build deps generate rootfs demo test unit integration vet staticcheck bench clean
 
 all: build
 
@@ -29,7 +29,11 @@ deps:
 		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
-build: deps
+# generate compiles the embedded seccomp profiles to BPF (profiles/precompiled.go).
+generate: deps
+	cd profiles && CGO_ENABLED=1 $(GO) run ./gen -out precompiled.go
+
+build: deps generate
 	@mkdir -p bin
 	CGO_ENABLED=1 $(GO) build $(GOFLAGS_STATIC) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rljail
 	@file -L $(BIN) | grep -q 'statically linked' || { echo "$(BIN) is not statically linked"; exit 1; }

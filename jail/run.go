@@ -343,7 +343,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	supDone := make(chan struct{})
 	stopSup := make(chan struct{})
 	if spec.Seccomp != nil && spec.Seccomp.Notify && j.notify != nil {
-		sup = seccomp.NewSupervisor(spec.Seccomp.Policy, j.kill)
+		sup = seccomp.NewSupervisor(spec.Seccomp, j.kill)
 		go func() {
 			defer close(supDone)
 			defer j.notify.Close()
@@ -404,7 +404,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	<-supDone
 	res.WallMS = time.Since(start).Milliseconds()
 	if spec.Seccomp != nil {
-		report := seccomp.Report{Profile: spec.Seccomp.Policy.Name, Mode: string(spec.Seccomp.Policy.Violation)}
+		report := spec.Seccomp.EmptyReport()
 		if sup != nil {
 			report = sup.Report()
 		}

@@ -22,9 +22,13 @@ type Program struct {
 	// SECCOMP_FILTER_FLAG_NEW_LISTENER and hands the listener to the
 	// supervisor.
 	Notify bool
-	// Policy is what the program was compiled from; the supervisor names
-	// denied calls with it.
-	Policy *Policy
+	// Name and Violation come from the policy, for the result report.
+	Name      string
+	Violation Violation
+	// Policy returns what the program was compiled from; the supervisor
+	// reads it (only when a call was denied) to tell which arguments
+	// matter. A precompiled program loads it lazily.
+	Policy func() (*Policy, error)
 }
 
 // Instructions is the program's length in BPF instructions.
@@ -215,7 +219,11 @@ func Compile(p *Policy) (Program, error) {
 	if len(out)/8 > unix.BPF_MAXINSNS {
 		return Program{}, fmt.Errorf("the filter has %d instructions, more than the kernel's %d", len(out)/8, unix.BPF_MAXINSNS)
 	}
-	return Program{BPF: out, Notify: p.Violation != ViolationErrno, Policy: p}, nil
+	return Program{
+		BPF: out, Notify: p.Violation != ViolationErrno,
+		Name: p.Name, Violation: p.Violation,
+		Policy: func() (*Policy, error) { return p, nil },
+	}, nil
 }
 
 // exportBPF writes the filter's program into a memfd and reads it back

@@ -64,24 +64,31 @@ type Denied struct {
 
 // Supervisor answers a filter's notifications for one run.
 type Supervisor struct {
-	policy *Policy
-	// OnViolation runs once, at the first denied call, in kill mode.
+	prog *Program
+	// onViolation runs once, at the first denied call, in kill mode.
 	onViolation func()
 
 	mu     sync.Mutex
+	policy *Policy // loaded at the first denied call
 	report Report
 	index  map[string]int
 }
 
-// NewSupervisor prepares to answer for policy; onViolation ends the jail
-// in kill mode.
-func NewSupervisor(policy *Policy, onViolation func()) *Supervisor {
+// NewSupervisor prepares to answer for prog; onViolation ends the jail in
+// kill mode.
+func NewSupervisor(prog *Program, onViolation func()) *Supervisor {
 	return &Supervisor{
-		policy:      policy,
+		prog:        prog,
 		onViolation: onViolation,
-		report:      Report{Profile: policy.Name, Mode: string(policy.Violation)},
+		report:      prog.EmptyReport(),
 		index:       map[string]int{},
 	}
+}
+
+// EmptyReport is the report of a run in which nothing was denied (or, in
+// errno mode, nothing was watched).
+func (p *Program) EmptyReport() Report {
+	return Report{Profile: p.Name, Mode: string(p.Violation)}
 }
 
 // Serve answers notifications on listener until no process uses the filter
@@ -130,6 +137,11 @@ func ioctlPtr(fd int, req uint, arg unsafe.Pointer) error {
 func (s *Supervisor) record(req *seccompNotif) {
 	name := SyscallName(int(req.Data.Nr))
 	args := map[string]uint64{}
+	s.mu.Lock()
+	if s.policy == nil && s.prog.Policy != nil {
+		s.policy, _ = s.prog.Policy()
+	}
+	s.mu.Unlock()
 	for _, idx := range s.argIndexes(name) {
 		args[fmt.Sprintf("arg%d", idx)] = req.Data.Args[idx]
 	}
@@ -157,7 +169,7 @@ func (s *Supervisor) record(req *seccompNotif) {
 		s.report.Denied = append(s.report.Denied, d)
 	}
 	s.mu.Unlock()
-	if first && s.policy.Violation == ViolationKill && s.onViolation != nil {
+	if first && s.prog.Violation == ViolationKill && s.onViolation != nil {
 		s.onViolation()
 	}
 }
@@ -169,6 +181,9 @@ func (s *Supervisor) argIndexes(name string) []uint {
 	}
 	seen := map[uint]bool{}
 	var out []uint
+	if s.policy == nil {
+		return nil
+	}
 	for _, r := range s.policy.Rules {
 		if r.Syscall != name {
 			continue
@@ -190,7 +205,7 @@ func (s *Supervisor) Report() Report {
 	defer s.mu.Unlock()
 	r := s.report
 	r.Denied = append([]Denied(nil), s.report.Denied...)
-	if s.policy.Violation != ViolationKill {
+	if s.prog.Violation != ViolationKill {
 		r.Violation = ""
 	}
 	return r

@@ -158,7 +158,9 @@ func (p *Policy) Allow(names ...string) error {
 		if _, err := SyscallNumber(n); err != nil {
 			return err
 		}
-		p.Remove(n)
+	}
+	p.Remove(names...)
+	for _, n := range names {
 		p.Rules = append(p.Rules, Rule{Syscall: n, Comment: "added"})
 	}
 	return nil

@@ -167,7 +167,7 @@ func buildSpec(c *cli.Context, notice func(string, ...any)) (jail.Spec, error) {
 	if n := c.String("network"); n != "none" {
 		return spec, fmt.Errorf("--network %q is not supported: the jail has no network; none is the only mode", n)
 	}
-	prof, err := profiles.Load(c.String("profile"))
+	prof, err := loadProfile(c)
 	if err != nil {
 		return spec, err
 	}
@@ -274,9 +274,31 @@ func workspaceDir() (string, string, error) {
 	return real, "", nil
 }
 
+// loadProfile loads --profile. The common case, an embedded profile used
+// as it is, takes its build-time program and decodes no TOML: the profile
+// then only carries its name (an embedded profile sets no defaults).
+func loadProfile(c *cli.Context) (*profiles.Profile, error) {
+	name := c.String("profile")
+	if !policyChanged(c) {
+		if prog, ok := profiles.Precompiled(name); ok {
+			return &profiles.Profile{Name: name, Source: "embedded", Program: prog}, nil
+		}
+	}
+	return profiles.Load(name)
+}
+
+// policyChanged reports whether flags change the profile's policy, which
+// then must be compiled for this run.
+func policyChanged(c *cli.Context) bool {
+	return len(c.StringSlice("seccomp-add")) > 0 || len(c.StringSlice("seccomp-remove")) > 0 || c.String("seccomp") != ""
+}
+
 // seccompProgram applies --seccomp-add/--seccomp-remove and --seccomp to
 // the profile's policy and compiles it.
 func seccompProgram(c *cli.Context, prof *profiles.Profile) (*seccomp.Program, error) {
+	if prof.Program != nil && !policyChanged(c) {
+		return prof.Program, nil
+	}
 	pol := prof.Policy
 	pol.Rules = append([]seccomp.Rule(nil), prof.Policy.Rules...)
 	pol.NoSys = append([]string(nil), prof.Policy.NoSys...)

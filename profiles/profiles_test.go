@@ -1,0 +1,194 @@
+package profiles
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rljail/rljail/seccomp"
+)
+
+func TestEmbeddedProfiles(t *testing.T) {
+	names := Names()
+	if strings.Join(names, ",") != "python,python-strict" {
+		t.Fatalf("embedded profiles = %v", names)
+	}
+	py, err := Load("python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict, err := Load("python-strict")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if py.Policy.Violation != seccomp.ViolationErrno || strict.Policy.Violation != seccomp.ViolationKill {
+		t.Errorf("violations: python %s, python-strict %s", py.Policy.Violation, strict.Policy.Violation)
+	}
+	for _, n := range []string{"fork", "vfork", "clone", "socket", "execve", "openat", "mmap"} {
+		if !py.Policy.Allowed(n) {
+			t.Errorf("python does not allow %s", n)
+		}
+	}
+	for _, n := range []string{"fork", "vfork"} {
+		if strict.Policy.Allowed(n) {
+			t.Errorf("python-strict allows %s", n)
+		}
+	}
+	// python-strict narrows clone to threads and socket to AF_UNIX: one
+	// rule each, not the base's alternatives as well.
+	for _, n := range []string{"clone", "socket"} {
+		var rules []seccomp.Rule
+		for _, r := range strict.Policy.Rules {
+			if r.Syscall == n {
+				rules = append(rules, r)
+			}
+		}
+		if len(rules) != 1 {
+			t.Errorf("python-strict has %d rules for %s, want 1: %+v", len(rules), n, rules)
+		}
+	}
+	for _, n := range seccomp.AlwaysDenied() {
+		if py.Policy.Allowed(n) || strict.Policy.Allowed(n) {
+			t.Errorf("an embedded profile allows %s", n)
+		}
+	}
+}
+
+func TestPrecompiledIsCurrent(t *testing.T) {
+	want, err := PrecompiledSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("precompiled.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("profiles/precompiled.go is stale: run `make generate` (go generate ./profiles)")
+	}
+	for _, n := range Names() {
+		prog, ok := Precompiled(n)
+		if !ok || len(prog.BPF) == 0 {
+			t.Fatalf("no precompiled program for %s", n)
+		}
+		pol, err := prog.Policy()
+		if err != nil || pol.Name != n {
+			t.Fatalf("the lazy policy of %s: %v", n, err)
+		}
+	}
+	if _, ok := Precompiled("nosuch"); ok {
+		t.Error("Precompiled of an unknown name succeeded")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      []string // all must appear in the one-line error
+	}{
+		{"unknown top-level key", "bsae = \"python\"\n", []string{"line 1", "unknown key bsae"}},
+		{"unknown nested key", "[seccomp]\nviolation = \"errno\"\nallwo = []\n", []string{"line 3", "unknown key seccomp.allwo"}},
+		{"wrong type", "[seccomp]\nallow = 3\n", []string{"line 2", "seccomp.allow"}},
+		{"unknown syscall", "[seccomp]\nallow = [\n  \"read\",\n  \"nosuchcall\",\n]\n", []string{"line 4", `unknown syscall "nosuchcall"`}},
+		{"always denied", "[seccomp]\nallow = [\"read\", \"ptrace\"]\n", []string{"line 2", "ptrace", "every profile"}},
+		{"unknown rule syscall", "[[seccomp.rule]]\nsyscall = \"nope\"\n", []string{"line 2", `"nope"`}},
+		{"rule without args fields", "[[seccomp.rule]]\nsyscall = \"socket\"\nargs = [{ index = 0 }]\n", []string{"needs index, op and value"}},
+		{"mask without masked_eq", "[[seccomp.rule]]\nsyscall = \"socket\"\nargs = [{ index = 0, op = \"eq\", value = 1, mask = 1 }]\n", []string{"mask only goes with"}},
+		{"bad violation", "[seccomp]\nviolation = \"ignore\"\n", []string{"unknown violation"}},
+		{"learn in a file", "[seccomp]\nviolation = \"learn\"\n", []string{"--seccomp=learn"}},
+		{"remove without base", "[seccomp]\nremove = [\"read\"]\n", []string{"needs a base"}},
+		{"unknown base", "base = \"ruby\"\n", []string{"no profile named", "python"}},
+		{"bad timeout", "[defaults]\ntimeout = \"soon\"\n", []string{"defaults.timeout"}},
+		{"syntax", "[seccomp\n", []string{"line 1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("p.toml", []byte(tt.src))
+			if err == nil {
+				t.Fatal("Parse succeeded")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "profile p.toml") {
+				t.Errorf("error is not one line naming the file: %q", msg)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCustomProfile(t *testing.T) {
+	src := `base = "python"
+[seccomp]
+allow = ["getpid"]
+remove = ["vfork"]
+[[seccomp.rule]]
+syscall = "socket"
+args = [{ index = 0, op = "eq", value = 16 }]
+comment = "netlink, for this test"
+[defaults]
+timeout = "3s"
+env = ["A=1"]
+volumes = ["/srv:/srv:ro"]
+workdir = "/srv"
+`
+	path := filepath.Join(t.TempDir(), "custom.toml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Policy.Allowed("vfork") || !p.Policy.Allowed("fork") {
+		t.Error("remove/base: vfork should be gone, fork kept")
+	}
+	var socketRules int
+	for _, r := range p.Policy.Rules {
+		if r.Syscall == "socket" {
+			socketRules++
+		}
+	}
+	if socketRules != 4 {
+		t.Errorf("socket rules = %d, want the base's 3 plus 1", socketRules)
+	}
+	if p.Timeout != 3*time.Second || p.Workdir != "/srv" || len(p.Env) != 1 || len(p.Volumes) != 1 {
+		t.Errorf("defaults = %v %q %q %q", p.Timeout, p.Workdir, p.Env, p.Volumes)
+	}
+	if _, err := seccomp.Compile(&p.Policy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.toml")); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// FuzzParse: the decoder never panics, and every rejection is one line
+// naming the source.
+func FuzzParse(f *testing.F) {
+	for _, n := range Names() {
+		b, _ := embedded.ReadFile("embedded/" + n + ".toml")
+		f.Add(b)
+	}
+	f.Add([]byte("[seccomp]\nallow = [\"read\"]\n"))
+	f.Add([]byte("base = \"python\"\n[[seccomp.rule]]\nsyscall = \"socket\"\nargs = [{ index = 0, op = \"masked_eq\", mask = 0xff, value = 1 }]\n"))
+	f.Add([]byte("[defaults]\ntimeout = \"1s\"\nenv = [\"A=1\"]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse("fuzz.toml", data)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "profile fuzz.toml") {
+				t.Fatalf("error does not name the source: %q", err)
+			}
+			return
+		}
+		if _, err := seccomp.Compile(&p.Policy); err != nil && !strings.Contains(err.Error(), "instructions") {
+			t.Fatalf("a profile that parsed does not compile: %v", err)
+		}
+	})
+}
