@@ -118,6 +118,12 @@ func (s *Supervisor) Serve(listener *os.File, done <-chan struct{}) {
 			return
 		}
 		s.record(&req)
+		if s.prog.Violation == ViolationKill {
+			// No answer: the caller stays blocked in its call until the
+			// jail's SIGKILL arrives, so it never sees a failure it could
+			// act on.
+			continue
+		}
 		resp := seccompNotifResp{ID: req.ID, Error: -int32(unix.EPERM)}
 		// ENOENT: the caller died meanwhile; nothing to answer.
 		_ = ioctlPtr(fd, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(&resp))
