@@ -9,11 +9,12 @@ GOFLAGS_STATIC := -trimpath -tags netgo,osusergo,urfave_cli_no_docs
 LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags -static
 STATICCHECK_VERSION := v0.8.2
 # Debian packages the build and the tests need.
-APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap
+# qemu-system-x86 and busybox-static run the cgroup v2 tests in a VM (test-vm).
+APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system-x86 busybox-static
 # Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
 export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
 
-.PHONY: all build deps generate rootfs demo test unit integration vet staticcheck bench clean
+.PHONY: all build deps generate rootfs demo test unit integration vet staticcheck bench clean vm-kernel test-vm
 
 all: build
 
@@ -48,18 +49,35 @@ demo: rootfs
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags rljailvm ./integration/vm/guest
 
 staticcheck:
 	@test -x $$($(GO) env GOPATH)/bin/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$$($(GO) env GOPATH)/bin/staticcheck ./...
+	$$($(GO) env GOPATH)/bin/staticcheck -tags rljailvm ./integration/vm/guest
 
 unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
+# integration runs the black-box tests on this host (not ./integration/...,
+# which would boot the VM a second time).
 integration: rootfs
-	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./integration/...
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./integration/
 
-test: build vet staticcheck unit integration
+# vm-kernel unpacks the /boot of Debian's linux-image-amd64 (the versioned
+# package it depends on) into a cache: /var/cache/rljail-vm for root, else
+# $$XDG_CACHE_HOME/rljail-vm, or $$RLJAIL_VM_CACHE. Downloads once (70 MB);
+# nothing is installed into this machine's /boot.
+vm-kernel: deps
+	@sh integration/vm/fetch-kernel.sh
+
+# test-vm boots Debian's kernel under qemu (software emulation) on a pure
+# cgroup v2 hierarchy with the static rljail, the Python rootfs and the
+# in-VM test binaries, and fails unless its verdict is PASS.
+test-vm: rootfs vm-kernel
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -v ./integration/vm/
+
+test: build vet staticcheck unit integration test-vm
 
 bench: rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench . -benchtime 200x ./integration/

@@ -1,0 +1,245 @@
+package vm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Lines the VM's init prints for the harness (see init.sh).
+var (
+	verdictRE = regexp.MustCompile(`RLJAIL-VM-VERDICT: (PASS|FAIL\b.*)$`)
+	stage2RE  = regexp.MustCompile(`RLJAIL-VM-STAGE2`)
+	runRE     = regexp.MustCompile(`^RLJAIL-VM-RUN (\S+)$`)
+	exitRE    = regexp.MustCompile(`^RLJAIL-VM-EXIT (\S+) (\d+)$`)
+	panicRE   = regexp.MustCompile(`Kernel panic - not syncing`)
+)
+
+// console follows the serial console and remembers what decides the run.
+type console struct {
+	mu       sync.Mutex
+	start    time.Time
+	verdicts []string      // every verdict line seen (exactly one is valid)
+	panic    string        // the kernel panic line, if any
+	first    time.Duration // when the kernel printed its first line
+	stage2   time.Duration // when init reached its tmpfs root
+	firstRun time.Duration // when the first test binary started
+	verdict  time.Duration // when the verdict was printed
+	runs     []string      // "name: exit rc after 12s"
+	runStart time.Duration
+	tail     []string // the last lines, for error messages
+}
+
+const tailLines = 40
+
+// line takes one console line (without its line ending).
+func (c *console) line(l string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := time.Since(c.start)
+	if c.first == 0 {
+		c.first = at
+	}
+	c.tail = append(c.tail, l)
+	if len(c.tail) > tailLines {
+		c.tail = c.tail[1:]
+	}
+	switch {
+	case verdictRE.MatchString(l):
+		c.verdicts = append(c.verdicts, verdictRE.FindStringSubmatch(l)[1])
+		c.verdict = at
+	case panicRE.MatchString(l):
+		if c.panic == "" {
+			c.panic = l
+		}
+	case stage2RE.MatchString(l):
+		c.stage2 = at
+	case runRE.MatchString(l):
+		if c.firstRun == 0 {
+			c.firstRun = at
+		}
+		c.runStart = at
+	case exitRE.MatchString(l):
+		m := exitRE.FindStringSubmatch(l)
+		c.runs = append(c.runs, fmt.Sprintf("%s: exit %s after %v", m[1], m[2], (at-c.runStart).Round(100*time.Millisecond)))
+	}
+}
+
+// judge says whether the run passed: exactly one verdict line, PASS, and no
+// kernel panic.
+func (c *console) judge() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tail := "last console lines:\n\t" + strings.Join(c.tail, "\n\t")
+	switch {
+	case c.panic != "":
+		return fmt.Errorf("kernel panic in the VM: %s\n%s", c.panic, tail)
+	case len(c.verdicts) == 0:
+		return fmt.Errorf("the VM printed no verdict line\n%s", tail)
+	case len(c.verdicts) > 1:
+		// A test printing a verdict of its own must not decide the run.
+		return fmt.Errorf("the VM printed %d verdict lines (%q); want exactly one\n%s", len(c.verdicts), c.verdicts, tail)
+	case c.verdicts[0] != "PASS":
+		return fmt.Errorf("VM verdict: %s (the failing tests' output is above)", c.verdicts[0])
+	}
+	return nil
+}
+
+// seen reports whether the decisive lines are in: a verdict or a panic.
+func (c *console) seen() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.verdicts) > 0 || c.panic != ""
+}
+
+// qemuRun is one boot.
+type qemuRun struct {
+	qemu    string // qemu-system-x86_64
+	accel   string // tcg
+	kernel  string
+	initrd  string
+	memMiB  int
+	cpus    int
+	cmdline string
+	logf    func(format string, args ...any)
+	// logLine gets every console line (the test log, a file).
+	logLine func(string)
+}
+
+// run boots the VM and follows its console until qemu exits or ctx ends, in
+// which case it kills qemu (the process it started, by PID).
+func (q qemuRun) run(ctx context.Context, c *console) error {
+	args := []string{
+		"-accel", q.accel, "-cpu", "max",
+		"-m", fmt.Sprint(q.memMiB), "-smp", fmt.Sprint(q.cpus),
+		// No default devices (NIC, VGA, floppy, CD), no user config:
+		// only the serial console on stdout.
+		"-nodefaults", "-no-user-config", "-display", "none", "-serial", "stdio",
+		"-no-reboot",
+		"-kernel", q.kernel, "-initrd", q.initrd, "-append", q.cmdline,
+	}
+	cmd := exec.Command(q.qemu, args...)
+	// Should this test process die, qemu goes with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	q.logf("boot: %s %s", q.qemu, shellQuote(args))
+	c.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", q.qemu, err)
+	}
+	pid := cmd.Process.Pid
+
+	readDone := make(chan error, 1)
+	go func() {
+		r := bufio.NewReaderSize(stdout, 64<<10)
+		for {
+			l, err := r.ReadString('\n')
+			if l != "" {
+				l = strings.TrimRight(l, "\r\n")
+				l = strings.ReplaceAll(l, "\r", "")
+				q.logLine(l)
+				c.line(l)
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				readDone <- err
+				return
+			}
+		}
+	}()
+
+	waitDone := make(chan error, 1)
+	go func() {
+		<-readDone
+		waitDone <- cmd.Wait()
+	}()
+
+	// After the verdict (or a panic) the VM should power off at once;
+	// give it a short grace period, then kill it.
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	var decided time.Time
+	for {
+		select {
+		case err := <-waitDone:
+			if err != nil && !c.seen() {
+				return fmt.Errorf("qemu (pid %d) failed: %v\n%s", pid, err, strings.TrimSpace(stderr.String()))
+			}
+			if s := strings.TrimSpace(stderr.String()); s != "" {
+				q.logf("qemu stderr: %s", s)
+			}
+			return nil
+		case <-ctx.Done():
+			q.logf("VM run out of time: killing qemu (pid %d)", pid)
+			cmd.Process.Kill()
+			<-waitDone
+			return fmt.Errorf("the VM did not finish in time (%v): qemu (pid %d) killed", context.Cause(ctx), pid)
+		case <-ticker.C:
+			if !c.seen() {
+				continue
+			}
+			if decided.IsZero() {
+				decided = time.Now()
+			} else if time.Since(decided) > 30*time.Second {
+				q.logf("the VM did not power off 30 s after its verdict: killing qemu (pid %d)", pid)
+				cmd.Process.Kill()
+				<-waitDone
+				return nil
+			}
+		}
+	}
+}
+
+// shellQuote renders args for a log line a human can paste into a shell.
+func shellQuote(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\"'$\\*?;&|<>()") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		q[i] = a
+	}
+	return strings.Join(q, " ")
+}
+
+// TestConsoleJudge checks the verdict rules on canned consoles.
+func TestConsoleJudge(t *testing.T) {
+	cases := []struct {
+		name  string
+		lines []string
+		ok    bool
+	}{
+		{"pass", []string{"RLJAIL-VM-STAGE2 6.1.0", "RLJAIL-VM-RUN a", "--- PASS: TestX", "RLJAIL-VM-EXIT a 0", "RLJAIL-VM-VERDICT: PASS"}, true},
+		{"pass with a kernel message before it", []string{"[   12.1] random: crng init done", "RLJAIL-VM-VERDICT: PASS"}, true},
+		{"fail", []string{"RLJAIL-VM-EXIT a 1", "RLJAIL-VM-VERDICT: FAIL a"}, false},
+		{"no verdict", []string{"RLJAIL-VM-RUN a", "panic: test timed out"}, false},
+		{"two verdicts", []string{"RLJAIL-VM-VERDICT: PASS", "RLJAIL-VM-VERDICT: PASS"}, false},
+		{"panic after pass", []string{"RLJAIL-VM-VERDICT: PASS", "Kernel panic - not syncing: Attempted to kill init!"}, false},
+		{"verdict-like text", []string{"RLJAIL-VM-VERDICT: PASSED", "RLJAIL-VM-VERDICT: PASS"}, true},
+	}
+	for _, tc := range cases {
+		c := &console{start: time.Now()}
+		for _, l := range tc.lines {
+			c.line(l)
+		}
+		if err := c.judge(); (err == nil) != tc.ok {
+			t.Errorf("%s: judge() = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
