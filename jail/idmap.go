@@ -53,7 +53,7 @@ func (m *idmapper) apply(fd int, p string) error {
 	}
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns)}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
-		return fmt.Errorf("map the owner of %s (uid %d) to the jail's user: %w (the filesystem may not support idmapped mounts)", p, owner[0], err)
+		return fmt.Errorf("idmapped mount of uid %d: %w; the filesystem does not support it", owner[0], err)
 	}
 	return nil
 }

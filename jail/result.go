@@ -38,6 +38,8 @@ type Result struct {
 	WallMS     int64  `json:"wall_ms"`
 	Error      string `json:"error,omitempty"`
 	Limits     Limits `json:"limits"`
+	// Warnings say what the run did differently from what was asked.
+	Warnings []string `json:"warnings,omitempty"`
 	// Seccomp names the profile and, in the strict and learn modes, the
 	// calls it denied.
 	Seccomp *seccomp.Report `json:"seccomp,omitempty"`

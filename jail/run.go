@@ -53,7 +53,13 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return setupFailed(ExitSetupError, err)
 	}
 	root := os.Geteuid() == 0
-	cfg, trees, err := prepareConfig(&spec, root)
+	warn := func(msg string) {
+		res.Warnings = append(res.Warnings, msg)
+		if spec.Warn != nil {
+			spec.Warn(msg)
+		}
+	}
+	cfg, trees, err := prepareConfig(&spec, root, warn)
 	if err != nil {
 		return setupFailed(ExitSetupError, err)
 	}
@@ -80,7 +86,7 @@ func closeFiles(fs []*os.File) {
 // prepareConfig lists what init must mount. As root it also clones every
 // granted tree here, on the host, since the jail's unprivileged host uid
 // may not be able to reach them (a project below /root, say).
-func prepareConfig(spec *Spec, root bool) (*initConfig, []*os.File, error) {
+func prepareConfig(spec *Spec, root bool, warn func(string)) (*initConfig, []*os.File, error) {
 	cfg := &initConfig{
 		Command: spec.Command,
 		Env:     payloadEnv(spec.Env),
@@ -146,8 +152,11 @@ func prepareConfig(spec *Spec, root bool) (*initConfig, []*os.File, error) {
 		}
 		fd, err := cloneTree(unix.AT_FDCWD, m.Source, attrs)
 		if err == nil && m.Granted && !m.Writable {
-			if err = ids.apply(fd, m.Source); err != nil {
-				unix.Close(fd)
+			if ierr := ids.apply(fd, m.Source); ierr != nil {
+				// The filesystem cannot be idmapped (tmpfs before Linux
+				// 6.3, some network filesystems): grant it as it is; the
+				// jail then reads it with the rights of nobody.
+				warn(fmt.Sprintf("%s is granted without mapping its owner to the jail's user (%v): the jail reads it with the rights of nobody", m.Source, ierr))
 			}
 		}
 		if err != nil {

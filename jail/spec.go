@@ -86,6 +86,11 @@ type Spec struct {
 	// supervisor answers the calls it denies (see seccomp.Supervisor).
 	Seccomp *seccomp.Program
 
+	// Warn, when set, receives one-line warnings about what the run does
+	// differently from what was asked (a fallback); they are also in
+	// Result.Warnings.
+	Warn func(msg string)
+
 	// Signals, when set, carries signals for the payload (the CLI forwards
 	// SIGINT, SIGTERM and SIGHUP here); the jail's init passes them on.
 	Signals <-chan os.Signal

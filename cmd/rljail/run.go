@@ -101,6 +101,8 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	if err == nil {
 		hashedStdin = newHashingReader(stdin)
 		spec.Stdin, spec.Stdout, spec.Stderr = hashedStdin, stdout, stderr
+		// Warnings about fallbacks are printed even with --quiet.
+		spec.Warn = func(msg string) { fmt.Fprintln(stderr, "rljail: warning: "+msg) }
 		sigs := make(chan os.Signal, 4)
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 		defer signal.Stop(sigs)
