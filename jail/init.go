@@ -77,6 +77,11 @@ func InitMain() {
 		fail(ExitSetupError, fmt.Errorf("read the jail config: %w", err))
 	}
 
+	if cfg.UnshareCgroup {
+		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+			fail(ExitSetupError, fmt.Errorf("enter a new cgroup namespace: %w", err))
+		}
+	}
 	capLast, err := readCapLast()
 	if err != nil {
 		fail(ExitSetupError, err)
@@ -99,6 +104,7 @@ func InitMain() {
 		Workdir: cfg.Workdir,
 		CapLast: capLast,
 		Filter:  cfg.Filter,
+		Rlimits: cfg.Rlimits,
 		NotifySock: func() int {
 			if cfg.Notify {
 				return fdNotify

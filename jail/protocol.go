@@ -28,6 +28,19 @@ type initConfig struct {
 	// Notify: the filter has a user-notification listener, which the
 	// payload's child sends to the supervisor over fdNotify.
 	Notify bool `json:"notify,omitempty"`
+	// Rlimits are the payload's resource limits.
+	Rlimits []rlimit `json:"rlimits,omitempty"`
+	// UnshareCgroup: init enters a new cgroup namespace itself, once the
+	// supervisor has placed it in its cgroup (v1, where clone cannot place
+	// it), so that /proc/self/cgroup shows no host path.
+	UnshareCgroup bool `json:"unshare_cgroup,omitempty"`
+}
+
+// rlimit is one resource limit for the payload.
+type rlimit struct {
+	Resource int    `json:"resource"`
+	Soft     uint64 `json:"soft"`
+	Hard     uint64 `json:"hard"`
 }
 
 // bindMount grants a host object to the jail. A root supervisor clones the

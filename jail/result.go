@@ -17,6 +17,15 @@ const (
 	// payload made a call outside the policy and the jail was ended;
 	// seccomp.violation names the call.
 	StatusSeccompViolation = "seccomp_violation"
+	// StatusMemoryLimit: the OOM killer ended the payload at --memory.
+	StatusMemoryLimit = "memory_limit"
+	// StatusPidsLimit: forks were refused at --pids-limit (pids.events).
+	StatusPidsLimit = "pids_limit"
+	// StatusCPULimit: the jail used up --cpu-time.
+	StatusCPULimit = "cpu_limit"
+	// StatusOutputTruncated: the payload ended normally but wrote more than
+	// --output-limit; the rest was discarded.
+	StatusOutputTruncated = "output_truncated"
 )
 
 // Exit codes that rljail itself uses (design.md, "Exit status").
@@ -38,6 +47,18 @@ type Result struct {
 	WallMS     int64  `json:"wall_ms"`
 	Error      string `json:"error,omitempty"`
 	Limits     Limits `json:"limits"`
+
+	// What the run used, from its cgroup (or, without one, from the
+	// init's rusage, which covers every process it reaped).
+	CPUUserMS       int64 `json:"cpu_user_ms"`
+	CPUSystemMS     int64 `json:"cpu_system_ms"`
+	MemoryPeakBytes int64 `json:"memory_peak_bytes"`
+	PidsPeak        int64 `json:"pids_peak"`
+	OOMKills        int64 `json:"oom_kills"`
+	StdoutBytes     int64 `json:"stdout_bytes"`
+	StderrBytes     int64 `json:"stderr_bytes"`
+	StdoutTruncated bool  `json:"stdout_truncated"`
+	StderrTruncated bool  `json:"stderr_truncated"`
 	// Warnings say what the run did differently from what was asked.
 	Warnings []string `json:"warnings,omitempty"`
 	// Seccomp names the profile and, in the strict and learn modes, the
@@ -45,11 +66,22 @@ type Result struct {
 	Seccomp *seccomp.Report `json:"seccomp,omitempty"`
 }
 
-// Limits reports the limits a run was held to.
+// Limits reports the limits a run was held to, each with what enforced it
+// (the timeout is the supervisor's kill timer, the /tmp size a tmpfs's).
 type Limits struct {
 	TimeoutMS    int64  `json:"timeout_ms"`
 	TmpSizeBytes int64  `json:"tmp_size_bytes"`
 	Network      string `json:"network"`
+	Memory       Limit  `json:"memory_bytes"`
+	Pids         Limit  `json:"pids"`
+	CPUs         Limit  `json:"cpus"`
+	CPUTimeMS    Limit  `json:"cpu_time_ms"`
+	Output       Limit  `json:"output_bytes"`
+	FileSize     Limit  `json:"file_size_bytes"`
+	NoFile       Limit  `json:"nofile"`
+	// Placement is where the jail's cgroup went (cgroup2-own,
+	// cgroup2-toplevel, cgroup2-parent, cgroup1, cgroup1-parent, none).
+	Placement string `json:"cgroup_placement"`
 }
 
 // setExit fills Status, ExitCode and Signal from the payload's wait status.

@@ -59,16 +59,34 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			spec.Warn(msg)
 		}
 	}
+	lim, err := setupLimits(&spec, res.RunID)
+	if err != nil {
+		return setupFailed(ExitSetupError, err)
+	}
+	// The cgroup goes last, whatever happened: after the jail is gone and
+	// its statistics are read.
+	defer func() {
+		if derr := lim.cg.Destroy(); derr != nil && spec.Warn != nil {
+			spec.Warn("remove the jail's cgroup: " + derr.Error())
+		}
+	}()
+	// The report has every fallback in full; stderr one line naming them.
+	res.Warnings = append(res.Warnings, lim.warnings...)
+	if line := lim.fallbackLine(); line != "" && spec.Warn != nil {
+		spec.Warn(line)
+	}
+	lim.report(&res.Limits)
 	cfg, trees, err := prepareConfig(&spec, root, warn)
 	if err != nil {
 		return setupFailed(ExitSetupError, err)
 	}
-	j, err := startInit(&spec, cfg, trees, root)
+	cfg.Rlimits = lim.rlimits
+	j, err := startInit(&spec, cfg, trees, root, lim)
 	closeFiles(trees)
 	if err != nil {
 		return setupFailed(ExitSetupError, err)
 	}
-	return j.wait(ctx, &spec, start, res)
+	return j.wait(ctx, &spec, start, res, lim)
 }
 
 func newRunID() string {
@@ -193,7 +211,7 @@ type jailRun struct {
 }
 
 // startInit clones the init stage into its namespaces and sends it cfg.
-func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailRun, error) {
+func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *jailLimits) (*jailRun, error) {
 	capLast, err := readCapLast()
 	if err != nil {
 		return nil, err
@@ -235,6 +253,17 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailR
 		ExtraFiles:  append([]*os.File{cfgR, statusW, notifyW}, trees...),
 		SysProcAttr: namespaceAttrs(root, capLast, &j.pidfd),
 	}
+	// cgroup v2: init is born in the jail's cgroup (CLONE_INTO_CGROUP),
+	// and its new cgroup namespace is rooted there. v1 (or no cgroup): it
+	// is placed after the clone, before it reads its config, and enters
+	// its cgroup namespace itself afterwards.
+	if fd, ok := lim.cg.CloneFD(); ok {
+		j.cmd.SysProcAttr.UseCgroupFD = true
+		j.cmd.SysProcAttr.CgroupFD = fd
+	} else {
+		j.cmd.SysProcAttr.Cloneflags &^= unix.CLONE_NEWCGROUP
+		cfg.UnshareCgroup = true
+	}
 	if err := j.cmd.Start(); err != nil {
 		closeFiles(toClose)
 		return nil, startError(err)
@@ -246,6 +275,12 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool) (*jailR
 		}
 	}
 	j.control = cfgW
+	if err := lim.cg.AddProc(j.cmd.Process.Pid); err != nil {
+		j.kill()
+		_ = j.cmd.Wait()
+		closeFiles([]*os.File{cfgW, statusR, stdinW, stdoutR, stderrR, notifyR})
+		return nil, fmt.Errorf("place the jail in its cgroup: %w", err)
+	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
 		// init died before reading its config; wait reports why.
 		j.kill()
@@ -309,7 +344,7 @@ func (j *jailRun) kill() {
 
 // wait pumps the jail's standard streams, enforces the kill timer, and
 // collects the result.
-func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Result) (Result, error) {
+func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Result, lim *jailLimits) (Result, error) {
 	defer func() {
 		if j.pidfd >= 0 {
 			unix.Close(j.pidfd)
@@ -323,23 +358,18 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	defer timer.Stop()
 
 	var pumps sync.WaitGroup
-	pump := func(dst io.Writer, src *os.File) {
+	var outStats, errStats pumped
+	pump := func(dst io.Writer, src *os.File, into *pumped) {
 		pumps.Add(1)
 		go func() {
 			defer pumps.Done()
-			defer src.Close()
-			if dst == nil {
-				dst = io.Discard
-			}
-			// After a failed write keep reading, so the payload never
-			// blocks on a full pipe.
-			if _, err := io.Copy(dst, src); err != nil {
-				_, _ = io.Copy(io.Discard, src)
-			}
+			*into = pumpOutput(dst, src, spec.Resources.OutputBytes)
 		}()
 	}
-	pump(spec.Stdout, j.stdoutR)
-	pump(spec.Stderr, j.stderrR)
+	pump(spec.Stdout, j.stdoutR, &outStats)
+	pump(spec.Stderr, j.stderrR, &errStats)
+	stopCPU := make(chan struct{})
+	go lim.watchCPU(j.kill, stopCPU)
 	go func() {
 		if spec.Stdin != nil {
 			_, _ = io.Copy(j.stdinW, spec.Stdin)
@@ -405,6 +435,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 
 	waitErr := j.cmd.Wait()
 	close(done)
+	close(stopCPU)
 	j.control.Close()
 	j.stdinW.Close()
 	pumps.Wait()
@@ -412,19 +443,43 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	close(stopSup)
 	<-supDone
 	res.WallMS = time.Since(start).Milliseconds()
+	res.StdoutBytes, res.StdoutTruncated = outStats.total, outStats.truncated
+	res.StderrBytes, res.StderrTruncated = errStats.total, errStats.truncated
+	usage, _ := j.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	var report *seccomp.Report
 	if spec.Seccomp != nil {
-		report := spec.Seccomp.EmptyReport()
+		r := spec.Seccomp.EmptyReport()
 		if sup != nil {
-			report = sup.Report()
+			r = sup.Report()
 		}
-		res.Seccomp = &report
+		report = &r
+	}
+	res, err, vanished := j.verdict(ctx, spec, res, got, waitErr, timedOut, report)
+	if lim.collect(&res, usage, vanished) {
+		err = nil // a limit ended the run: a result, not a failure of rljail
+	}
+	if err == nil && (res.StdoutTruncated || res.StderrTruncated) && (res.Status == StatusOK || res.Status == StatusExitNonzero) {
+		res.Status = StatusOutputTruncated
+	}
+	return res, err
+}
+
+// verdict decides the run's status from the timer, the seccomp
+// supervisor and init's messages, before the limits have their say.
+//
+// vanished reports that init died without a word: killed from outside,
+// which the limits may explain (the OOM killer of a cgroup with
+// memory.oom.group takes init too).
+func (j *jailRun) verdict(ctx context.Context, spec *Spec, res Result, got []initMessage, waitErr error, timedOut <-chan struct{}, report *seccomp.Report) (_ Result, _ error, vanished bool) {
+	if report != nil {
+		res.Seccomp = report
 		if report.Violation != "" {
 			res.Status = StatusSeccompViolation
 			res.ExitCode = 128 + int(unix.SIGSYS)
 			res.Signal = int(unix.SIGSYS)
 			res.SignalName = unix.SignalName(unix.SIGSYS)
 			res.Error = "the payload called " + report.Violation + ", which the profile " + report.Profile + " does not allow; the jail was ended"
-			return res, nil
+			return res, nil, false
 		}
 	}
 
@@ -433,31 +488,31 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		res.Status = StatusTimeout
 		res.ExitCode = ExitTimeout
 		res.Error = fmt.Sprintf("killed at the time limit of %s", spec.Timeout)
-		return res, nil
+		return res, nil, false
 	default:
 	}
 	for _, m := range got {
 		switch {
 		case m.Exited:
 			res.setExit(m.Code, m.Signal)
-			return res, nil
+			return res, nil, false
 		case m.Error != "":
 			res.Status = StatusSetupError
 			res.ExitCode = m.ExitCode
 			res.Error = m.Error
-			return res, errors.New(m.Error)
+			return res, errors.New(m.Error), false
 		}
 	}
 	if ctx.Err() != nil {
 		res.Status = StatusSetupError
 		res.ExitCode = ExitSetupError
 		res.Error = "run canceled: " + ctx.Err().Error()
-		return res, ctx.Err()
+		return res, ctx.Err(), false
 	}
 	res.Status = StatusSetupError
 	res.ExitCode = ExitSetupError
 	res.Error = fmt.Sprintf("the jail's init ended without a report (%v)", waitErr)
-	return res, errors.New(res.Error)
+	return res, errors.New(res.Error), true
 }
 
 // socketPair makes a connected pair of Unix sockets for passing a

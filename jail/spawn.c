@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
@@ -82,6 +83,20 @@ static void child(const struct rljail_spawn *s)
 
 	if (chdir(s->workdir) < 0)
 		fail(s, RLJAIL_STEP_CHDIR);
+
+	for (int i = 0; i < s->nrlimits; i++) {
+		const struct rljail_rlimit *r = &s->rlimits[i];
+		struct rlimit cur;
+		if (getrlimit(r->resource, &cur) < 0)
+			fail(s, RLJAIL_STEP_RLIMIT);
+		struct rlimit lim = {r->soft, r->hard};
+		if (lim.rlim_max > cur.rlim_max)
+			lim.rlim_max = cur.rlim_max;
+		if (lim.rlim_cur > lim.rlim_max)
+			lim.rlim_cur = lim.rlim_max;
+		if (setrlimit(r->resource, &lim) < 0)
+			fail(s, RLJAIL_STEP_RLIMIT);
+	}
 
 	// Lock the capability rules so that uid changes can never give
 	// capabilities back (the payload is not uid 0, but lock it anyway).

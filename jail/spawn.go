@@ -24,6 +24,7 @@ var spawnStepNames = map[int]string{
 	C.RLJAIL_STEP_SETSID:       "setsid",
 	C.RLJAIL_STEP_CLOSE_FDS:    "close inherited descriptors",
 	C.RLJAIL_STEP_CHDIR:        "chdir to the working directory",
+	C.RLJAIL_STEP_RLIMIT:       "set the resource limits",
 	C.RLJAIL_STEP_SECUREBITS:   "lock securebits",
 	C.RLJAIL_STEP_BOUNDING:     "drop the capability bounding set",
 	C.RLJAIL_STEP_AMBIENT:      "clear ambient capabilities",
@@ -61,6 +62,8 @@ type payloadProcess struct {
 	// NotifySock, when >= 0, receives the filter's user-notification
 	// listener.
 	NotifySock int
+	// Rlimits are set (lowered) before the capabilities are dropped.
+	Rlimits []rlimit
 }
 
 // spawnPayload forks the payload, which confines itself (see spawn.c) and
@@ -89,6 +92,18 @@ func spawnPayload(p payloadProcess) (int, error) {
 	s.workdir = cWorkdir
 	s.errfd = C.int(fds[1])
 	s.cap_last = C.int(p.CapLast)
+	if n := len(p.Rlimits); n > 0 {
+		rl := (*C.struct_rljail_rlimit)(C.calloc(C.size_t(n), C.sizeof_struct_rljail_rlimit))
+		defer C.free(unsafe.Pointer(rl))
+		for i, r := range p.Rlimits {
+			e := (*C.struct_rljail_rlimit)(unsafe.Add(unsafe.Pointer(rl), i*C.sizeof_struct_rljail_rlimit))
+			e.resource = C.int(r.Resource)
+			e.soft = C.ulonglong(r.Soft)
+			e.hard = C.ulonglong(r.Hard)
+		}
+		s.nrlimits = C.int(n)
+		s.rlimits = rl
+	}
 	s.notify_sock = C.int(p.NotifySock)
 	if len(p.Filter) > 0 {
 		if len(p.Filter)%8 != 0 {

@@ -5,6 +5,13 @@
 
 #include <linux/filter.h>
 
+// A resource limit for the payload: soft and hard, each lowered to the
+// current hard limit when above it (raising needs host privileges).
+struct rljail_rlimit {
+	int resource;
+	unsigned long long soft, hard;
+};
+
 struct rljail_spawn {
 	const char *path;          // resolved executable inside the jail
 	char *const *argv;
@@ -15,7 +22,10 @@ struct rljail_spawn {
 	struct sock_fprog *filter; // seccomp filter, or NULL
 	int notify_sock;           // >= 0: install the filter with a user-notification
 	                           // listener and send the listener over this socket
+	int nrlimits;              // resource limits to set (lowered only)
+	struct rljail_rlimit *rlimits;
 };
+
 
 // What the child writes to errfd when a step fails: which step, and errno.
 struct rljail_spawn_error {
@@ -28,6 +38,7 @@ enum {
 	RLJAIL_STEP_SETSID,
 	RLJAIL_STEP_CLOSE_FDS,
 	RLJAIL_STEP_CHDIR,
+	RLJAIL_STEP_RLIMIT,
 	RLJAIL_STEP_SECUREBITS,
 	RLJAIL_STEP_BOUNDING,
 	RLJAIL_STEP_AMBIENT,

@@ -23,10 +23,16 @@ import (
 )
 
 // Defaults for a zero Spec. They are the safe choices: a short wall-clock
-// limit and a small scratch space.
+// limit, a small scratch space, and the resource limits of issue 4.
 const (
 	DefaultTimeout = 10 * time.Second
 	DefaultTmpSize = 64 << 20
+	DefaultMemory  = 512 << 20
+	DefaultPids    = 64
+	DefaultCPUs    = 1.0
+	DefaultOutput  = 1 << 20
+	DefaultFSize   = 64 << 20
+	DefaultNoFile  = 256
 	// Hostname is the jail's UTS name: the host's own name is not disclosed.
 	Hostname = "rljail"
 	// WorkspaceDir is where the granted working directory appears.
@@ -68,9 +74,12 @@ type Spec struct {
 	Workdir string
 	// Timeout is the wall-clock limit; zero means DefaultTimeout.
 	Timeout time.Duration
-	// TmpSize is the size in bytes of the /tmp tmpfs; zero means
-	// DefaultTmpSize.
+	// TmpSize is the size in bytes of the /tmp tmpfs (and of /dev/shm);
+	// zero means DefaultTmpSize.
 	TmpSize int64
+	// Resources are the jail's resource limits; zero fields take the
+	// defaults.
+	Resources Resources
 
 	// Stdin, Stdout and Stderr are pumped through pipes by the supervisor:
 	// the payload never holds a host file descriptor (a host file or
@@ -96,6 +105,27 @@ type Spec struct {
 	Signals <-chan os.Signal
 }
 
+// Resources are a run's resource limits. Every limit is always on: a zero
+// field takes its default, never "unlimited".
+type Resources struct {
+	MemoryBytes int64   // --memory: cgroup memory.max, no swap; RLIMIT_AS as fallback
+	PidsMax     int64   // --pids-limit: cgroup pids.max (no fallback: RLIMIT_NPROC counts the whole host user)
+	CPUs        float64 // --cpus: cgroup CPU quota
+	// CPUTime (--cpu-time) is the CPU time the whole jail may use, enforced
+	// by the supervisor from the cgroup's accounting, with RLIMIT_CPU per
+	// process as backstop; zero means the timeout.
+	CPUTime     time.Duration
+	OutputBytes int64 // --output-limit: bytes of stdout and of stderr passed through
+	FileSize    int64 // --file-size: RLIMIT_FSIZE
+	NoFile      int64 // --nofile: RLIMIT_NOFILE
+	// CgroupParent (--cgroup-parent) places the jail's cgroup below this
+	// existing cgroup.
+	CgroupParent string
+	// Strict (--strict-limits) makes every fallback to a weaker mechanism
+	// an error.
+	Strict bool
+}
+
 // withDefaults returns a copy of s with zero values replaced by defaults.
 func (s Spec) withDefaults() Spec {
 	if s.Timeout == 0 {
@@ -103,6 +133,28 @@ func (s Spec) withDefaults() Spec {
 	}
 	if s.TmpSize == 0 {
 		s.TmpSize = DefaultTmpSize
+	}
+	r := &s.Resources
+	if r.MemoryBytes == 0 {
+		r.MemoryBytes = DefaultMemory
+	}
+	if r.PidsMax == 0 {
+		r.PidsMax = DefaultPids
+	}
+	if r.CPUs == 0 {
+		r.CPUs = DefaultCPUs
+	}
+	if r.CPUTime == 0 {
+		r.CPUTime = s.Timeout
+	}
+	if r.OutputBytes == 0 {
+		r.OutputBytes = DefaultOutput
+	}
+	if r.FileSize == 0 {
+		r.FileSize = DefaultFSize
+	}
+	if r.NoFile == 0 {
+		r.NoFile = DefaultNoFile
 	}
 	if s.Workdir == "" {
 		if s.Workspace != "" {
@@ -134,6 +186,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.TmpSize < 0 {
 		return fmt.Errorf("tmp size %d is negative", s.TmpSize)
+	}
+	if err := s.Resources.validate(); err != nil {
+		return err
 	}
 	for _, kv := range s.Env {
 		if err := checkEnvEntry(kv); err != nil {
@@ -293,4 +348,32 @@ func payloadEnv(extra []string) []string {
 		out = append(out, kv)
 	}
 	return out
+}
+
+// validate checks the limits; the flag names are in the messages because
+// that is what a user typed.
+func (r Resources) validate() error {
+	switch {
+	case r.MemoryBytes < 0:
+		return fmt.Errorf("--memory %d is negative", r.MemoryBytes)
+	case r.MemoryBytes != 0 && r.MemoryBytes < 8<<20:
+		return fmt.Errorf("--memory %d bytes is below the 8 MiB a Python process needs to start", r.MemoryBytes)
+	case r.PidsMax < 0:
+		return fmt.Errorf("--pids-limit %d is negative", r.PidsMax)
+	case r.CPUs < 0:
+		return fmt.Errorf("--cpus %g is negative", r.CPUs)
+	case r.CPUs != 0 && r.CPUs < 0.01:
+		return fmt.Errorf("--cpus %g is below the minimum of 0.01", r.CPUs)
+	case r.CPUTime < 0:
+		return fmt.Errorf("--cpu-time %s is negative", r.CPUTime)
+	case r.OutputBytes < 0:
+		return fmt.Errorf("--output-limit %d is negative", r.OutputBytes)
+	case r.FileSize < 0:
+		return fmt.Errorf("--file-size %d is negative", r.FileSize)
+	case r.NoFile < 0:
+		return fmt.Errorf("--nofile %d is negative", r.NoFile)
+	case r.NoFile != 0 && r.NoFile < 16:
+		return fmt.Errorf("--nofile %d is below the 16 descriptors a Python process needs", r.NoFile)
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/profiles"
@@ -40,7 +41,19 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringSliceFlag{Name: "seccomp-add", Usage: "allow one more syscall for this run (echoed in the result report)"},
 			&cli.StringSliceFlag{Name: "seccomp-remove", Usage: "deny one more syscall for this run (echoed in the result report)"},
 			&cli.StringFlag{Name: "seccomp", Usage: "learn: report every call the profile denies (they still fail) and print a profile snippet that would allow them"},
+			&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory limit (512m default; b, k, m, g units): cgroup memory.max without swap, else RLIMIT_AS"},
+			&cli.Int64Flag{Name: "pids-limit", Usage: "most processes and threads at once (default 64): cgroup pids.max"},
+			&cli.Float64Flag{Name: "cpus", Usage: "CPU share in CPUs (default 1): cgroup CPU quota"},
+			&cli.StringFlag{Name: "cpu-time", Usage: "CPU time the whole jail may use (default: the timeout); exit 137, status cpu_limit"},
+			&cli.StringFlag{Name: "tmp-size", Usage: "size of the /tmp and /dev/shm tmpfs (default 64m)"},
+			&cli.StringFlag{Name: "output-limit", Usage: "bytes of stdout and of stderr passed through (default 1m); the rest is discarded and reported"},
+			&cli.StringFlag{Name: "file-size", Usage: "largest file the payload may write (default 64m): RLIMIT_FSIZE"},
+			&cli.Int64Flag{Name: "nofile", Usage: "most open descriptors (default 256): RLIMIT_NOFILE"},
+			&cli.StringFlag{Name: "cgroup-parent", Usage: "create the jail's cgroup below this existing cgroup (a path as under /sys/fs/cgroup)"},
+			&cli.BoolFlag{Name: "strict-limits", Usage: "refuse to run (exit 125) when any limit would fall back to a weaker mechanism"},
 			&cli.StringFlag{Name: "result", Usage: "write the JSON result report to FILE"},
+			&cli.IntFlag{Name: "result-fd", Value: -1, Usage: "write the JSON result report to this open descriptor"},
+			&cli.BoolFlag{Name: "verbose", Usage: "print a one-line summary of the run (status, time, CPU, memory, limits) on stderr"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run (argv, code, script hash, result) to FILE"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing of rljail's own but errors"},
 		},
@@ -77,14 +90,26 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 
 	// Files named by flags are opened before anything runs: a report or log
 	// that cannot be written stops the run (exit 125).
-	var resultFile *os.File
+	var resultFiles []*os.File
 	if p := c.String("result"); p != "" {
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return setupError("open the result file: %v", err)
 		}
 		defer f.Close()
-		resultFile = f
+		resultFiles = append(resultFiles, f)
+	}
+	if fd := c.Int("result-fd"); fd >= 0 {
+		if fd <= 2 {
+			return setupError("--result-fd %d: use a descriptor above 2 (stdout and stderr belong to the payload)", fd)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return setupError("--result-fd %d: %v", fd, err)
+		}
+		f := os.NewFile(uintptr(fd), "result-fd")
+		defer f.Close()
+		resultFiles = append(resultFiles, f)
 	}
 	var audit *os.File
 	if p := c.String("audit-log"); p != "" {
@@ -116,8 +141,12 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		res = jail.Result{Status: jail.StatusSetupError, ExitCode: jail.ExitSetupError, Error: err.Error(),
 			WallMS: time.Since(start).Milliseconds()}
 	}
-	if res.Status == jail.StatusTimeout || res.Status == jail.StatusSeccompViolation {
+	switch res.Status {
+	case jail.StatusTimeout, jail.StatusSeccompViolation, jail.StatusMemoryLimit, jail.StatusCPULimit, jail.StatusPidsLimit:
 		notice("%s", res.Error)
+	}
+	if res.StdoutTruncated || res.StderrTruncated {
+		notice("output beyond the limit of %d bytes was discarded (stdout %d bytes, stderr %d bytes written)", spec.Resources.OutputBytes, res.StdoutBytes, res.StderrBytes)
 	}
 	if res.Seccomp != nil && spec.Seccomp != nil {
 		res.Seccomp.Added = c.StringSlice("seccomp-add")
@@ -126,9 +155,12 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 			printLearned(stderr, *res.Seccomp)
 		}
 	}
-	if resultFile != nil {
-		if werr := writeJSON(resultFile, res); werr != nil && err == nil {
-			return setupError("write the result file: %v", werr)
+	if c.Bool("verbose") {
+		fmt.Fprintln(stderr, "rljail: "+summary(res))
+	}
+	for _, f := range resultFiles {
+		if werr := writeJSON(f, res); werr != nil && err == nil {
+			return setupError("write the result report: %v", werr)
 		}
 	}
 	if audit != nil {
@@ -226,6 +258,12 @@ func buildSpec(c *cli.Context, notice func(string, ...any)) (jail.Spec, error) {
 			return spec, err
 		}
 		spec.Volumes = append(spec.Volumes, vol)
+	}
+	if spec.Resources, err = resourcesFromFlags(c); err != nil {
+		return spec, err
+	}
+	if spec.TmpSize, err = tmpSize(c); err != nil {
+		return spec, err
 	}
 	if wd := c.String("workdir"); wd != "" {
 		if !filepath.IsAbs(wd) {

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rljail/rljail/jail"
+)
+
+// parseSize parses a byte size in docker's spelling: a number with an
+// optional unit b, k, m, g or t (binary multiples, case-insensitive, an
+// optional trailing "b" or "ib": 512m, 1g, 64MiB).
+func parseSize(flag, s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		case 't':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || t == "" || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("--%s %q is not a size (such as 512m, 1g, 65536)", flag, s)
+	}
+	if v <= 0 {
+		return 0, fmt.Errorf("--%s %q must be positive", flag, s)
+	}
+	bytes := v * float64(mult)
+	if bytes >= math.MaxInt64 {
+		return 0, fmt.Errorf("--%s %q is too large", flag, s)
+	}
+	return int64(bytes), nil
+}
+
+// resourcesFromFlags reads the limit flags; unset flags leave the jail's
+// defaults.
+func resourcesFromFlags(c *cli.Context) (jail.Resources, error) {
+	var r jail.Resources
+	var err error
+	sizes := []struct {
+		flag string
+		into *int64
+	}{
+		{"memory", &r.MemoryBytes}, {"output-limit", &r.OutputBytes}, {"file-size", &r.FileSize},
+	}
+	for _, sz := range sizes {
+		if c.IsSet(sz.flag) {
+			if *sz.into, err = parseSize(sz.flag, c.String(sz.flag)); err != nil {
+				return r, err
+			}
+		}
+	}
+	if c.IsSet("pids-limit") {
+		if r.PidsMax = c.Int64("pids-limit"); r.PidsMax <= 0 {
+			return r, fmt.Errorf("--pids-limit %d must be positive", r.PidsMax)
+		}
+	}
+	if c.IsSet("nofile") {
+		if r.NoFile = c.Int64("nofile"); r.NoFile <= 0 {
+			return r, fmt.Errorf("--nofile %d must be positive", r.NoFile)
+		}
+	}
+	if c.IsSet("cpus") {
+		if r.CPUs = c.Float64("cpus"); !(r.CPUs > 0) || math.IsInf(r.CPUs, 0) {
+			return r, fmt.Errorf("--cpus %v must be a positive number", c.Float64("cpus"))
+		}
+	}
+	if c.IsSet("cpu-time") {
+		if r.CPUTime, err = parseTimeout(c.String("cpu-time")); err != nil {
+			return r, fmt.Errorf("--cpu-time: %w", err)
+		}
+	}
+	r.CgroupParent = c.String("cgroup-parent")
+	r.Strict = c.Bool("strict-limits")
+	return r, nil
+}
+
+// tmpSize reads --tmp-size.
+func tmpSize(c *cli.Context) (int64, error) {
+	if !c.IsSet("tmp-size") {
+		return 0, nil
+	}
+	return parseSize("tmp-size", c.String("tmp-size"))
+}
+
+// summary is --verbose's one line.
+func summary(r jail.Result) string {
+	s := fmt.Sprintf("%s, exit %d, %d ms wall, %d ms user + %d ms system CPU, %.1f MiB memory peak, %d pids peak",
+		r.Status, r.ExitCode, r.WallMS, r.CPUUserMS, r.CPUSystemMS, float64(r.MemoryPeakBytes)/(1<<20), r.PidsPeak)
+	if r.OOMKills > 0 {
+		s += fmt.Sprintf(", %d OOM kills", r.OOMKills)
+	}
+	s += fmt.Sprintf("; limits: memory %s, pids %s, cpus %s, cgroup %s",
+		r.Limits.Memory.Mechanism, r.Limits.Pids.Mechanism, r.Limits.CPUs.Mechanism, r.Limits.Placement)
+	return s
+}

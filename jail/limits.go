@@ -1,0 +1,204 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rljail/rljail/cgroup"
+)
+
+// Mechanisms of the limits that are not cgroup controllers, as the report
+// names them.
+const (
+	mechanismTimer  = "timer"  // the supervisor's kill timer
+	mechanismTmpfs  = "tmpfs"  // the size of a tmpfs
+	mechanismPump   = "pump"   // the supervisor's output pump
+	mechanismRlimit = "rlimit" // a resource limit of the payload
+)
+
+// Limit is one limit in the report: its value and what enforces it
+// (cgroup2, cgroup1, rlimit, timer, tmpfs, pump, or none).
+type Limit struct {
+	Value     float64 `json:"value"`
+	Mechanism string  `json:"mechanism"`
+}
+
+// jailLimits is the limit machinery of one run: its cgroup (or none), the
+// rlimits the payload gets, and the CPU-time watcher.
+type jailLimits struct {
+	cg        *cgroup.Cgroup
+	res       Resources
+	rlimits   []rlimit
+	warnings  []string
+	cpuKilled atomic.Bool
+}
+
+// setupLimits creates the jail's cgroup and decides every mechanism. Each
+// limit weaker than asked is one warning; with Resources.Strict any of
+// them is an error (and nothing is left behind).
+func setupLimits(spec *Spec, runID string) (*jailLimits, error) {
+	r := spec.Resources
+	cg, err := cgroup.Create(cgroup.Options{
+		Parent: r.CgroupParent,
+		Name:   "rljail-" + runID,
+		Limits: cgroup.Limits{MemoryBytes: r.MemoryBytes, PidsMax: r.PidsMax, CPUs: r.CPUs},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set up the jail's cgroup: %w", err)
+	}
+	l := &jailLimits{cg: cg, res: r, warnings: cg.Fallbacks()}
+	if r.Strict && len(l.warnings) > 0 {
+		_ = cg.Destroy()
+		return nil, fmt.Errorf("--strict-limits: %s", strings.Join(l.warnings, "; "))
+	}
+	mech := cg.Mechanisms()
+	// Always: no core dumps, the file size and descriptor limits.
+	l.rlimits = []rlimit{
+		{Resource: unix.RLIMIT_CORE, Soft: 0, Hard: 0},
+		{Resource: unix.RLIMIT_FSIZE, Soft: uint64(r.FileSize), Hard: uint64(r.FileSize)},
+		{Resource: unix.RLIMIT_NOFILE, Soft: uint64(r.NoFile), Hard: uint64(r.NoFile)},
+	}
+	// RLIMIT_CPU is the backstop of the CPU-time limit in every case (and
+	// the only mechanism without a cgroup): SIGXCPU at the limit, SIGKILL a
+	// second later. It is per process, so the cgroup is the real limit.
+	secs := uint64(math.Ceil(r.CPUTime.Seconds()))
+	l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_CPU, Soft: secs, Hard: secs + 1})
+	if cgroup.Mechanism(mech[cgroup.LimitMemory]) == cgroup.MechanismRlimit {
+		l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_AS, Soft: uint64(r.MemoryBytes), Hard: uint64(r.MemoryBytes)})
+	}
+	return l, nil
+}
+
+// fallbackLine names, in one line, every limit weaker than asked and what
+// enforces it instead; "" when every limit has its cgroup.
+func (l *jailLimits) fallbackLine() string {
+	if len(l.warnings) == 0 {
+		return ""
+	}
+	mech := l.cg.Mechanisms()
+	how := func(m cgroup.Mechanism, rlimit string) string {
+		switch m {
+		case cgroup.MechanismRlimit:
+			return "by " + rlimit + " per process"
+		case cgroup.MechanismNone:
+			return "not enforced"
+		}
+		return ""
+	}
+	var parts []string
+	for _, k := range []struct{ key, name, rlimit string }{
+		{cgroup.LimitMemory, "memory", "RLIMIT_AS"},
+		{cgroup.LimitPids, "pids", ""},
+		{cgroup.LimitCPU, "cpus", ""},
+		{cgroup.LimitCPUTime, "cpu-time", "RLIMIT_CPU"},
+	} {
+		m := mech[k.key]
+		if k.key == cgroup.LimitCPUTime && (m == "" || m == cgroup.MechanismNone) {
+			m = cgroup.MechanismRlimit
+		}
+		if h := how(m, k.rlimit); h != "" {
+			parts = append(parts, k.name+" "+h)
+		}
+	}
+	if len(parts) == 0 {
+		return strings.Join(l.warnings, "; ")
+	}
+	return "limits weaker than asked, no cgroup this user may write: " + strings.Join(parts, ", ") +
+		" (the result report and rljail check say why; --strict-limits refuses to run so)"
+}
+
+// report fills the limits part of the result.
+func (l *jailLimits) report(lim *Limits) {
+	mech := l.cg.Mechanisms()
+	lim.Memory = Limit{float64(l.res.MemoryBytes), string(mech[cgroup.LimitMemory])}
+	lim.Pids = Limit{float64(l.res.PidsMax), string(mech[cgroup.LimitPids])}
+	lim.CPUs = Limit{l.res.CPUs, string(mech[cgroup.LimitCPU])}
+	cpuTime := string(mech[cgroup.LimitCPUTime])
+	if cpuTime == "" || cpuTime == string(cgroup.MechanismNone) {
+		cpuTime = mechanismRlimit
+	}
+	lim.CPUTimeMS = Limit{float64(l.res.CPUTime.Milliseconds()), cpuTime}
+	lim.Output = Limit{float64(l.res.OutputBytes), mechanismPump}
+	lim.FileSize = Limit{float64(l.res.FileSize), mechanismRlimit}
+	lim.NoFile = Limit{float64(l.res.NoFile), mechanismRlimit}
+	lim.Placement = string(l.cg.Placement())
+}
+
+// watchCPU polls the jail's CPU time and kills the jail when it passes the
+// limit, until stop is closed. Without cgroup accounting RLIMIT_CPU does it.
+func (l *jailLimits) watchCPU(kill func(), stop <-chan struct{}) {
+	if _, err := l.cg.CPUUsage(); errors.Is(err, cgroup.ErrNoAccounting) {
+		return
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			used, err := l.cg.CPUUsage()
+			if err == nil && used >= l.res.CPUTime {
+				l.cpuKilled.Store(true)
+				kill()
+				return
+			}
+		}
+	}
+}
+
+// collect reads the cgroup's statistics into the result and decides
+// whether a limit ended the run; it reports true when one did. It runs
+// after the jail is gone and before the cgroup is removed. vanished: init
+// died without a report.
+func (l *jailLimits) collect(res *Result, usage *syscall.Rusage, vanished bool) bool {
+	st, err := l.cg.Stats()
+	if err == nil {
+		res.CPUUserMS, res.CPUSystemMS = st.CPUUserMS, st.CPUSystemMS
+		res.MemoryPeakBytes, res.PidsPeak, res.OOMKills = st.MemoryPeakBytes, st.PidsPeak, st.OOMKills
+	}
+	// Without a cgroup the init's rusage covers every process it reaped,
+	// which is every process of the jail.
+	if res.CPUUserMS+res.CPUSystemMS == 0 && usage != nil {
+		res.CPUUserMS = usage.Utime.Nano() / 1e6
+		res.CPUSystemMS = usage.Stime.Nano() / 1e6
+	}
+	if res.MemoryPeakBytes == 0 && usage != nil {
+		res.MemoryPeakBytes = usage.Maxrss * 1024
+	}
+	killed := res.Status == StatusSignaled && res.Signal == int(unix.SIGKILL)
+	switch {
+	case res.Status == StatusTimeout || res.Status == StatusSeccompViolation:
+		return false
+	case st.OOMKills > 0 && (killed || vanished):
+		res.Status = StatusMemoryLimit
+		res.ExitCode = 128 + int(unix.SIGKILL)
+		res.Signal = int(unix.SIGKILL)
+		res.SignalName = unix.SignalName(unix.SIGKILL)
+		res.Error = fmt.Sprintf("killed at the memory limit of %d bytes", l.res.MemoryBytes)
+		return true
+	case l.cpuKilled.Load() || (res.Status == StatusSignaled && res.Signal == int(unix.SIGXCPU)):
+		res.Status = StatusCPULimit
+		res.Error = fmt.Sprintf("killed at the CPU-time limit of %s", l.res.CPUTime)
+		if l.cpuKilled.Load() {
+			res.ExitCode = 128 + int(unix.SIGKILL)
+			res.Signal = int(unix.SIGKILL)
+			res.SignalName = unix.SignalName(unix.SIGKILL)
+		}
+		return true
+	case res.Status == StatusSetupError:
+		return false
+	case st.PidsMaxHits > 0:
+		res.Status = StatusPidsLimit
+		res.Error = fmt.Sprintf("%d forks refused at the pids limit of %d", st.PidsMaxHits, l.res.PidsMax)
+		return true
+	}
+	return false
+}
