@@ -73,6 +73,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -428,4 +429,33 @@ func rmdirCgroup(dir string, deadline time.Time) error {
 		time.Sleep(delay)
 		delay = min(2*delay, 20*time.Millisecond)
 	}
+}
+
+// Preview says what Create would do on this host for a run with these
+// options, without creating anything: where the jail's cgroup would go,
+// what would enforce each limit, and the fallback lines. rljail check
+// reports it.
+func Preview(opts Options) (Placement, map[string]Mechanism, []string, error) {
+	parent, err := opts.check()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	h, err := probe(parent, layout{})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	p, err := decide(h, parent)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	mech, accounted := MechanismNone, false
+	switch {
+	case p.placement == PlacementNone:
+	case h.unified:
+		mech, accounted = MechanismCgroup2, true
+	default:
+		mech, accounted = MechanismCgroup1, slices.Contains(p.use, accountingController)
+	}
+	m, lines := describe(opts.Limits, mech, p.use, p.why, accounted)
+	return p.placement, m, lines, nil
 }

@@ -30,9 +30,9 @@ func rlimitFallback(controller string) string {
 	case "memory":
 		return "memory -> RLIMIT_AS"
 	case "pids":
-		return "pids -> none (RLIMIT_NPROC would count every process of the host user)"
+		return "pids not enforced"
 	case "cpu":
-		return "cpu -> RLIMIT_CPU"
+		return "cpus not enforced, cpu-time by RLIMIT_CPU"
 	}
 	return controller
 }

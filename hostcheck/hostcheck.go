@@ -106,6 +106,10 @@ type Options struct {
 	// /var/lib/rljail/rootfs/python") or why it is not usable. A missing
 	// rootfs is not fatal: the first run builds it. nil: no rootfs item.
 	Rootfs func() (string, error)
+	// Limits returns what a run with the default limits would get: one
+	// line saying where its cgroup goes and what enforces each limit, and
+	// the fallbacks (limits weaker than asked). nil: no limits item.
+	Limits func() (detail string, fallbacks []string, err error)
 }
 
 // Run checks this host, in order: kernel, user namespaces, seccomp,
@@ -115,8 +119,11 @@ func Run(opts Options) Report {
 		checkKernel(),
 		checkUserns(opts.ProbeUserns),
 		checkSeccomp(),
-		limitsNotYetEnforced(checkCgroups()),
+		checkCgroups(),
 		checkPidfd(),
+	}
+	if opts.Limits != nil {
+		items = append(items, checkLimits(opts.Limits))
 	}
 	if opts.Rootfs != nil {
 		items = append(items, checkRootfs(opts.Rootfs))
@@ -125,11 +132,20 @@ func Run(opts Options) Report {
 	return Report{Items: items}
 }
 
-// limitsNotYetEnforced says what this version does with the cgroups it
-// found: nothing yet. The report must not promise limits rljail does not
-// set; the wall-clock timeout and the /tmp size are the limits in force.
-func limitsNotYetEnforced(it Item) Item {
-	it.Detail += " (this version sets no memory, pids or CPU limits yet: only the wall-clock timeout and the /tmp size)"
+// checkLimits reports where a run's cgroup would go and what enforces
+// each limit. Fallbacks are a warning, not fatal: the run announces them
+// and --strict-limits refuses them.
+func checkLimits(limits func() (string, []string, error)) Item {
+	detail, fallbacks, err := limits()
+	it := Item{Name: "limits", OK: err == nil && len(fallbacks) == 0, Detail: detail}
+	switch {
+	case err != nil:
+		it.Detail = err.Error()
+		it.Fatal = true
+	case len(fallbacks) > 0:
+		it.Detail += "; weaker than asked: " + strings.Join(fallbacks, "; ")
+		it.Fix = "run as root, or in a cgroup v2 tree delegated to this user (systemd Delegate=yes; contrib/systemd)"
+	}
 	return it
 }
 

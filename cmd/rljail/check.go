@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rljail/rljail/cgroup"
 	"github.com/rljail/rljail/hostcheck"
 	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/rootfs"
@@ -18,12 +19,24 @@ func checkCommand() *cli.Command {
 		OnUsageError: usageError,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "rootfs", Usage: "rootfs directory to check"},
+			&cli.StringFlag{Name: "cgroup-parent", Usage: "check placement below this cgroup, as a run with --cgroup-parent would"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 		},
 		Action: func(c *cli.Context) error {
 			flag := c.String("rootfs")
 			report := hostcheck.Run(hostcheck.Options{
 				ProbeUserns: jail.Probe,
+				Limits: func() (string, []string, error) {
+					pl, mech, fallbacks, err := cgroup.Preview(cgroup.Options{
+						Parent: c.String("cgroup-parent"),
+						Limits: cgroup.Limits{MemoryBytes: jail.DefaultMemory, PidsMax: jail.DefaultPids, CPUs: jail.DefaultCPUs},
+					})
+					if err != nil {
+						return "", nil, err
+					}
+					return fmt.Sprintf("jail cgroups: %s; memory by %s, pids by %s, cpus by %s, cpu-time by %s",
+						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime]), fallbacks, nil
+				},
 				Rootfs: func() (string, error) {
 					dir, err := rootfsDir(flag)
 					if err != nil {
