@@ -29,7 +29,7 @@ var deviceNodes = []string{"null", "zero", "full", "random", "urandom"}
 // cloneTree makes a detached copy of the mount at path (not its submounts:
 // a recursive copy could carry /proc or /sys of the host into the jail),
 // with the given MOUNT_ATTR_* flags set.
-func cloneTree(dirfd int, p string, attrs uint64) (int, error) {
+func cloneTree(dirfd int, p, name string, attrs uint64) (int, error) {
 	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC)
 	if p == "" {
 		flags |= unix.AT_EMPTY_PATH
@@ -37,15 +37,36 @@ func cloneTree(dirfd int, p string, attrs uint64) (int, error) {
 	fd, err := unix.OpenTree(dirfd, p, flags)
 	if err != nil {
 		if errors.Is(err, unix.EINVAL) {
-			return -1, fmt.Errorf("clone mount of %s: %w (a directory with other filesystems mounted below it cannot be granted rootless; grant a path below it)", p, err)
+			return -1, fmt.Errorf("clone mount of %s: %w (a directory with other filesystems mounted below it cannot be granted rootless; grant a path below it)", name, err)
 		}
-		return -1, fmt.Errorf("clone mount of %s: %w", p, err)
+		return -1, fmt.Errorf("clone mount of %s: %w", name, err)
 	}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: attrs}); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("set mount flags on %s: %w", p, err)
+		return -1, fmt.Errorf("set mount flags on %s: %w", name, err)
 	}
 	return fd, nil
+}
+
+// cloneHostPath clones the mount of a host path that Validate resolved to
+// its canonical form. The path is opened again without following any
+// symlink (RESOLVE_NO_SYMLINKS) and the tree is cloned from that very
+// descriptor, so a component swapped for a symlink since the check (by a
+// jail writing to a shared directory, say) makes the run fail rather than
+// mount something else.
+func cloneHostPath(p string, attrs uint64) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return -1, fmt.Errorf("open %s: a component became a symlink after it was checked", p)
+		}
+		return -1, fmt.Errorf("open %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	return cloneTree(fd, "", p, attrs)
 }
 
 // bindAttrs are the mount flags for a granted path.
@@ -175,7 +196,7 @@ func openGrantedTrees(mounts []bindMount) ([]int, error) {
 		if m.Device {
 			attrs = deviceAttrs
 		}
-		fd, err := cloneTree(unix.AT_FDCWD, m.Source, attrs)
+		fd, err := cloneHostPath(m.Source, attrs)
 		if err != nil {
 			closeAll(fds[:i])
 			return nil, err

@@ -59,7 +59,7 @@ func mountProc(root int) error {
 		if err != nil {
 			return fmt.Errorf("open /proc/%s: %w", name, err)
 		}
-		null, err := cloneTree(root, "dev/null", deviceAttrs)
+		null, err := cloneTree(root, "dev/null", "/dev/null", deviceAttrs)
 		if err != nil {
 			unix.Close(target)
 			return fmt.Errorf("mask /proc/%s: %w", name, err)
@@ -97,7 +97,7 @@ func mountProc(root int) error {
 		if err != nil {
 			return fmt.Errorf("open /proc/%s: %w", name, err)
 		}
-		ro, err := cloneTree(target, "", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+		ro, err := cloneTree(target, "", "/proc/"+name, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 		if err == nil {
 			err = attach(ro, target, "read-only /proc/"+name)
 		}

@@ -168,7 +168,7 @@ func prepareConfig(spec *Spec, root bool, warn func(string)) (*initConfig, []*os
 		if m.Device {
 			attrs = deviceAttrs
 		}
-		fd, err := cloneTree(unix.AT_FDCWD, m.Source, attrs)
+		fd, err := cloneHostPath(m.Source, attrs)
 		if err == nil && m.Granted && !m.Writable {
 			if ierr := ids.apply(fd, m.Source); ierr != nil {
 				// The filesystem cannot be idmapped (tmpfs before Linux
