@@ -60,8 +60,12 @@ func setupLimits(spec *Spec, runID string) (*jailLimits, error) {
 	}
 	mech := cg.Mechanisms()
 	// Always: no core dumps, the file size and descriptor limits.
+	// RLIMIT_CORE is 1, not 0: the kernel ignores a limit of 0 when
+	// core_pattern pipes to a helper (which runs as root on the host), but
+	// takes 1 as "never call the helper", and a file dump smaller than a
+	// page is not written either (fs/coredump.c).
 	l.rlimits = []rlimit{
-		{Resource: unix.RLIMIT_CORE, Soft: 0, Hard: 0},
+		{Resource: unix.RLIMIT_CORE, Soft: 1, Hard: 1},
 		{Resource: unix.RLIMIT_FSIZE, Soft: uint64(r.FileSize), Hard: uint64(r.FileSize)},
 		{Resource: unix.RLIMIT_NOFILE, Soft: uint64(r.NoFile), Hard: uint64(r.NoFile)},
 	}
