@@ -22,6 +22,9 @@ const userHZ = 100
 func (c *Cgroup) setupV1(p *plan, name string, l Limits) ([]string, error) {
 	dirs, paths, mk := v1Layout(p, name)
 	for _, dir := range mk {
+		sweepStale(filepath.Dir(dir), time.Now())
+	}
+	for _, dir := range mk {
 		if err := mkdirCgroup(dir, false); err != nil {
 			return nil, fmt.Errorf("cgroup: create %s: %w", dir, err)
 		}

@@ -40,6 +40,7 @@ func (c *Cgroup) setupV2(h host, p *plan, name string, l Limits) ([]string, erro
 		enableControllers(dir, p)
 	}
 
+	sweepStale(p.v2Parent, time.Now())
 	leaf := filepath.Join(p.v2Parent, name)
 	if err := mkdirCgroup(leaf, false); err != nil {
 		return nil, fmt.Errorf("cgroup: create %s: %w", leaf, err)

@@ -1,0 +1,46 @@
+package cgroup
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// A supervisor killed with SIGKILL cannot remove its jail's cgroup: its
+// jail dies with it (parent-death signal), but the empty directory stays.
+// The next run below the same parent removes such leftovers. A jail's
+// cgroup is empty only for moments (before its init is cloned into it, and
+// between the end of the jail and Destroy), so one that has been empty for
+// staleAfter was abandoned. Only directories named by rljail are touched.
+const staleAfter = 30 * time.Second
+
+// jailPrefix starts the name of every jail cgroup rljail makes.
+const jailPrefix = "rljail-"
+
+// sweepStale removes abandoned, empty jail cgroups directly below parent.
+// It never fails a run: what it cannot remove stays for the next one.
+func sweepStale(parent string, now time.Time) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, jailPrefix) || name == supervisorLeaf {
+			continue
+		}
+		dir := filepath.Join(parent, name)
+		info, err := os.Stat(dir)
+		if err != nil || now.Sub(info.ModTime()) < staleAfter {
+			continue
+		}
+		procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil || strings.TrimSpace(string(procs)) != "" {
+			continue
+		}
+		// rmdir refuses a cgroup with processes or children: safe even if
+		// something moved in since the read.
+		_ = os.Remove(dir)
+	}
+}
