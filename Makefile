@@ -49,12 +49,12 @@ demo: rootfs
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags rljailvm ./integration/vm/guest
+	$(GO) vet -tags rljailvm ./integration/vm/guest ./integration/
 
 staticcheck:
 	@test -x $$($(GO) env GOPATH)/bin/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$$($(GO) env GOPATH)/bin/staticcheck ./...
-	$$($(GO) env GOPATH)/bin/staticcheck -tags rljailvm ./integration/vm/guest
+	$$($(GO) env GOPATH)/bin/staticcheck -tags rljailvm ./integration/vm/guest ./integration/
 
 unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)

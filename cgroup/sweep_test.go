@@ -1,3 +1,5 @@
+//go:build !cgroupv2vm
+
 package cgroup
 
 import (

@@ -11,6 +11,11 @@
 //
 // The tests must run as root: they create the unprivileged user rljailtest
 // for the rootless runs.
+//
+// Built with the tag rljailvm, the package's limit and placement tests
+// (TestLimits*, TestPlacement*) run in the cgroup v2 test VM
+// (integration/vm): there RLJAIL_IN_VM=1 and the VM's init has made
+// rljailtest (uid 1001) already.
 package integration
 
 import (
@@ -151,9 +156,14 @@ func repoRoot() (string, error) {
 	}
 }
 
-// ensureTestUser creates the unprivileged test user once (idempotent).
+// ensureTestUser creates the unprivileged test user once (idempotent). In
+// the test VM (RLJAIL_IN_VM=1), which has no useradd, it uses the user the
+// VM's init created (uid 1001).
 func ensureTestUser() error {
 	u, err := user.Lookup(testUserName)
+	if err != nil && os.Getenv("RLJAIL_IN_VM") == "1" {
+		return fmt.Errorf("the test VM has no user %s (integration/vm/init.sh creates it with uid 1001): %v", testUserName, err)
+	}
 	if err != nil {
 		if out, err := exec.Command("useradd", "-m", "-s", "/bin/sh", testUserName).CombinedOutput(); err != nil {
 			// Another run may have created it meanwhile.
@@ -269,6 +279,11 @@ type runOpts struct {
 	noRootfs bool          // do not pass --rootfs
 	noResult bool          // do not pass --result
 	deadline time.Duration // the harness kills rljail after this (default 60s)
+	// moveInto, when set, is a cgroup directory (such as
+	// /sys/fs/cgroup/x) that rljail starts in: a helper shell of the
+	// mode's user is moved there by the harness (as root, as systemd moves
+	// a service's process) and then execs rljail, which keeps its pid.
+	moveInto string
 }
 
 // jailProc is one running rljail.
@@ -301,6 +316,19 @@ func launch(m mode, o runOpts, resultDir string, args ...string) (*jailProc, err
 	full = append(full, args...)
 	p.argv = full
 	cmd := exec.Command(testBin, full...)
+	var release *os.File
+	if o.moveInto != "" {
+		// The helper waits for EOF on fd 3, which comes once it is in the
+		// cgroup, then becomes rljail (without fd 3).
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		release = w
+		cmd = exec.Command("/bin/sh", append([]string{"-c", `read -r x <&3; exec "$0" "$@" 3<&-`, testBin}, full...)...)
+		cmd.ExtraFiles = []*os.File{r}
+	}
 	cmd.Dir = o.dir
 	cmd.Env = append(modeEnv(m), o.env...)
 	if o.stdin != "" {
@@ -318,7 +346,19 @@ func launch(m mode, o runOpts, resultDir string, args ...string) (*jailProc, err
 	p.cmd = cmd
 	p.start = time.Now()
 	if err := cmd.Start(); err != nil {
+		if release != nil {
+			release.Close()
+		}
 		return nil, fmt.Errorf("start %s: %v", testBin, err)
+	}
+	if release != nil {
+		err := os.WriteFile(filepath.Join(o.moveInto, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0)
+		release.Close()
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("move the helper that starts rljail (pid %d) into %s: %v", cmd.Process.Pid, o.moveInto, err)
+		}
 	}
 	deadline := o.deadline
 	if deadline == 0 {

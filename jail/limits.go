@@ -69,10 +69,16 @@ func setupLimits(spec *Spec, runID string) (*jailLimits, error) {
 		{Resource: unix.RLIMIT_FSIZE, Soft: uint64(r.FileSize), Hard: uint64(r.FileSize)},
 		{Resource: unix.RLIMIT_NOFILE, Soft: uint64(r.NoFile), Hard: uint64(r.NoFile)},
 	}
-	// RLIMIT_CPU is the backstop of the CPU-time limit in every case (and
-	// the only mechanism without a cgroup): SIGXCPU at the limit, SIGKILL a
-	// second later. It is per process, so the cgroup is the real limit.
+	// RLIMIT_CPU is the backstop of the CPU-time limit (and the only
+	// mechanism without cgroup accounting): SIGXCPU at the soft limit,
+	// SIGKILL a second later. It is per process, so where the cgroup
+	// measures the jail's whole CPU time the supervisor's watcher is the
+	// real limit, and the backstop sits a second above it so as not to
+	// race it.
 	secs := uint64(math.Ceil(r.CPUTime.Seconds()))
+	if m := cg.Mechanisms()[cgroup.LimitCPUTime]; m == cgroup.MechanismCgroup1 || m == cgroup.MechanismCgroup2 {
+		secs++
+	}
 	l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_CPU, Soft: secs, Hard: secs + 1})
 	if cgroup.Mechanism(mech[cgroup.LimitMemory]) == cgroup.MechanismRlimit {
 		l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_AS, Soft: uint64(r.MemoryBytes), Hard: uint64(r.MemoryBytes)})

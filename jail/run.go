@@ -63,12 +63,19 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return setupFailed(ExitSetupError, err)
 	}
+	guard, err := startGuard(lim.cg.Dirs())
+	if err != nil {
+		_ = lim.cg.Destroy()
+		return setupFailed(ExitSetupError, err)
+	}
 	// The cgroup goes last, whatever happened: after the jail is gone and
-	// its statistics are read.
+	// its statistics are read. If the supervisor dies before, the guard
+	// removes it.
 	defer func() {
 		if derr := lim.cg.Destroy(); derr != nil && spec.Warn != nil {
 			spec.Warn("remove the jail's cgroup: " + derr.Error())
 		}
+		guard.done()
 	}()
 	// The report has every fallback in full; stderr one line naming them.
 	res.Warnings = append(res.Warnings, lim.warnings...)

@@ -5,6 +5,10 @@
 #include "spawn.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
 #include <linux/seccomp.h>
@@ -179,6 +183,110 @@ int rljail_userns_holder(void)
 		for (;;)
 			pause();
 	}
+	int saved = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0)
+		return -saved;
+	return pid;
+}
+
+// write_str writes a short string to a file; errors are ignored (the
+// guardian does what it can).
+static void write_str(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = write(fd, v, strlen(v));
+	(void)n;
+	close(fd);
+}
+
+// kill_procs sends SIGKILL to every pid listed in a cgroup.procs file.
+static void kill_procs(const char *path)
+{
+	char buf[4096];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	for (char *p = buf; *p;) {
+		long pid = strtol(p, &p, 10);
+		if (pid > 0)
+			kill((pid_t)pid, SIGKILL);
+		while (*p == '\n')
+			p++;
+		if (*p && (*p < '0' || *p > '9'))
+			break;
+	}
+}
+
+static void guardian(int pipe_rd, char *const *dirs)
+{
+	// Nothing of the supervisor's but the pipe, no terminal signals.
+	for (int fd = 0; fd < 3; fd++) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null >= 0) {
+			dup2(null, fd);
+			if (null > 2)
+				close(null);
+		}
+	}
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_IGN);
+	}
+	setsid();
+	int keep = pipe_rd;
+	syscall(SYS_close_range, 3, keep > 3 ? keep - 1 : 2, 0);
+	syscall(SYS_close_range, keep + 1, ~0U, 0);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	char byte;
+	ssize_t n;
+	do {
+		n = read(keep, &byte, 1);
+	} while (n < 0 && errno == EINTR);
+	if (n == 1)
+		_exit(0); // the supervisor finished its own teardown
+
+	// The supervisor died. Its jail's init died with it (parent-death
+	// signal), but make sure, then remove the directories, retrying while
+	// the kernel finishes the last exits (up to about 5 s).
+	char path[4096];
+	for (int round = 0; round < 500; round++) {
+		int left = 0;
+		for (char *const *d = dirs; *d; d++) {
+			if (rmdir(*d) == 0 || errno == ENOENT)
+				continue;
+			left++;
+			snprintf(path, sizeof path, "%s/cgroup.kill", *d);
+			write_str(path, "1");
+			snprintf(path, sizeof path, "%s/cgroup.procs", *d);
+			kill_procs(path);
+		}
+		if (!left)
+			break;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	_exit(0);
+}
+
+int rljail_guard(int pipe_rd, char *const *dirs)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	if (pid == 0)
+		guardian(pipe_rd, dirs);
 	int saved = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)

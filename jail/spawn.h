@@ -59,4 +59,12 @@ int rljail_spawn(const struct rljail_spawn *s);
 // mount. It returns the child's pid, or -errno.
 int rljail_userns_holder(void);
 
+// rljail_guard forks a guardian for the jail's cgroup directories (a
+// NULL-terminated list, leaves): it waits on the read end of a pipe whose
+// write end only the supervisor holds. A byte means the supervisor cleaned
+// up itself; EOF without one means it died (SIGKILL): the guardian then
+// kills what is left in each cgroup and removes the directories. It returns
+// the guardian's pid, or -errno.
+int rljail_guard(int pipe_rd, char *const *dirs);
+
 #endif

@@ -44,7 +44,7 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory limit (512m default; b, k, m, g units): cgroup memory.max without swap, else RLIMIT_AS"},
 			&cli.Int64Flag{Name: "pids-limit", Usage: "most processes and threads at once (default 64): cgroup pids.max"},
 			&cli.Float64Flag{Name: "cpus", Usage: "CPU share in CPUs (default 1): cgroup CPU quota"},
-			&cli.StringFlag{Name: "cpu-time", Usage: "CPU time the whole jail may use (default: the timeout); exit 137, status cpu_limit"},
+			&cli.StringFlag{Name: "cpu-time", Usage: "CPU time the whole jail may use (default: the timeout); status cpu_limit, exit 137 (152 where only RLIMIT_CPU measures it)"},
 			&cli.StringFlag{Name: "tmp-size", Usage: "size of the /tmp and /dev/shm tmpfs (default 64m)"},
 			&cli.StringFlag{Name: "output-limit", Usage: "bytes of stdout and of stderr passed through (default 1m); the rest is discarded and reported"},
 			&cli.StringFlag{Name: "file-size", Usage: "largest file the payload may write (default 64m): RLIMIT_FSIZE"},

@@ -16,28 +16,37 @@ import (
 type guestPackage struct {
 	dir  string   // relative to the repository root, "./cgroup"
 	tags []string // build tags that select the in-VM tests
+	// run, when set, is the -test.run pattern of the binary in the VM:
+	// the tests of a package that make sense there (its other tests are
+	// compiled in but belong to the development host).
+	run string
 	// required packages fail the run when they have no test files; the
 	// others are skipped silently then (their VM tests are not written yet).
 	required bool
 }
 
 // defaultGuests run in every VM boot: the harness's own self-check first,
-// then the cgroup package's v2 tests when they exist.
+// then the cgroup package's v2 tests when they exist, then the black-box
+// limit and placement tests of ./integration (issue 4) on cgroup v2.
 var defaultGuests = []guestPackage{
 	{dir: "./integration/vm/guest", tags: []string{"rljailvm"}, required: true},
 	{dir: "./cgroup", tags: []string{"cgroupv2vm"}},
+	{dir: "./integration", tags: []string{"rljailvm"}, run: "^(TestLimits|TestPlacement)", required: true},
 }
 
 // parseGuestPackages reads RLJAIL_VM_PACKAGES: space-separated
-// "dir[:tag,tag]" items, e.g. "./jail:jailvm ./integration".
+// "dir[:tag,tag[:runregex]]" items, e.g. "./jail:jailvm
+// ./integration:rljailvm:^TestLimits$". The run pattern may not hold
+// spaces (use \s).
 func parseGuestPackages(s string) ([]guestPackage, error) {
 	var ps []guestPackage
 	for _, item := range strings.Fields(s) {
-		dir, tags, _ := strings.Cut(item, ":")
+		dir, rest, _ := strings.Cut(item, ":")
+		tags, run, _ := strings.Cut(rest, ":")
 		if dir == "" {
 			return nil, fmt.Errorf("RLJAIL_VM_PACKAGES: %q has no package directory", item)
 		}
-		p := guestPackage{dir: dir, required: true}
+		p := guestPackage{dir: dir, run: run, required: true}
 		for _, t := range strings.Split(tags, ",") {
 			if t != "" {
 				p.tags = append(p.tags, t)
@@ -51,6 +60,7 @@ func parseGuestPackages(s string) ([]guestPackage, error) {
 // guest is a compiled test binary bound for the VM.
 type guest struct {
 	name     string // "integration-vm-guest": the binary is <name>.test
+	run      string // -test.run pattern, if any
 	binary   string // path on the host
 	testdata string // the package's testdata directory, if any
 }
@@ -127,7 +137,7 @@ func (g goTool) build(ctx context.Context, p guestPackage, outDir string) (gst g
 	if name == "" {
 		name = "root"
 	}
-	gst = guest{name: name, binary: filepath.Join(outDir, name+".test")}
+	gst = guest{name: name, binary: filepath.Join(outDir, name+".test"), run: p.run}
 	if st, err := os.Stat(filepath.Join(pkgDir, "testdata")); err == nil && st.IsDir() {
 		gst.testdata = filepath.Join(pkgDir, "testdata")
 	}
@@ -224,5 +234,25 @@ func TestGuestBuildSelectsTaggedTests(t *testing.T) {
 		if _, _, err := gt.build(ctx, guestPackage{dir: dir, tags: []string{"cgroupv2vm"}, required: true}, out); err == nil {
 			t.Errorf("required %s: no error", dir)
 		}
+	}
+}
+
+// TestParseGuestPackages checks the RLJAIL_VM_PACKAGES syntax.
+func TestParseGuestPackages(t *testing.T) {
+	got, err := parseGuestPackages("./a ./b:x,y ./c:t:^(TestA|TestB)$ ./d::Run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []guestPackage{
+		{dir: "./a", required: true},
+		{dir: "./b", tags: []string{"x", "y"}, required: true},
+		{dir: "./c", tags: []string{"t"}, run: "^(TestA|TestB)$", required: true},
+		{dir: "./d", run: "Run", required: true},
+	}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Errorf("parseGuestPackages:\n got %+v\nwant %+v", got, want)
+	}
+	if _, err := parseGuestPackages(":tag"); err == nil {
+		t.Error("an item without a directory was accepted")
 	}
 }

@@ -82,12 +82,16 @@ while read -r name; do
 	[ -n "$name" ] || continue
 	ran=$((ran + 1))
 	echo "RLJAIL-VM-RUN $name"
+	# A package may name the tests that run here (/tests/<name>/run, a
+	# -test.run pattern); GUEST_FLAGS come later and win.
+	run=
+	[ -f "/tests/$name/run" ] && run="-test.run=$(cat "/tests/$name/run")"
 	# The test binary runs in its own directory (with the package's
 	# testdata, when it has one), stdin closed, output on the console.
 	# shellcheck disable=SC2086 # GUEST_FLAGS is a list of flags
 	(cd "/tests/$name" && exec env HOME=/root RLJAIL_IN_VM=1 RLJAIL_BIN=/bin/rljail \
 		RLJAIL_ROOTFS=/rootfs/python "./$name.test" -test.v \
-		-test.timeout="$GUEST_TIMEOUT" $GUEST_FLAGS) </dev/null 2>&1
+		-test.timeout="$GUEST_TIMEOUT" ${run:+"$run"} $GUEST_FLAGS) </dev/null 2>&1
 	rc=$?
 	echo "RLJAIL-VM-EXIT $name $rc"
 	[ "$rc" = 0 ] || failed="$failed $name"

@@ -326,6 +326,10 @@ func (ir initramfs) write(out string) (err error) {
 		if g.testdata != "" {
 			c.tree(dir+"/testdata", g.testdata)
 		}
+		if g.run != "" {
+			// init.sh passes it as -test.run.
+			c.bytesFile(dir+"/run", 0o644, []byte(g.run+"\n"))
+		}
 		fmt.Fprintln(&order, g.name)
 	}
 	c.bytesFile("tests/order", 0o644, []byte(order.String()))

@@ -11,7 +11,8 @@
 //
 // The binaries run in the VM are, in order: the self-check in guest/ (build
 // tag rljailvm; always), ./cgroup's tests with build tag cgroupv2vm (when it
-// has any), and whatever RLJAIL_VM_PACKAGES adds. Inside, they see
+// has any), ./integration's limit and placement tests (build tag rljailvm,
+// only TestLimits* and TestPlacement*), and whatever RLJAIL_VM_PACKAGES adds. Inside, they see
 // RLJAIL_IN_VM=1, RLJAIL_BIN=/bin/rljail, RLJAIL_ROOTFS=/rootfs/python, run as
 // root in the leaf cgroup /init.scope, and find the unprivileged user
 // rljailtest (uid and gid 1001, home /home/rljailtest). Each runs in its own
@@ -26,7 +27,7 @@
 //	RLJAIL_VM_CACHE      kernel cache of fetch-kernel.sh (default /var/cache/rljail-vm
 //	                     for root, else $XDG_CACHE_HOME/rljail-vm)
 //	RLJAIL_VM_KERNEL     a bzImage to boot instead of the cached Debian kernel
-//	RLJAIL_VM_PACKAGES   more packages to test in the VM: "dir[:tag,tag] ..."
+//	RLJAIL_VM_PACKAGES   more packages to test in the VM: "dir[:tag,tag[:runregex]] ..."
 //	RLJAIL_VM_TESTFLAGS  extra flags for every binary in the VM, e.g. -test.run=Memory
 //	RLJAIL_VM_TIMEOUT    bound of the whole run (default 10m)
 //	RLJAIL_VM_ACCEL      qemu accelerator (default tcg; kvm where there is one)
