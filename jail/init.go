@@ -77,11 +77,6 @@ func InitMain() {
 		fail(ExitSetupError, fmt.Errorf("read the jail config: %w", err))
 	}
 
-	if cfg.UnshareCgroup {
-		if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-			fail(ExitSetupError, fmt.Errorf("enter a new cgroup namespace: %w", err))
-		}
-	}
 	capLast, err := readCapLast()
 	if err != nil {
 		fail(ExitSetupError, err)
@@ -96,6 +91,11 @@ func InitMain() {
 	exe, code, err := lookPath(cfg.Command[0], cfg.Env)
 	if err != nil {
 		fail(code, err)
+	}
+	if cfg.UnshareCgroup {
+		if err := awaitPlacement(control); err != nil {
+			fail(ExitSetupError, err)
+		}
 	}
 	pid, err := spawnPayload(payloadProcess{
 		Path:    exe,
@@ -132,6 +132,19 @@ func InitMain() {
 	report(initMessage{Exited: true, Code: code, Signal: sig})
 	// Exiting as PID 1 kills whatever the payload left running.
 	os.Exit(0)
+}
+
+// awaitPlacement waits until the supervisor has put init in the jail's
+// cgroup (v1), then enters a new cgroup namespace rooted there.
+func awaitPlacement(control *json.Decoder) error {
+	var m controlMessage
+	if err := control.Decode(&m); err != nil || !m.Placed {
+		return fmt.Errorf("wait to be placed in the jail's cgroup: %v", err)
+	}
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("enter a new cgroup namespace: %w", err)
+	}
+	return nil
 }
 
 // forwardSignals passes the supervisor's signal requests to the payload

@@ -30,9 +30,10 @@ type initConfig struct {
 	Notify bool `json:"notify,omitempty"`
 	// Rlimits are the payload's resource limits.
 	Rlimits []rlimit `json:"rlimits,omitempty"`
-	// UnshareCgroup: init enters a new cgroup namespace itself, once the
-	// supervisor has placed it in its cgroup (v1, where clone cannot place
-	// it), so that /proc/self/cgroup shows no host path.
+	// UnshareCgroup: the supervisor places init in its cgroup after the
+	// clone (v1, where clone cannot) and says so with a Placed message;
+	// init then enters a new cgroup namespace itself, so that
+	// /proc/self/cgroup shows no host path, and starts the payload.
 	UnshareCgroup bool `json:"unshare_cgroup,omitempty"`
 }
 
@@ -69,6 +70,9 @@ type rootSymlink struct {
 type controlMessage struct {
 	// Signal is a signal number to deliver to the payload.
 	Signal int `json:"signal,omitempty"`
+	// Placed: the supervisor has put init in the jail's cgroup (v1, where
+	// it could not be born there); init starts the payload only after it.
+	Placed bool `json:"placed,omitempty"`
 }
 
 // initMessage is one status line from init.

@@ -282,15 +282,26 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *ja
 		}
 	}
 	j.control = cfgW
-	if err := lim.cg.AddProc(j.cmd.Process.Pid); err != nil {
-		j.kill()
-		_ = j.cmd.Wait()
-		closeFiles([]*os.File{cfgW, statusR, stdinW, stdoutR, stderrR, notifyR})
-		return nil, fmt.Errorf("place the jail in its cgroup: %w", err)
-	}
-	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
+	enc := json.NewEncoder(cfgW)
+	if err := enc.Encode(cfg); err != nil {
 		// init died before reading its config; wait reports why.
 		j.kill()
+		return j, nil
+	}
+	if cfg.UnshareCgroup {
+		// cgroup v1: moving a process between cgroups waits for an RCU
+		// grace period (the cgroup_threadgroup_rwsem), several ms, so init
+		// builds the jail meanwhile and starts the payload only when told
+		// it has been placed. What runs before is init's own, trusted code.
+		if err := lim.cg.AddProc(j.cmd.Process.Pid); err != nil {
+			j.kill()
+			_ = j.cmd.Wait()
+			closeFiles([]*os.File{cfgW, statusR, stdinW, stdoutR, stderrR, notifyR})
+			return nil, fmt.Errorf("place the jail in its cgroup: %w", err)
+		}
+		if err := enc.Encode(controlMessage{Placed: true}); err != nil {
+			j.kill()
+		}
 	}
 	return j, nil
 }
