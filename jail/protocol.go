@@ -1,14 +1,21 @@
 package jail
 
-// The supervisor and the init stage talk over two pipes that init inherits
-// as fixed descriptors: the supervisor writes one initConfig (JSON) on the
-// control pipe, then controlMessages, and closes it when the run ends; init
-// writes initMessage lines on the status pipe. Nothing the payload can reach is on either pipe: both are closed
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+)
+
+// The supervisor and the init stage (init.c) talk over two pipes that init
+// inherits as fixed descriptors: the supervisor writes one initConfig, as
+// tagged records (encode), on the control pipe, then control lines
+// ("placed", "signal N"), and closes it when the run ends; init writes
+// initMessage lines (JSON) on the status pipe. Nothing the payload can reach is on either pipe: both are closed
 // before the payload's execve.
 
 const (
-	initArg0     = "rljail-init" // argv[0] that selects the init stage
-	fdConfig     = 3             // init reads its initConfig, then controlMessages, here
+	initArg0     = "rljail-init" // argv[0] that selects the init stage (init.c)
+	fdConfig     = 3             // init reads its encoded initConfig, then control lines, here
 	fdStatus     = 4             // init reports here
 	fdNotify     = 5             // a Unix socket to the supervisor for the seccomp listener
 	fdFirstMount = 6             // mount trees passed by a root supervisor start here
@@ -17,31 +24,31 @@ const (
 // initConfig is everything init needs; it must not depend on anything else
 // of the host.
 type initConfig struct {
-	Command  []string      `json:"command"`
-	Env      []string      `json:"env"`
-	Workdir  string        `json:"workdir"`
-	TmpSize  int64         `json:"tmp_size"`
-	Mounts   []bindMount   `json:"mounts"`
-	Symlinks []rootSymlink `json:"symlinks"`
+	Command  []string
+	Env      []string
+	Workdir  string
+	TmpSize  int64
+	Mounts   []bindMount
+	Symlinks []rootSymlink
 	// Filter is the payload's seccomp program (BPF), installed last.
-	Filter []byte `json:"filter,omitempty"`
+	Filter []byte
 	// Notify: the filter has a user-notification listener, which the
 	// payload's child sends to the supervisor over fdNotify.
-	Notify bool `json:"notify,omitempty"`
+	Notify bool
 	// Rlimits are the payload's resource limits.
-	Rlimits []rlimit `json:"rlimits,omitempty"`
+	Rlimits []rlimit
 	// UnshareCgroup: the supervisor places init in its cgroup after the
 	// clone (v1, where clone cannot) and says so with a Placed message;
 	// init then enters a new cgroup namespace itself, so that
 	// /proc/self/cgroup shows no host path, and starts the payload.
-	UnshareCgroup bool `json:"unshare_cgroup,omitempty"`
+	UnshareCgroup bool
 }
 
 // rlimit is one resource limit for the payload.
 type rlimit struct {
-	Resource int    `json:"resource"`
-	Soft     uint64 `json:"soft"`
-	Hard     uint64 `json:"hard"`
+	Resource int
+	Soft     uint64
+	Hard     uint64
 }
 
 // bindMount grants a host object to the jail. A root supervisor clones the
@@ -49,30 +56,21 @@ type rlimit struct {
 // passes it as descriptor FD; a rootless one leaves FD at -1 and init clones
 // Source, with the same rights as the user.
 type bindMount struct {
-	Source   string `json:"source"`
-	Dest     string `json:"dest"`
-	FD       int    `json:"fd"`
-	Dir      bool   `json:"dir"`
-	Writable bool   `json:"writable"`
-	Device   bool   `json:"device"` // a device node: read-only, noexec, but not nodev
+	Source   string
+	Dest     string
+	FD       int
+	Dir      bool
+	Writable bool
+	Device   bool // a device node: read-only, noexec, but not nodev
 	// Granted is the workspace or a volume: as root, its owner is mapped to
 	// the jail's user (idmap.go).
-	Granted bool `json:"granted"`
+	Granted bool
 }
 
 // rootSymlink recreates a top-level symlink of the rootfs (lib -> usr/lib).
 type rootSymlink struct {
-	Name   string `json:"name"`
-	Target string `json:"target"`
-}
-
-// controlMessage is a request from the supervisor after the config.
-type controlMessage struct {
-	// Signal is a signal number to deliver to the payload.
-	Signal int `json:"signal,omitempty"`
-	// Placed: the supervisor has put init in the jail's cgroup (v1, where
-	// it could not be born there); init starts the payload only after it.
-	Placed bool `json:"placed,omitempty"`
+	Name   string
+	Target string
 }
 
 // initMessage is one status line from init.
@@ -87,4 +85,80 @@ type initMessage struct {
 	Exited bool `json:"exited,omitempty"`
 	Code   int  `json:"code,omitempty"`
 	Signal int  `json:"signal,omitempty"`
+}
+
+// Record tags of the encoded config; init.c reads them.
+const (
+	tagEnd           = 0
+	tagArg           = 1
+	tagEnv           = 2
+	tagWorkdir       = 3
+	tagTmpSize       = 4
+	tagMount         = 5
+	tagSymlink       = 6
+	tagFilter        = 7
+	tagNotify        = 8
+	tagRlimit        = 9
+	tagUnshareCgroup = 10
+	tagHostname      = 11
+)
+
+// Flags of a tagMount record.
+const (
+	mountDir      = 1
+	mountWritable = 2
+	mountDevice   = 4
+)
+
+// encode writes the config as records of a tag byte, a little-endian
+// 32-bit length and the payload; fields within a payload are separated by
+// NUL bytes, which no path, argument or environment entry may contain
+// (Validate refuses them). C can read that without a parser.
+func (c *initConfig) encode() []byte {
+	var b []byte
+	rec := func(tag byte, fields ...string) {
+		payload := strings.Join(fields, "\x00")
+		b = append(b, tag)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+		b = append(b, payload...)
+	}
+	for _, a := range c.Command {
+		rec(tagArg, a)
+	}
+	for _, e := range c.Env {
+		rec(tagEnv, e)
+	}
+	rec(tagWorkdir, c.Workdir)
+	rec(tagHostname, Hostname)
+	rec(tagTmpSize, strconv.FormatInt(c.TmpSize, 10))
+	for _, m := range c.Mounts {
+		flags := 0
+		if m.Dir {
+			flags |= mountDir
+		}
+		if m.Writable {
+			flags |= mountWritable
+		}
+		if m.Device {
+			flags |= mountDevice
+		}
+		rec(tagMount, strconv.Itoa(m.FD), strconv.Itoa(flags), m.Source, m.Dest)
+	}
+	for _, l := range c.Symlinks {
+		rec(tagSymlink, l.Name, l.Target)
+	}
+	if len(c.Filter) > 0 {
+		rec(tagFilter, string(c.Filter))
+	}
+	if c.Notify {
+		rec(tagNotify)
+	}
+	for _, r := range c.Rlimits {
+		rec(tagRlimit, strconv.Itoa(r.Resource), strconv.FormatUint(r.Soft, 10), strconv.FormatUint(r.Hard, 10))
+	}
+	if c.UnshareCgroup {
+		rec(tagUnshareCgroup)
+	}
+	rec(tagEnd)
+	return b
 }

@@ -282,8 +282,7 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *ja
 		}
 	}
 	j.control = cfgW
-	enc := json.NewEncoder(cfgW)
-	if err := enc.Encode(cfg); err != nil {
+	if _, err := cfgW.Write(cfg.encode()); err != nil {
 		// init died before reading its config; wait reports why.
 		j.kill()
 		return j, nil
@@ -299,7 +298,7 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *ja
 			closeFiles([]*os.File{cfgW, statusR, stdinW, stdoutR, stderrR, notifyR})
 			return nil, fmt.Errorf("place the jail in its cgroup: %w", err)
 		}
-		if err := enc.Encode(controlMessage{Placed: true}); err != nil {
+		if _, err := cfgW.WriteString("placed\n"); err != nil {
 			j.kill()
 		}
 	}
@@ -444,8 +443,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				// A request on the control pipe, not a signal to init:
 				// init ignores every signal, so the payload cannot signal it.
 				if sig, isSys := s.(syscall.Signal); isSys {
-					b, _ := json.Marshal(controlMessage{Signal: int(sig)})
-					_, _ = j.control.Write(append(b, '\n'))
+					_, _ = fmt.Fprintf(j.control, "signal %d\n", int(sig))
 				}
 			}
 		}

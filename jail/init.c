@@ -1,0 +1,845 @@
+// The jail's init (PID 1 of its namespaces), in C.
+//
+// The supervisor re-executes the rljail binary with argv[0] "rljail-init".
+// A constructor catches that before the Go runtime starts and runs the
+// whole init stage here: a second Go runtime start costs a few
+// milliseconds on every run, and its threads stall while cgroup v1 moves
+// the process (runc's nsexec runs its namespace setup in C before the Go
+// runtime for the same reason). Init reads its config from the supervisor,
+// builds the jail's root filesystem with the new mount API, starts the
+// payload (spawn.c), forwards the signals the supervisor asks for, reaps
+// every process and reports the payload's end. It never returns to Go.
+#define _GNU_SOURCE
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FD_CONTROL 3 // config, then control lines, from the supervisor
+#define FD_STATUS 4  // JSON status lines to the supervisor
+#define FD_NOTIFY 5  // seccomp listener socket to the supervisor
+#define SKELETON "/tmp"
+#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+#ifndef MNT_DETACH
+#define MNT_DETACH 2
+#endif
+#ifndef MS_REC
+#define MS_REC 16384
+#endif
+#ifndef MS_PRIVATE
+#define MS_PRIVATE (1 << 18)
+#endif
+
+// Record tags of the config (protocol.go writes them).
+enum {
+	T_END = 0,
+	T_ARG = 1,
+	T_ENV = 2,
+	T_WORKDIR = 3,
+	T_TMPSIZE = 4,
+	T_MOUNT = 5,
+	T_SYMLINK = 6,
+	T_FILTER = 7,
+	T_NOTIFY = 8,
+	T_RLIMIT = 9,
+	T_UNSHARE_CGROUP = 10,
+	T_HOSTNAME = 11,
+};
+
+enum { M_DIR = 1, M_WRITABLE = 2, M_DEVICE = 4 };
+
+struct mnt {
+	int fd;
+	int flags;
+	char *src, *dest;
+};
+
+struct lnk {
+	char *name, *target;
+};
+
+struct config {
+	char **argv;
+	int argc;
+	char **envp;
+	int envc;
+	char *workdir;
+	char *hostname;
+	long long tmpsize;
+	struct mnt *mounts;
+	int nmounts;
+	struct lnk *links;
+	int nlinks;
+	unsigned char *filter;
+	size_t filter_len;
+	int notify;
+	struct rljail_rlimit *rl;
+	int nrl;
+	int unshare_cgroup;
+};
+
+// ---- reporting
+
+static void json_string(char *out, size_t cap, const char *s)
+{
+	size_t n = 0;
+	out[n++] = '"';
+	for (; *s && n + 8 < cap; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			out[n++] = '\\';
+			out[n++] = (char)c;
+		} else if (c < 0x20) {
+			n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
+		} else {
+			out[n++] = (char)c;
+		}
+	}
+	out[n++] = '"';
+	out[n] = 0;
+}
+
+static void report(const char *json)
+{
+	size_t len = strlen(json);
+	char buf[8192];
+	if (len + 2 > sizeof buf)
+		len = sizeof buf - 2;
+	memcpy(buf, json, len);
+	buf[len] = '\n';
+	ssize_t w = write(FD_STATUS, buf, len + 1);
+	(void)w;
+}
+
+// die reports a setup failure (one line: the step and the cause) and ends
+// init with code.
+__attribute__((noreturn, format(printf, 2, 3))) static void die(int code, const char *fmt, ...)
+{
+	char msg[2048], quoted[4200], line[4400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	json_string(quoted, sizeof quoted, msg);
+	snprintf(line, sizeof line, "{\"error\":%s,\"exit_code\":%d}", quoted, code);
+	report(line);
+	_exit(code);
+}
+
+// errstr is strerror in Go's spelling (lower-case first letter), so that
+// messages read the same whichever side made them.
+static const char *errstr(int err)
+{
+	static char buf[128];
+	snprintf(buf, sizeof buf, "%s", strerror(err));
+	if (buf[0] >= 'A' && buf[0] <= 'Z')
+		buf[0] = (char)(buf[0] - 'A' + 'a');
+	return buf;
+}
+
+// ---- reading the config
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, (char *)buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n);
+	if (q == NULL)
+		die(125, "read the jail config: out of memory");
+	return q;
+}
+
+// field returns the next NUL-separated field of a record.
+static char *field(char **cur, char *end)
+{
+	char *s = *cur;
+	if (s >= end)
+		die(125, "read the jail config: a record is short of fields");
+	char *z = memchr(s, 0, (size_t)(end - s));
+	if (z == NULL)
+		z = end;
+	*cur = z + 1;
+	return s;
+}
+
+static void read_config(struct config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->tmpsize = 64 << 20;
+	for (;;) {
+		unsigned char hdr[5];
+		if (read_full(FD_CONTROL, hdr, sizeof hdr) < 0)
+			_exit(125); // the supervisor is gone: nothing to report to
+		uint32_t len = (uint32_t)hdr[1] | (uint32_t)hdr[2] << 8 | (uint32_t)hdr[3] << 16 | (uint32_t)hdr[4] << 24;
+		if (hdr[0] == T_END)
+			break;
+		if (len > (16u << 20))
+			die(125, "read the jail config: a record of %u bytes", len);
+		char *p = xrealloc(NULL, len + 1);
+		if (len && read_full(FD_CONTROL, p, len) < 0)
+			_exit(125);
+		p[len] = 0;
+		char *cur = p, *end = p + len;
+		switch (hdr[0]) {
+		case T_ARG:
+			c->argv = xrealloc(c->argv, sizeof(char *) * (size_t)(c->argc + 2));
+			c->argv[c->argc++] = p;
+			c->argv[c->argc] = NULL;
+			break;
+		case T_ENV:
+			c->envp = xrealloc(c->envp, sizeof(char *) * (size_t)(c->envc + 2));
+			c->envp[c->envc++] = p;
+			c->envp[c->envc] = NULL;
+			break;
+		case T_WORKDIR:
+			c->workdir = p;
+			break;
+		case T_HOSTNAME:
+			c->hostname = p;
+			break;
+		case T_TMPSIZE:
+			c->tmpsize = atoll(p);
+			break;
+		case T_MOUNT: {
+			c->mounts = xrealloc(c->mounts, sizeof(struct mnt) * (size_t)(c->nmounts + 1));
+			struct mnt *m = &c->mounts[c->nmounts++];
+			m->fd = atoi(field(&cur, end));
+			m->flags = atoi(field(&cur, end));
+			m->src = field(&cur, end);
+			m->dest = field(&cur, end);
+			break;
+		}
+		case T_SYMLINK: {
+			c->links = xrealloc(c->links, sizeof(struct lnk) * (size_t)(c->nlinks + 1));
+			struct lnk *l = &c->links[c->nlinks++];
+			l->name = field(&cur, end);
+			l->target = field(&cur, end);
+			break;
+		}
+		case T_FILTER:
+			c->filter = (unsigned char *)p;
+			c->filter_len = len;
+			break;
+		case T_NOTIFY:
+			c->notify = 1;
+			break;
+		case T_RLIMIT: {
+			c->rl = xrealloc(c->rl, sizeof(struct rljail_rlimit) * (size_t)(c->nrl + 1));
+			struct rljail_rlimit *r = &c->rl[c->nrl++];
+			r->resource = atoi(field(&cur, end));
+			r->soft = strtoull(field(&cur, end), NULL, 10);
+			r->hard = strtoull(field(&cur, end), NULL, 10);
+			break;
+		}
+		case T_UNSHARE_CGROUP:
+			c->unshare_cgroup = 1;
+			break;
+		default:
+			die(125, "read the jail config: unknown record %d", hdr[0]);
+		}
+	}
+	if (c->argc == 0 || c->workdir == NULL)
+		die(125, "read the jail config: no command or working directory");
+}
+
+// read_line reads one control line (unbuffered: nothing after it is lost).
+static int read_line(char *buf, size_t cap)
+{
+	size_t n = 0;
+	while (n + 1 < cap) {
+		ssize_t r = read(FD_CONTROL, buf + n, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+// ---- mounts (the new mount API; see mount.go for the design)
+
+static int sys_open_tree(int dfd, const char *path, unsigned flags)
+{
+	return (int)syscall(SYS_open_tree, dfd, path, flags);
+}
+
+static int sys_move_mount(int from, const char *fp, int to, const char *tp, unsigned flags)
+{
+	return (int)syscall(SYS_move_mount, from, fp, to, tp, flags);
+}
+
+static int sys_mount_setattr(int dfd, const char *path, unsigned flags, uint64_t set)
+{
+	struct mount_attr a;
+	memset(&a, 0, sizeof a);
+	a.attr_set = set;
+	return (int)syscall(SYS_mount_setattr, dfd, path, flags, &a, sizeof a);
+}
+
+static int sys_openat2(int dfd, const char *path, uint64_t flags, uint64_t resolve)
+{
+	struct open_how how;
+	memset(&how, 0, sizeof how);
+	how.flags = flags;
+	how.resolve = resolve;
+	return (int)syscall(SYS_openat2, dfd, path, &how, sizeof how);
+}
+
+static int clone_tree(int dfd, const char *path, const char *name, uint64_t attrs)
+{
+	unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC;
+	if (path[0] == 0)
+		flags |= AT_EMPTY_PATH;
+	int fd = sys_open_tree(dfd, path, flags);
+	if (fd < 0) {
+		if (errno == EINVAL)
+			die(125, "clone mount of %s: invalid argument (a directory with other filesystems mounted below it cannot be granted rootless; grant a path below it)", name);
+		die(125, "clone mount of %s: %s", name, errstr(errno));
+	}
+	if (sys_mount_setattr(fd, "", AT_EMPTY_PATH, attrs) < 0)
+		die(125, "set mount flags on %s: %s", name, errstr(errno));
+	return fd;
+}
+
+// clone_host_path: see cloneHostPath in mount.go.
+static int clone_host_path(const char *path, uint64_t attrs)
+{
+	int fd = sys_openat2(AT_FDCWD, path, O_PATH | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			die(125, "open %s: a component became a symlink after it was checked", path);
+		die(125, "open %s: %s", path, errstr(errno));
+	}
+	int t = clone_tree(fd, "", path, attrs);
+	close(fd);
+	return t;
+}
+
+static int new_fs(const char *type, const char *mode, long long size, uint64_t attrs)
+{
+	int fs = (int)syscall(SYS_fsopen, type, FSOPEN_CLOEXEC);
+	if (fs < 0)
+		die(125, "fsopen %s: %s", type, errstr(errno));
+	char sz[32];
+	if (mode && syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", mode, 0) < 0)
+		die(125, "%s option mode=%s: %s", type, mode, errstr(errno));
+	if (size >= 0) {
+		snprintf(sz, sizeof sz, "%lld", size);
+		if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", sz, 0) < 0)
+			die(125, "%s option size=%s: %s", type, sz, errstr(errno));
+	}
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		die(125, "create %s: %s", type, errstr(errno));
+	int m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, attrs);
+	if (m < 0)
+		die(125, "fsmount %s: %s", type, errstr(errno));
+	close(fs);
+	return m;
+}
+
+static int resolve_in_root(int root, const char *path, uint64_t flags)
+{
+	const char *rel = path[0] == '/' ? path + 1 : path;
+	if (rel[0] == 0)
+		rel = ".";
+	return sys_openat2(root, rel, flags | O_CLOEXEC, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+}
+
+// mountpoint returns an O_PATH fd of dest inside root, creating it (a
+// directory, or an empty file) and its parents where missing.
+static int mountpoint(int root, const char *dest, int dir)
+{
+	int fd = resolve_in_root(root, dest, O_PATH);
+	if (fd >= 0)
+		return fd;
+	if (errno != ENOENT)
+		die(125, "open mountpoint %s: %s", dest, errstr(errno));
+	char parent[4096];
+	snprintf(parent, sizeof parent, "%s", dest);
+	char *slash = strrchr(parent, '/');
+	const char *name = dest + (slash - parent) + 1;
+	if (slash == parent)
+		parent[1] = 0;
+	else
+		*slash = 0;
+	int pfd = mountpoint(root, parent, 1);
+	int dfd = openat(pfd, ".", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+	close(pfd);
+	if (dfd < 0)
+		die(125, "open %s: %s", parent, errstr(errno));
+	if (dir) {
+		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
+			die(125, "create mountpoint %s: %s", dest, errstr(errno));
+	} else {
+		int f = openat(dfd, name, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (f < 0)
+			die(125, "create mountpoint %s: %s", dest, errstr(errno));
+		close(f);
+	}
+	close(dfd);
+	fd = resolve_in_root(root, dest, O_PATH);
+	if (fd < 0)
+		die(125, "open mountpoint %s: %s", dest, errstr(errno));
+	return fd;
+}
+
+static void attach(int fd, int target, const char *what)
+{
+	if (sys_move_mount(fd, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		die(125, "attach %s: %s", what, errstr(errno));
+	close(fd);
+}
+
+static void attach_at(int root, int fd, const char *dest, int dir)
+{
+	int t = mountpoint(root, dest, dir);
+	attach(fd, t, dest);
+	close(t);
+}
+
+static void tmpfs_at(int root, const char *dest, const char *mode, long long size, uint64_t attrs)
+{
+	attach_at(root, new_fs("tmpfs", mode, size, attrs), dest, 1);
+}
+
+static void write_file_at(int dir, const char *name, const char *content)
+{
+	int fd = openat(dir, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		die(125, "create /etc/%s: %s", name, errstr(errno));
+	size_t len = strlen(content);
+	if (write(fd, content, len) != (ssize_t)len)
+		die(125, "write /etc/%s: %s", name, errstr(errno));
+	close(fd);
+}
+
+// write_etc writes the jail's minimal /etc (see README: user rljail 1000).
+static void write_etc(int root, const char *hostname)
+{
+	if (mkdirat(root, "etc", 0755) < 0)
+		die(125, "create /etc: %s", errstr(errno));
+	int etc = openat(root, "etc", O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (etc < 0)
+		die(125, "open /etc: %s", errstr(errno));
+	char hosts[256], hn[128];
+	snprintf(hosts, sizeof hosts, "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", hostname);
+	snprintf(hn, sizeof hn, "%s\n", hostname);
+	write_file_at(etc, "passwd",
+		      "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+		      "rljail:x:1000:1000:rljail:/tmp:/usr/sbin/nologin\n"
+		      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+	write_file_at(etc, "group", "root:x:0:\nrljail:x:1000:\nnogroup:x:65534:\n");
+	write_file_at(etc, "hosts", hosts);
+	write_file_at(etc, "hostname", hn);
+	write_file_at(etc, "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n");
+	close(etc);
+}
+
+static void read_only_at(int root, const char *dest)
+{
+	int fd = resolve_in_root(root, dest, O_PATH | O_DIRECTORY);
+	if (fd < 0)
+		die(125, "open %s: %s", dest, errstr(errno));
+	if (sys_mount_setattr(fd, "", AT_EMPTY_PATH, MOUNT_ATTR_RDONLY) < 0)
+		die(125, "make %s read-only: %s", dest, errstr(errno));
+	close(fd);
+}
+
+// The /proc masks; README.md lists them and says why.
+static const char *proc_masked_files[] = {
+	"kcore", "kallsyms", "keys", "key-users", "timer_list", "sched_debug",
+	"latency_stats", "config.gz", "kmsg", "kpagecount", "kpageflags", "kpagecgroup",
+	"vmallocinfo", "pagetypeinfo", "slabinfo", "sysrq-trigger", NULL,
+};
+static const char *proc_masked_dirs[] = {"acpi", "asound", "scsi", "firmware", "driver", "tty", "dynamic_debug", NULL};
+static const char *proc_read_only[] = {"sys", "bus", "fs", "irq", NULL};
+
+static void mount_proc(int root)
+{
+	const uint64_t noexec = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+	attach_at(root, new_fs("proc", NULL, -1, noexec), "/proc", 1);
+	char path[256];
+	for (const char **n = proc_masked_files; *n; n++) {
+		snprintf(path, sizeof path, "/proc/%s", *n);
+		int t = resolve_in_root(root, path, O_PATH | O_NOFOLLOW);
+		if (t < 0 && errno == ENOENT)
+			continue; // not in this kernel's build
+		if (t < 0)
+			die(125, "open %s: %s", path, errstr(errno));
+		attach(clone_tree(root, "dev/null", "/dev/null", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC), t, path);
+		close(t);
+	}
+	for (const char **n = proc_masked_dirs; *n; n++) {
+		snprintf(path, sizeof path, "/proc/%s", *n);
+		int t = resolve_in_root(root, path, O_PATH | O_NOFOLLOW | O_DIRECTORY);
+		if (t < 0 && errno == ENOENT)
+			continue;
+		if (t < 0)
+			die(125, "open %s: %s", path, errstr(errno));
+		// An empty read-only tmpfs each (a detached mount cannot be
+		// cloned before Linux 6.x, so one cannot serve them all).
+		attach(new_fs("tmpfs", "0555", 4096, MOUNT_ATTR_RDONLY | noexec), t, path);
+		close(t);
+	}
+	for (const char **n = proc_read_only; *n; n++) {
+		snprintf(path, sizeof path, "/proc/%s", *n);
+		int t = resolve_in_root(root, path, O_PATH | O_NOFOLLOW);
+		if (t < 0 && errno == ENOENT)
+			continue;
+		if (t < 0)
+			die(125, "open %s: %s", path, errstr(errno));
+		attach(clone_tree(t, "", path, MOUNT_ATTR_RDONLY | noexec), t, path);
+		close(t);
+	}
+}
+
+static void build_root(struct config *c)
+{
+	// Nothing mounted from now on may propagate to the host, and nothing
+	// the host mounts later may appear here.
+	if (syscall(SYS_mount, "", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		die(125, "make the mount tree private: %s", errstr(errno));
+	// Every granted tree is opened before anything covers host paths.
+	int *trees = xrealloc(NULL, sizeof(int) * (size_t)(c->nmounts + 1));
+	for (int i = 0; i < c->nmounts; i++) {
+		struct mnt *m = &c->mounts[i];
+		if (m->fd >= 0) {
+			trees[i] = m->fd;
+			continue;
+		}
+		uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | ((m->flags & M_WRITABLE) ? 0 : MOUNT_ATTR_RDONLY);
+		if (m->flags & M_DEVICE)
+			attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC;
+		trees[i] = clone_host_path(m->src, attrs);
+	}
+	int skel = new_fs("tmpfs", "0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (sys_move_mount(skel, "", AT_FDCWD, SKELETON, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		die(125, "attach the root skeleton at %s: %s", SKELETON, errstr(errno));
+	close(skel);
+	int root = open(SKELETON, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		die(125, "open the root skeleton: %s", errstr(errno));
+	for (int i = 0; i < c->nlinks; i++) {
+		if (symlinkat(c->links[i].target, root, c->links[i].name) < 0)
+			die(125, "create /%s -> %s: %s", c->links[i].name, c->links[i].target, errstr(errno));
+	}
+	write_etc(root, c->hostname ? c->hostname : "rljail");
+	tmpfs_at(root, "/dev", "0755", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+	tmpfs_at(root, "/tmp", "1777", c->tmpsize, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	for (int i = 0; i < c->nmounts; i++)
+		attach_at(root, trees[i], c->mounts[i].dest, c->mounts[i].flags & M_DIR);
+	free(trees);
+	int dev = resolve_in_root(root, "/dev", O_DIRECTORY | O_RDONLY);
+	if (dev < 0)
+		die(125, "open /dev: %s", errstr(errno));
+	const char *links[][2] = {{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}};
+	for (int i = 0; i < 4; i++) {
+		if (symlinkat(links[i][0], dev, links[i][1]) < 0)
+			die(125, "create /dev/%s: %s", links[i][1], errstr(errno));
+	}
+	close(dev);
+	tmpfs_at(root, "/dev/shm", "1777", c->tmpsize, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	read_only_at(root, "/dev");
+	mount_proc(root);
+
+	// pivot_root(".", ".") stacks the old root on the new one; the lazy
+	// unmount then drops it with every host mount below it (pivot_root(2)).
+	if (fchdir(root) < 0)
+		die(125, "chdir into the new root: %s", errstr(errno));
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		die(125, "pivot_root: %s", errstr(errno));
+	if (syscall(SYS_umount2, ".", MNT_DETACH) < 0)
+		die(125, "detach the old root: %s", errstr(errno));
+	if (chdir("/") < 0)
+		die(125, "chdir /: %s", errstr(errno));
+	// The skeleton itself becomes read-only; /tmp, /dev/shm and rw volumes
+	// are mounts of their own and keep their flags.
+	if (sys_mount_setattr(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY) < 0)
+		die(125, "make / read-only: %s", errstr(errno));
+	close(root);
+}
+
+// ---- namespaces without a filesystem
+
+static void setup_namespaces(const char *hostname)
+{
+	if (sethostname(hostname, strlen(hostname)) < 0)
+		die(125, "set the hostname: %s", errstr(errno));
+	if (setdomainname("(none)", 6) < 0)
+		die(125, "set the domain name: %s", errstr(errno));
+	// lo, the only interface of the empty network namespace, comes up.
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		die(125, "bring up lo: socket: %s", errstr(errno));
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		die(125, "bring up lo: read flags: %s", errstr(errno));
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		die(125, "bring up lo: %s", errstr(errno));
+	close(s);
+}
+
+// ---- the payload
+
+// look_path finds the command on the payload's PATH, inside the jail.
+static char *look_path(const char *name, char **envp, int *code)
+{
+	if (strchr(name, '/'))
+		return strdup(name);
+	const char *path = DEFAULT_PATH;
+	for (char **e = envp; e && *e; e++) {
+		if (strncmp(*e, "PATH=", 5) == 0)
+			path = *e + 5;
+	}
+	int not_exec = 0;
+	const char *p = path;
+	for (;;) {
+		const char *colon = strchr(p, ':');
+		size_t len = colon ? (size_t)(colon - p) : strlen(p);
+		char full[4096];
+		if (len == 0)
+			snprintf(full, sizeof full, "./%s", name);
+		else
+			snprintf(full, sizeof full, "%.*s/%s", (int)len, p, name);
+		struct stat st;
+		if (stat(full, &st) == 0 && !S_ISDIR(st.st_mode)) {
+			if (st.st_mode & 0111)
+				return strdup(full);
+			not_exec = 1;
+		}
+		if (!colon)
+			break;
+		p = colon + 1;
+	}
+	if (not_exec) {
+		*code = 126;
+		die(126, "%s: found on PATH but not executable", name);
+	}
+	*code = 127;
+	die(127, "%s: command not found in the jail (PATH=%s)", name, path);
+}
+
+static const char *step_name(int step)
+{
+	switch (step) {
+	case RLJAIL_STEP_SETSID: return "setsid";
+	case RLJAIL_STEP_CLOSE_FDS: return "close inherited descriptors";
+	case RLJAIL_STEP_CHDIR: return "chdir to the working directory";
+	case RLJAIL_STEP_RLIMIT: return "set the resource limits";
+	case RLJAIL_STEP_SECUREBITS: return "lock securebits";
+	case RLJAIL_STEP_BOUNDING: return "drop the capability bounding set";
+	case RLJAIL_STEP_AMBIENT: return "clear ambient capabilities";
+	case RLJAIL_STEP_CAPSET: return "drop capabilities";
+	case RLJAIL_STEP_NO_NEW_PRIVS: return "set no_new_privs";
+	case RLJAIL_STEP_SECCOMP: return "load the seccomp filter";
+	case RLJAIL_STEP_NOTIFY_SEND: return "send the seccomp listener to the supervisor";
+	case RLJAIL_STEP_EXECVE: return "execve";
+	}
+	return "start the payload";
+}
+
+static int cap_last(void)
+{
+	char buf[16] = {0};
+	int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, buf, sizeof buf - 1) <= 0)
+		die(125, "read cap_last_cap: %s", errstr(errno));
+	close(fd);
+	return atoi(buf);
+}
+
+static pid_t start_payload(struct config *c, const char *exe, int caps)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		die(125, "create the exec error pipe: %s", errstr(errno));
+	struct sock_fprog prog = {(unsigned short)(c->filter_len / 8), (struct sock_filter *)c->filter};
+	struct rljail_spawn s = {
+		.path = exe,
+		.argv = c->argv,
+		.envp = c->envp,
+		.workdir = c->workdir,
+		.errfd = p[1],
+		.cap_last = caps,
+		.filter = c->filter_len ? &prog : NULL,
+		.notify_sock = c->notify ? FD_NOTIFY : -1,
+		.nrlimits = c->nrl,
+		.rlimits = c->rl,
+	};
+	int pid = rljail_spawn(&s);
+	close(p[1]);
+	if (pid < 0)
+		die(125, "fork the payload: %s", errstr(-pid));
+	struct rljail_spawn_error e;
+	ssize_t n;
+	do {
+		n = read(p[0], &e, sizeof e);
+	} while (n < 0 && errno == EINTR);
+	close(p[0]);
+	if (n == (ssize_t)sizeof e) {
+		int st;
+		waitpid(pid, &st, 0);
+		if (e.step == RLJAIL_STEP_EXECVE)
+			die(e.err == ENOENT ? 127 : 126, "cannot run %s: %s", c->argv[0], errstr(e.err));
+		if (e.step == RLJAIL_STEP_CHDIR)
+			die(125, "working directory %s: %s", c->workdir, errstr(e.err));
+		die(125, "start the payload: %s: %s", step_name(e.step), errstr(e.err));
+	}
+	return pid;
+}
+
+// serve forwards the supervisor's signal requests and reaps every child
+// until the payload ends; it never returns.
+__attribute__((noreturn)) static void serve(pid_t payload, int sfd)
+{
+	char buf[256];
+	size_t have = 0;
+	for (;;) {
+		struct pollfd fds[2] = {{FD_CONTROL, POLLIN, 0}, {sfd, POLLIN, 0}};
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(125);
+		}
+		if (fds[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			ssize_t r = read(sfd, &si, sizeof si);
+			(void)r;
+			int st;
+			pid_t got;
+			while ((got = waitpid(-1, &st, WNOHANG)) > 0) {
+				if (got != payload)
+					continue;
+				char line[128];
+				if (WIFSIGNALED(st))
+					snprintf(line, sizeof line, "{\"exited\":true,\"signal\":%d}", WTERMSIG(st));
+				else
+					snprintf(line, sizeof line, "{\"exited\":true,\"code\":%d}", WEXITSTATUS(st));
+				report(line);
+				// Exiting as PID 1 kills whatever the payload left running.
+				_exit(0);
+			}
+		}
+		if (fds[0].revents & (POLLIN | POLLHUP)) {
+			ssize_t r = read(FD_CONTROL, buf + have, sizeof buf - 1 - have);
+			if (r <= 0)
+				_exit(125); // the supervisor is gone; the kernel ends the jail
+			have += (size_t)r;
+			buf[have] = 0;
+			char *nl;
+			while ((nl = memchr(buf, '\n', have)) != NULL) {
+				*nl = 0;
+				int sig;
+				if (sscanf(buf, "signal %d", &sig) == 1 && sig > 0 && sig < NSIG)
+					kill(payload, sig);
+				size_t used = (size_t)(nl - buf) + 1;
+				memmove(buf, nl + 1, have - used);
+				have -= used;
+			}
+			if (have == sizeof buf - 1)
+				have = 0; // a line too long for any request: drop it
+		}
+	}
+}
+
+static int init_main(void)
+{
+	// Die with the supervisor, even when it is SIGKILLed. The race (the
+	// supervisor dying before this line) is closed by read_config: its
+	// control pipe then reads as EOF and init exits.
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	// Non-dumpable: the payload, though it runs with the same uid, cannot
+	// ptrace init, read its memory or open /proc/1/exe (the host binary,
+	// CVE-2019-5736).
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	// Every signal the payload could send is ignored (the kernel already
+	// drops SIGKILL and SIGSTOP sent to PID 1 from inside); SIGCHLD is
+	// blocked and read from a signalfd. Signals for the payload arrive as
+	// control lines from the supervisor.
+	for (int sig = 1; sig < 32; sig++) {
+		if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD)
+			signal(sig, SIG_IGN);
+	}
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
+	if (getpid() != 1 || fcntl(FD_STATUS, F_GETFD) < 0) {
+		static const char msg[] = "rljail: the init stage only runs inside a jail started by rljail\n";
+		ssize_t w = write(2, msg, sizeof msg - 1);
+		(void)w;
+		return 125;
+	}
+	if (sfd < 0)
+		die(125, "signalfd: %s", errstr(errno));
+
+	struct config c;
+	read_config(&c);
+	int caps = cap_last();
+	const char *hostname = c.hostname ? c.hostname : "rljail";
+	setup_namespaces(hostname);
+	build_root(&c);
+	int code = 0;
+	char *exe = look_path(c.argv[0], c.envp, &code);
+	if (c.unshare_cgroup) {
+		// cgroup v1: wait until the supervisor has placed init in the
+		// jail's cgroup, then root a new cgroup namespace there.
+		char line[64];
+		if (read_line(line, sizeof line) < 0 || strcmp(line, "placed") != 0)
+			die(125, "wait to be placed in the jail's cgroup: the supervisor did not confirm");
+		if (unshare(CLONE_NEWCGROUP) < 0)
+			die(125, "enter a new cgroup namespace: %s", errstr(errno));
+	}
+	pid_t pid = start_payload(&c, exe, caps);
+	report("{\"started\":true}");
+	serve(pid, sfd);
+}
+
+// rljail_init_ctor runs before the Go runtime: in the init stage it never
+// lets it start.
+__attribute__((constructor)) static void rljail_init_ctor(int argc, char **argv, char **envp)
+{
+	(void)envp;
+	if (argc >= 1 && argv[0] && strcmp(argv[0], "rljail-init") == 0)
+		_exit(init_main());
+}
