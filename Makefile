@@ -83,7 +83,7 @@ test: build vet staticcheck unit integration test-vm
 # in the same run), and the cost of compiling a profile at run time (which
 # embedded profiles avoid: they are compiled at build time).
 bench: rootfs
-	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench . -benchtime 200x ./integration/
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Startup -benchtime 100x -timeout 30m ./integration/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./seccomp/
 
 clean:
