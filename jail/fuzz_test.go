@@ -30,7 +30,6 @@ func fzCheckDest(t *testing.T, what, dest string) {
 	case dest == "/":
 		t.Fatalf("%s: destination / accepted", what)
 	case strings.IndexByte(dest, 0) >= 0:
-		t.Skip() // FZTMP
 		t.Fatalf("%s: destination %q has a NUL byte, which no mount can take", what, dest)
 	}
 	for _, r := range []string{"/proc", "/dev", "/sys"} {
@@ -149,7 +148,7 @@ func FuzzValidate(f *testing.F) {
 		if spec.Rootfs != realDir {
 			t.Fatalf("Validate: rootfs %q, want %q", spec.Rootfs, realDir)
 		}
-		if w := spec.Workdir; w != "" && (!path.IsAbs(w) || path.Clean(w) != w || strings.IndexByte(w, 0) >= 0 && false) { // FZTMP
+		if w := spec.Workdir; w != "" && (!path.IsAbs(w) || path.Clean(w) != w || strings.IndexByte(w, 0) >= 0) {
 			t.Fatalf("Validate accepted workdir %q: not absolute, not clean or with a NUL byte", w)
 		}
 		for _, kv := range spec.Env {

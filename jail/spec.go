@@ -207,6 +207,9 @@ func (s *Spec) Validate() error {
 			return err
 		}
 	}
+	if strings.IndexByte(s.Workdir, 0) >= 0 {
+		return fmt.Errorf("workdir %q contains a NUL byte", s.Workdir)
+	}
 	if s.Workdir != "" && (!path.IsAbs(s.Workdir) || path.Clean(s.Workdir) != s.Workdir) {
 		return fmt.Errorf("workdir %q must be an absolute, clean path inside the jail", s.Workdir)
 	}
@@ -223,6 +226,9 @@ func (s *Spec) Validate() error {
 			return fmt.Errorf("volume destination %s is used twice", v.Dest)
 		}
 		seen[v.Dest] = true
+		if strings.IndexByte(v.Source, 0) >= 0 {
+			return fmt.Errorf("volume source %q contains a NUL byte", v.Source)
+		}
 		abs, err := filepath.Abs(v.Source)
 		if err != nil {
 			return fmt.Errorf("volume source %s: %w", v.Source, err)
@@ -240,6 +246,9 @@ func (s *Spec) Validate() error {
 }
 
 func checkHostDir(p, what string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("%s %q contains a NUL byte", what, p)
+	}
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", what, p, err)
@@ -259,6 +268,9 @@ func checkHostDir(p, what string) (string, error) {
 }
 
 func checkDest(dest string) error {
+	if strings.IndexByte(dest, 0) >= 0 {
+		return fmt.Errorf("volume destination %q contains a NUL byte", dest)
+	}
 	if !path.IsAbs(dest) {
 		return fmt.Errorf("volume destination %q must be an absolute path", dest)
 	}
