@@ -59,6 +59,30 @@ staticcheck:
 unit: deps
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
+.PHONY: attack faults soak
+
+# attack runs only TestAttacks (integration/attack_test.go), verbosely, as
+# root and rootless, then repeats its summary ("N passed, N failed" per
+# group and in all, and each failed case) as the last lines; it exits
+# non-zero when any attack got through.
+attack: rootfs
+	@log=$$(mktemp); \
+	{ RLJAIL_BIN=$(CURDIR)/$(BIN) RLJAIL_ATTACK_SUMMARY=1 $(GO) test -count=1 -timeout 20m -run '^TestAttacks$$' -v ./integration/ 2>&1; \
+	  echo $$? > $$log.rc; } | tee $$log; \
+	rc=$$(cat $$log.rc); echo; \
+	grep -E '^(attack suite: |  [a-z]+ +[0-9]+ passed|  FAILED )' $$log || echo "attack suite: no summary (the test binary failed before the end: exit $$rc)"; \
+	rm -f $$log $$log.rc; exit $$rc
+
+# faults: the supervisor SIGKILLed 100 times at random moments, and every
+# setup failure (exit 125, one line, nothing left behind).
+faults: rootfs
+	RLJAIL_BIN=$(CURDIR)/$(BIN) RLJAIL_ATTACK_SUMMARY=1 $(GO) test -count=1 -timeout 20m -run '^TestFaults' -v ./integration/
+
+# soak: 2,000 sequential runs and 500 eight at a time, then a leak check
+# (about two minutes on two cores).
+soak: rootfs
+	RLJAIL_BIN=$(CURDIR)/$(BIN) RLJAIL_ATTACK_SUMMARY=1 $(GO) test -count=1 -timeout 30m -run '^TestSoak$$' -v ./integration/
+
 # integration runs the black-box tests on this host (not ./integration/...,
 # which would boot the VM a second time).
 integration: rootfs

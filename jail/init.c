@@ -64,6 +64,7 @@ enum {
 	T_RLIMIT = 9,
 	T_UNSHARE_CGROUP = 10,
 	T_HOSTNAME = 11,
+	T_NICE = 12,
 };
 
 enum { M_DIR = 1, M_WRITABLE = 2, M_DEVICE = 4 };
@@ -96,6 +97,7 @@ struct config {
 	struct rljail_rlimit *rl;
 	int nrl;
 	int unshare_cgroup;
+	int nice;
 };
 
 // ---- reporting
@@ -265,6 +267,9 @@ static void read_config(struct config *c)
 		}
 		case T_UNSHARE_CGROUP:
 			c->unshare_cgroup = 1;
+			break;
+		case T_NICE:
+			c->nice = atoi(p);
 			break;
 		default:
 			die(125, "read the jail config: unknown record %d", hdr[0]);
@@ -665,6 +670,7 @@ static const char *step_name(int step)
 	case RLJAIL_STEP_CLOSE_FDS: return "close inherited descriptors";
 	case RLJAIL_STEP_CHDIR: return "chdir to the working directory";
 	case RLJAIL_STEP_RLIMIT: return "set the resource limits";
+	case RLJAIL_STEP_NICE: return "lower the payload's priority";
 	case RLJAIL_STEP_SECUREBITS: return "lock securebits";
 	case RLJAIL_STEP_BOUNDING: return "drop the capability bounding set";
 	case RLJAIL_STEP_AMBIENT: return "clear ambient capabilities";
@@ -704,6 +710,7 @@ static pid_t start_payload(struct config *c, const char *exe, int caps)
 		.notify_sock = c->notify ? FD_NOTIFY : -1,
 		.nrlimits = c->nrl,
 		.rlimits = c->rl,
+		.nice = c->nice,
 	};
 	int pid = rljail_spawn(&s);
 	close(p[1]);

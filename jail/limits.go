@@ -34,6 +34,7 @@ type Limit struct {
 // rlimits the payload gets, and the CPU-time watcher.
 type jailLimits struct {
 	cg        *cgroup.Cgroup
+	nice      int
 	res       Resources
 	rlimits   []rlimit
 	warnings  []string
@@ -80,6 +81,11 @@ func setupLimits(spec *Spec, runID string) (*jailLimits, error) {
 		secs++
 	}
 	l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_CPU, Soft: secs, Hard: secs + 1})
+	// No CPU cgroup: the payload runs at a lower priority than the
+	// supervisor, whose kill timer must win the CPU (fallbackLine says so).
+	if mech[cgroup.LimitCPU] == cgroup.MechanismNone {
+		l.nice = 10
+	}
 	if cgroup.Mechanism(mech[cgroup.LimitMemory]) == cgroup.MechanismRlimit {
 		l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_AS, Soft: uint64(r.MemoryBytes), Hard: uint64(r.MemoryBytes)})
 	}
@@ -114,6 +120,9 @@ func (l *jailLimits) fallbackLine() string {
 			m = cgroup.MechanismRlimit
 		}
 		if h := how(m, k.rlimit); h != "" {
+			if k.key == cgroup.LimitCPU && l.nice > 0 {
+				h += fmt.Sprintf(" (the payload runs at nice %d)", l.nice)
+			}
 			parts = append(parts, k.name+" "+h)
 		}
 	}

@@ -42,6 +42,10 @@ type initConfig struct {
 	// init then enters a new cgroup namespace itself, so that
 	// /proc/self/cgroup shows no host path, and starts the payload.
 	UnshareCgroup bool
+	// Nice lowers the payload's priority where no cgroup caps its CPU
+	// share, so that a payload spinning on every CPU cannot delay the
+	// supervisor's kill timer.
+	Nice int
 }
 
 // rlimit is one resource limit for the payload.
@@ -101,6 +105,7 @@ const (
 	tagRlimit        = 9
 	tagUnshareCgroup = 10
 	tagHostname      = 11
+	tagNice          = 12
 )
 
 // Flags of a tagMount record.
@@ -158,6 +163,9 @@ func (c *initConfig) encode() []byte {
 	}
 	if c.UnshareCgroup {
 		rec(tagUnshareCgroup)
+	}
+	if c.Nice > 0 {
+		rec(tagNice, strconv.Itoa(c.Nice))
 	}
 	rec(tagEnd)
 	return b

@@ -88,6 +88,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return setupFailed(ExitSetupError, err)
 	}
 	cfg.Rlimits = lim.rlimits
+	cfg.Nice = lim.nice
 	j, err := startInit(&spec, cfg, trees, root, lim)
 	closeFiles(trees)
 	if err != nil {

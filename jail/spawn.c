@@ -88,6 +88,9 @@ static void child(const struct rljail_spawn *s)
 	if (chdir(s->workdir) < 0)
 		fail(s, RLJAIL_STEP_CHDIR);
 
+	if (s->nice > 0 && setpriority(PRIO_PROCESS, 0, s->nice) < 0)
+		fail(s, RLJAIL_STEP_NICE);
+
 	for (int i = 0; i < s->nrlimits; i++) {
 		const struct rljail_rlimit *r = &s->rlimits[i];
 		struct rlimit cur;

@@ -24,6 +24,7 @@ struct rljail_spawn {
 	                           // listener and send the listener over this socket
 	int nrlimits;              // resource limits to set (lowered only)
 	struct rljail_rlimit *rlimits;
+	int nice;                  // > 0: lower the payload's priority by this much
 };
 
 
@@ -39,6 +40,7 @@ enum {
 	RLJAIL_STEP_CLOSE_FDS,
 	RLJAIL_STEP_CHDIR,
 	RLJAIL_STEP_RLIMIT,
+	RLJAIL_STEP_NICE,
 	RLJAIL_STEP_SECUREBITS,
 	RLJAIL_STEP_BOUNDING,
 	RLJAIL_STEP_AMBIENT,

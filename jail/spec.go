@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rljail/rljail/seccomp"
 )
 
@@ -233,16 +235,42 @@ func (s *Spec) Validate() error {
 		if err != nil {
 			return fmt.Errorf("volume source %s: %w", v.Source, err)
 		}
-		// Resolve symlinks once, on the host side and as the invoking user:
-		// the jail binds exactly the object found here (by file descriptor),
-		// so a symlink swapped later cannot redirect the mount.
-		real, err := filepath.EvalSymlinks(abs)
-		if err != nil {
-			return fmt.Errorf("volume source %s: %w", v.Source, unwrapPathError(err))
+		// No symlink is followed in a granted path: one planted by an
+		// earlier jail in a directory it could write would otherwise
+		// redirect the grant anywhere the user can read. The jail binds
+		// exactly the object found here (by file descriptor, see
+		// cloneHostPath), so nothing swapped later can redirect it either.
+		if err := noSymlinks(abs); err != nil {
+			return fmt.Errorf("volume source %s: %w", v.Source, err)
 		}
-		v.Source = real
+		v.Source = abs
 	}
 	return nil
+}
+
+// noSymlinks checks that no component of the absolute, clean path p is a
+// symlink, and names the first one that is, with its target: the grant to
+// give instead.
+func noSymlinks(p string) error {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err == nil {
+		unix.Close(fd)
+		return nil
+	}
+	if !errors.Is(err, unix.ELOOP) {
+		return err
+	}
+	cur := "/"
+	for _, part := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		cur = filepath.Join(cur, part)
+		if target, err := os.Readlink(cur); err == nil {
+			return fmt.Errorf("%s is a symlink (to %s); rljail follows no symlink in a granted path: grant the real path", cur, target)
+		}
+	}
+	return errors.New("a component is a symlink; rljail follows no symlink in a granted path: grant the real path")
 }
 
 func checkHostDir(p, what string) (string, error) {

@@ -112,6 +112,7 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 		Files:         sum.files,
 		SizeBytes:     sum.size,
 		TreeSHA256:    sum.sha256,
+		Programs:      sum.programs,
 	}
 	if err := m.validate(); err != nil {
 		return Manifest{}, fmt.Errorf("built rootfs: %w", err)

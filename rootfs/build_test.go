@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,7 +46,7 @@ func TestBuild(t *testing.T) {
 	}
 	m, out := manifests[0], outs[0]
 	for i := range manifests {
-		if manifests[i] != m {
+		if !reflect.DeepEqual(manifests[i], m) {
 			t.Errorf("builds differ:\n%+v\n%+v", m, manifests[i])
 		}
 	}
@@ -53,7 +54,7 @@ func TestBuild(t *testing.T) {
 	if m.Python != "/usr/bin/python3.11" || m.Source != "/usr/bin/python3.11" || !strings.HasPrefix(m.PythonVersion, "3.11.") {
 		t.Errorf("manifest %+v: not Debian 12's python3.11", m)
 	}
-	if checked, err := Check(out); err != nil || checked != m {
+	if checked, err := Check(out); err != nil || !reflect.DeepEqual(checked, m) {
 		t.Errorf("Check = %+v, %v; want %+v", checked, err, m)
 	}
 
@@ -83,7 +84,7 @@ func TestBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("rebuild: %v", time.Since(start).Round(time.Millisecond))
-		if again != m {
+		if !reflect.DeepEqual(again, m) {
 			t.Errorf("rebuild gives %+v, want %+v", again, m)
 		}
 		if _, err := os.Lstat(filepath.Join(out, "stale")); err == nil {

@@ -42,6 +42,10 @@ type Manifest struct {
 	// targets) of the tree: equal inputs give equal hashes, which proves a build
 	// reproducible and identifies what a jail ran on.
 	TreeSHA256 string `json:"tree_sha256"`
+	// Programs are the sizes of the interpreter and the shared libraries
+	// by path in the tree; Check compares them, so that a truncated
+	// library is a clear error rather than a crashing payload.
+	Programs map[string]int64 `json:"programs,omitempty"`
 }
 
 // validate reports what makes m unusable.
@@ -90,6 +94,12 @@ func Check(dir string) (Manifest, error) {
 	fi, err := root.Lstat(strings.TrimPrefix(m.Python, "/"))
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return Manifest{}, fmt.Errorf("rootfs %s: interpreter %s is missing or not an executable file; run `rljail rootfs build` to rebuild it", dir, m.Python)
+	}
+	for p, size := range m.Programs {
+		fi, err := root.Lstat(strings.TrimPrefix(p, "/"))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+			return Manifest{}, fmt.Errorf("rootfs %s: %s is missing or damaged (expected a file of %d bytes); run `rljail rootfs build` to rebuild it", dir, p, size)
+		}
 	}
 	return m, nil
 }

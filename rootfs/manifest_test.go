@@ -1,8 +1,10 @@
 package rootfs
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -96,9 +98,45 @@ func TestCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m != valid {
+			if !reflect.DeepEqual(m, valid) {
 				t.Errorf("Check = %+v, want %+v", m, valid)
 			}
 		})
+	}
+}
+
+// TestCheckPrograms: a truncated or missing library or interpreter named in
+// the manifest is a clear error (the payload would crash with SIGSEGV or
+// SIGBUS instead).
+func TestCheckPrograms(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"usr/bin/python3.11":                 "interpreter",
+		"usr/lib/x86_64-linux-gnu/libc.so.6": "a library",
+	}
+	m := Manifest{FormatVersion: 1, PythonVersion: "3.11.2", Python: "/usr/bin/python3.11", Source: "/usr/bin/python3.11",
+		Files: 2, SizeBytes: 20, TreeSHA256: strings.Repeat("ab", 32), Programs: map[string]int64{}}
+	for p, content := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		m.Programs["/"+p] = int64(len(content))
+	}
+	raw, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(dir, manifestName), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Check(dir); err != nil {
+		t.Fatalf("Check of an intact tree: %v", err)
+	}
+	if err := os.Truncate(filepath.Join(dir, "usr/lib/x86_64-linux-gnu/libc.so.6"), 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Check(dir); err == nil || !strings.Contains(err.Error(), "libc.so.6 is missing or damaged") {
+		t.Fatalf("Check of a truncated libc: %v", err)
 	}
 }

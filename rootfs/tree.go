@@ -344,6 +344,24 @@ type treeSummary struct {
 	files  int   // regular files and symlinks
 	size   int64 // bytes in regular files
 	sha256 string
+	// programs are the sizes of the interpreter and the shared libraries,
+	// by path in the tree: Check compares them at every run, since a
+	// damaged one crashes the payload rather than failing cleanly.
+	programs map[string]int64
+}
+
+// isProgram tells the files whose damage would crash the interpreter at
+// start: executables in bin directories and shared libraries outside the
+// standard library (whose extension modules fail to import cleanly).
+func isProgram(rel string) bool {
+	base := path.Base(rel)
+	switch {
+	case strings.HasPrefix(rel, "/usr/bin/"):
+		return true
+	case strings.HasPrefix(rel, "/usr/lib/python"):
+		return false
+	}
+	return strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
 }
 
 // summarize hashes the tree: for every entry but the manifest, sorted by path, its path,
@@ -388,6 +406,12 @@ func summarize(ctx context.Context, root string) (treeSummary, error) {
 			}
 			sum.files++
 			sum.size += fi.Size()
+			if isProgram(rel) {
+				if sum.programs == nil {
+					sum.programs = map[string]int64{}
+				}
+				sum.programs[rel] = fi.Size()
+			}
 		case mode&fs.ModeSymlink != 0:
 			kind = 'l'
 			if payload, err = os.Readlink(p); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
@@ -128,10 +129,21 @@ func MaxKnown() uint32 {
 
 // SyscallNumber resolves an x86_64 call name, with an error that says the
 // name is unknown.
+//
+// The name must be exactly the table's name for its number: libseccomp
+// reads names as C strings, so "ptrace\x00x" would otherwise resolve to
+// ptrace while every check on the Go string saw another name.
 func SyscallNumber(name string) (int, error) {
+	unknown := fmt.Errorf("unknown syscall %q (not in the x86_64 table)", name)
+	if name == "" || strings.IndexByte(name, 0) >= 0 {
+		return 0, unknown
+	}
 	sc, err := libseccomp.GetSyscallFromNameByArch(name, libseccomp.ArchAMD64)
 	if err != nil || sc < 0 {
-		return 0, fmt.Errorf("unknown syscall %q (not in the x86_64 table)", name)
+		return 0, unknown
+	}
+	if canonical, err := sc.GetNameByArch(libseccomp.ArchAMD64); err != nil || canonical != name {
+		return 0, unknown
 	}
 	return int(sc), nil
 }

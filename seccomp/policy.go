@@ -113,15 +113,19 @@ func (p *Policy) Validate() error {
 	default:
 		return fmt.Errorf("unknown violation action %q (want errno, kill or learn)", p.Violation)
 	}
-	denied := map[string]bool{}
+	// Compared by number, so that no spelling of a name can slip through.
+	denied := map[int]bool{}
 	for _, n := range alwaysDenied {
-		denied[n] = true
+		if nr, err := SyscallNumber(n); err == nil {
+			denied[nr] = true
+		}
 	}
 	for _, r := range p.Rules {
-		if _, err := SyscallNumber(r.Syscall); err != nil {
+		nr, err := SyscallNumber(r.Syscall)
+		if err != nil {
 			return &RuleError{r.Syscall, err}
 		}
-		if denied[r.Syscall] {
+		if denied[nr] {
 			return &RuleError{r.Syscall, errors.New("may not be allowed: rljail denies it in every profile")}
 		}
 		seen := map[uint]bool{}

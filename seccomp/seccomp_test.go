@@ -31,6 +31,8 @@ func TestValidate(t *testing.T) {
 		{"ok", func(*Policy) {}, ""},
 		{"unknown syscall", func(p *Policy) { p.Rules = append(p.Rules, Rule{Syscall: "nosuchcall"}) }, `unknown syscall "nosuchcall"`},
 		{"always denied", func(p *Policy) { p.Rules = append(p.Rules, Rule{Syscall: "ptrace"}) }, "denies it in every profile"},
+		{"always denied behind a NUL", func(p *Policy) { p.Rules = append(p.Rules, Rule{Syscall: "ptrace\x00x"}) }, "unknown syscall"},
+		{"empty name", func(p *Policy) { p.Rules = append(p.Rules, Rule{Syscall: ""}) }, "unknown syscall"},
 		{"mount denied", func(p *Policy) { p.Rules = append(p.Rules, Rule{Syscall: "mount"}) }, "denies it in every profile"},
 		{"index out of range", func(p *Policy) {
 			p.Rules = append(p.Rules, Rule{Syscall: "ioctl", Args: []Arg{{Index: 6, Op: OpEq}}})

@@ -3,13 +3,17 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"hash"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rljail/rljail/jail"
 )
@@ -38,10 +42,8 @@ func newAuditRecord(argv []string, spec jail.Spec, res jail.Result, stdin *hashi
 	code, script := scriptOf(argv)
 	rec.Code, rec.Script = code, script
 	if script != "" && script != "-" {
-		if host := hostPathOf(script, spec); host != "" {
-			if sum, err := fileSHA256(host); err == nil {
-				rec.ScriptSHA256 = sum
-			}
+		if sum, err := scriptSHA256(script, spec); err == nil {
+			rec.ScriptSHA256 = sum
 		}
 	}
 	if stdin != nil {
@@ -50,57 +52,99 @@ func newAuditRecord(argv []string, spec jail.Spec, res jail.Result, stdin *hashi
 	return rec
 }
 
-// interpreterOptsWithValue are Python options that take a separate value.
-var interpreterOptsWithValue = map[string]bool{"-W": true, "-X": true, "--check-hash-based-pycs": true}
+// pythonShortOptions are CPython's one-letter options; a colon follows
+// those that take a value (Modules/main.c, Python/getopt.c).
+const pythonShortOptions = "bBc:dEhiIJm:OPqRsStuvVW:xX:?"
 
-// scriptOf finds the -c code or the script argument of an interpreter
-// command line (python3 [options] (-c CODE | -m MOD | SCRIPT) ...).
+// scriptOf finds what a python3 command line runs, parsing it as CPython
+// does: the code of -c (also in a cluster such as -Ic CODE), nothing for
+// -m, or the script (the first argument after the options, or after --;
+// "-" for standard input).
 func scriptOf(argv []string) (code, script string) {
-	for i := 1; i < len(argv); i++ {
+	i := 1
+options:
+	for i < len(argv) {
 		a := argv[i]
-		switch {
-		case a == "-c" && i+1 < len(argv):
-			return argv[i+1], ""
-		case strings.HasPrefix(a, "-c") && len(a) > 2 && !strings.HasPrefix(a, "--"):
-			return a[2:], ""
-		case a == "-m":
-			return "", ""
-		case a == "-":
-			return "", "-"
-		case interpreterOptsWithValue[a]:
-			i++
-		case strings.HasPrefix(a, "-"):
-		default:
-			return "", a
+		if len(a) < 2 || a[0] != '-' {
+			break
 		}
+		i++
+		switch {
+		case a == "--":
+			break options
+		case a == "--check-hash-based-pycs":
+			i++
+			continue
+		case a[1] == '-':
+			continue // other long options take no value
+		}
+		for k := 1; k < len(a); k++ {
+			at := strings.IndexByte(pythonShortOptions, a[k])
+			if at < 0 || at+1 >= len(pythonShortOptions) || pythonShortOptions[at+1] != ':' {
+				continue
+			}
+			val := a[k+1:]
+			if val == "" {
+				if i >= len(argv) {
+					return "", ""
+				}
+				val = argv[i]
+				i++
+			}
+			switch a[k] {
+			case 'c':
+				return val, ""
+			case 'm':
+				return "", ""
+			}
+			break // W and X: the value took the rest of the cluster
+		}
+	}
+	if i < len(argv) {
+		return "", argv[i]
 	}
 	return "", ""
 }
 
-// hostPathOf maps a path as the jail sees it to the host file, through the
-// workspace and the volumes.
-func hostPathOf(p string, spec jail.Spec) string {
-	if !filepath.IsAbs(p) {
+// grantOf finds the granted host tree that holds p, a path as the jail
+// sees it: the deepest mount, since the jail stacks deeper mounts on top.
+// It returns the host source and p's path below it; ok is false for the
+// jail's own filesystem or a path outside every grant.
+func grantOf(p string, spec jail.Spec) (src, rel string, ok bool) {
+	if !path.IsAbs(p) {
 		wd := spec.Workdir
 		if wd == "" {
-			wd = jail.WorkspaceDir
 			if spec.Workspace == "" {
-				return ""
+				return "", "", false
 			}
+			wd = jail.WorkspaceDir
 		}
-		p = filepath.Join(wd, p)
+		p = path.Join(wd, p)
+	}
+	p = path.Clean(p) // "..", "." and "//" resolved before matching
+	best := -1
+	consider := func(dest, source string) {
+		if r, in := under(p, dest); in && len(dest) > best {
+			best, src, rel = len(dest), source, r
+		}
 	}
 	if spec.Workspace != "" {
-		if rel, ok := under(p, jail.WorkspaceDir); ok {
-			return filepath.Join(spec.Workspace, rel)
-		}
+		consider(jail.WorkspaceDir, spec.Workspace)
 	}
 	for _, v := range spec.Volumes {
-		if rel, ok := under(p, v.Dest); ok {
-			return filepath.Join(v.Source, rel)
-		}
+		consider(v.Dest, v.Source)
 	}
-	return ""
+	return src, rel, best >= 0
+}
+
+// hostPathOf maps a path as the jail sees it to the host path it names
+// (see grantOf), or "".
+func hostPathOf(p string, spec jail.Spec) string {
+	src, rel, ok := grantOf(p, spec)
+	if !ok {
+		return ""
+	}
+	return filepath.Join(src, rel)
 }
 
 func under(p, dir string) (string, bool) {
@@ -113,14 +157,49 @@ func under(p, dir string) (string, bool) {
 	return "", false
 }
 
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
+// maxScriptBytes bounds what the audit log hashes of a script.
+const maxScriptBytes = 64 << 20
+
+// scriptSHA256 hashes the script p names inside the jail, read on the
+// host from the grant that holds it. The file is opened below the grant
+// without following any symlink (a payload with a writable volume could
+// have swapped its script for a link to a host file), and only a regular
+// file of at most maxScriptBytes is hashed (a FIFO or /dev/zero would
+// hang the supervisor).
+func scriptSHA256(p string, spec jail.Spec) (string, error) {
+	src, rel, ok := grantOf(p, spec)
+	if !ok {
+		return "", errors.New("not in a granted path")
+	}
+	var fd int
+	var err error
+	if rel == "." {
+		fd, err = unix.Open(src, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	} else {
+		var dir int
+		if dir, err = unix.Open(src, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return "", err
+		}
+		fd, err = unix.Openat2(dir, rel, &unix.OpenHow{
+			Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		unix.Close(dir)
+	}
 	if err != nil {
 		return "", err
 	}
+	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxScriptBytes {
+		return "", errors.New("not a regular file of at most 64 MiB")
+	}
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, io.LimitReader(f, maxScriptBytes)); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

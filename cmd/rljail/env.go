@@ -15,8 +15,8 @@ func envEntry(e string) (kv string, ok bool, err error) {
 	if key == "" {
 		return "", false, errors.New("empty variable name")
 	}
-	if strings.ContainsAny(key, " \t\x00") {
-		return "", false, fmt.Errorf("variable name %q contains whitespace or NUL", key)
+	if strings.IndexFunc(key, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return "", false, fmt.Errorf("variable name %q contains whitespace or a control character", key)
 	}
 	if strings.IndexByte(val, 0) >= 0 {
 		return "", false, fmt.Errorf("value of %s contains a NUL byte", key)
@@ -43,7 +43,9 @@ func readEnvFile(path string) ([]string, error) {
 	var out []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for line := 1; sc.Scan(); line++ {
+	line := 0
+	for sc.Scan() {
+		line++
 		text := strings.TrimRight(sc.Text(), "\r")
 		trimmed := strings.TrimSpace(text)
 		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
@@ -58,6 +60,9 @@ func readEnvFile(path string) ([]string, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("--env-file %s:%d: the line is longer than 1 MiB", path, line+1)
+		}
 		return nil, fmt.Errorf("--env-file %s: %w", path, err)
 	}
 	return out, nil

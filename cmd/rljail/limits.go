@@ -13,7 +13,8 @@ import (
 
 // parseSize parses a byte size in docker's spelling: a number with an
 // optional unit b, k, m, g or t (binary multiples, case-insensitive, an
-// optional trailing "b" or "ib": 512m, 1g, 64MiB).
+// optional trailing "b" or "ib": 512m, 1g, 64MiB). The result is at least
+// one byte: a size that rounds to zero would silently mean "the default".
 func parseSize(flag, s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
@@ -33,9 +34,23 @@ func parseSize(flag, s string) (int64, error) {
 			t = t[:n-1]
 		}
 	}
+	bad := fmt.Errorf("--%s %q is not a size (such as 512m, 1g, 65536)", flag, s)
+	if t == "" || strings.ContainsAny(t, "xXpP_") {
+		return 0, bad // no hex floats, no digit separators
+	}
+	// Plain integers exactly; fractions (0.5g) through float64.
+	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+		if n <= 0 {
+			return 0, fmt.Errorf("--%s %q must be positive", flag, s)
+		}
+		if n > math.MaxInt64/mult {
+			return 0, fmt.Errorf("--%s %q is too large", flag, s)
+		}
+		return n * mult, nil
+	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || t == "" || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("--%s %q is not a size (such as 512m, 1g, 65536)", flag, s)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, bad
 	}
 	if v <= 0 {
 		return 0, fmt.Errorf("--%s %q must be positive", flag, s)
@@ -43,6 +58,9 @@ func parseSize(flag, s string) (int64, error) {
 	bytes := v * float64(mult)
 	if bytes >= math.MaxInt64 {
 		return 0, fmt.Errorf("--%s %q is too large", flag, s)
+	}
+	if bytes < 1 {
+		return 0, fmt.Errorf("--%s %q is less than one byte", flag, s)
 	}
 	return int64(bytes), nil
 }
@@ -81,8 +99,8 @@ func resourcesFromFlags(c *cli.Context) (jail.Resources, error) {
 		}
 	}
 	if c.IsSet("cpu-time") {
-		if r.CPUTime, err = parseTimeout(c.String("cpu-time")); err != nil {
-			return r, fmt.Errorf("--cpu-time: %w", err)
+		if r.CPUTime, err = parseDuration("cpu-time", c.String("cpu-time")); err != nil {
+			return r, err
 		}
 	}
 	r.CgroupParent = c.String("cgroup-parent")

@@ -96,7 +96,13 @@ func ensureRootfs(ctx context.Context, flag string, notice func(string, ...any))
 		return dir, nil
 	}
 	if st, err := os.Stat(dir); err == nil && st.IsDir() {
-		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		// Build only into an empty directory; a directory that cannot even
+		// be listed is an error, not a missing rootfs.
+		entries, rerr := os.ReadDir(dir)
+		if rerr != nil {
+			return "", fmt.Errorf("rootfs %s: %w", dir, unwrapPath(rerr))
+		}
+		if len(entries) > 0 {
 			_, cerr := rootfs.Check(dir)
 			return "", cerr
 		}
@@ -142,4 +148,13 @@ func buildLocked(ctx context.Context, dir, python string, logf func(string), ann
 		announce()
 	}
 	return rootfs.Build(ctx, rootfs.BuildOptions{Python: python, Out: dir, Log: logf})
+}
+
+// unwrapPath drops the *PathError wrapper whose path the message names.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -63,18 +64,25 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 	}
 }
 
-// parseTimeout accepts a Go duration or a number of seconds.
-func parseTimeout(s string) (time.Duration, error) {
+// parseTimeout parses --timeout: a Go duration or a number of seconds.
+func parseTimeout(s string) (time.Duration, error) { return parseDuration("timeout", s) }
+
+// parseDuration accepts a Go duration or a number of seconds, positive and
+// within what a time.Duration holds (about 292 years).
+func parseDuration(flag, s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		secs, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil {
-			return 0, fmt.Errorf("--timeout %q is not a duration (such as 2s, 500ms, 1m)", s)
+		if ferr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return 0, fmt.Errorf("--%s %q is not a duration (such as 2s, 500ms, 1m)", flag, s)
+		}
+		if secs*float64(time.Second) >= math.MaxInt64 {
+			return 0, fmt.Errorf("--%s %q is too long", flag, s)
 		}
 		d = time.Duration(secs * float64(time.Second))
 	}
 	if d <= 0 {
-		return 0, fmt.Errorf("--timeout %q must be positive", s)
+		return 0, fmt.Errorf("--%s %q must be positive", flag, s)
 	}
 	return d, nil
 }
@@ -91,12 +99,17 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	// Files named by flags are opened before anything runs: a report or log
 	// that cannot be written stops the run (exit 125).
 	var resultFiles []*os.File
+	createdResult := ""
 	if p := c.String("result"); p != "" {
+		_, statErr := os.Lstat(p)
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return setupError("open the result file: %v", err)
 		}
 		defer f.Close()
+		if statErr != nil {
+			createdResult = p // ours to remove if it cannot be written
+		}
 		resultFiles = append(resultFiles, f)
 	}
 	if fd := c.Int("result-fd"); fd >= 0 {
@@ -146,7 +159,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		notice("%s", res.Error)
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
-		notice("output beyond the limit of %d bytes was discarded (stdout %d bytes, stderr %d bytes written)", spec.Resources.OutputBytes, res.StdoutBytes, res.StderrBytes)
+		notice("output beyond the limit of %d bytes was discarded (stdout %d bytes, stderr %d bytes written)", int64(res.Limits.Output.Value), res.StdoutBytes, res.StderrBytes)
 	}
 	if res.Seccomp != nil && spec.Seccomp != nil {
 		res.Seccomp.Added = c.StringSlice("seccomp-add")
@@ -160,6 +173,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	for _, f := range resultFiles {
 		if werr := writeJSON(f, res); werr != nil && err == nil {
+			if createdResult != "" && f.Name() == createdResult {
+				_ = os.Remove(createdResult) // no empty report left behind
+			}
 			return setupError("write the result report: %v", werr)
 		}
 	}
