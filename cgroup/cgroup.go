@@ -112,6 +112,11 @@ type Options struct {
 	// jail's cgroup is never shared.
 	Name   string
 	Limits Limits
+	// Announce, when set, is called with each directory of the jail's
+	// cgroup just before it is created, so that a caller can arrange its
+	// removal even if it is killed right after (rljail's cgroup guard).
+	// An error stops Create.
+	Announce func(dir string) error `json:"-"`
 }
 
 // Placement says where the jail's cgroup went.
@@ -176,6 +181,8 @@ type Cgroup struct {
 	// them in reverse.
 	created []string
 
+	announce func(dir string) error
+
 	mu        sync.Mutex
 	destroyed bool
 }
@@ -209,7 +216,7 @@ func create(opts Options, lay layout) (*Cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cgroup{placement: p.placement, cloneFD: -1}
+	c := &Cgroup{placement: p.placement, cloneFD: -1, announce: opts.Announce}
 	var (
 		mech      = MechanismNone
 		accounted bool
@@ -458,4 +465,14 @@ func Preview(opts Options) (Placement, map[string]Mechanism, []string, error) {
 	}
 	m, lines := describe(opts.Limits, mech, p.use, p.why, accounted)
 	return p.placement, m, lines, nil
+}
+
+// mkdirJail creates one directory of the jail's cgroup, announced first.
+func (c *Cgroup) mkdirJail(dir string) error {
+	if c.announce != nil {
+		if err := c.announce(dir); err != nil {
+			return err
+		}
+	}
+	return mkdirCgroup(dir, false)
 }

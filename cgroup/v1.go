@@ -25,7 +25,7 @@ func (c *Cgroup) setupV1(p *plan, name string, l Limits) ([]string, error) {
 		sweepStale(filepath.Dir(dir), time.Now())
 	}
 	for _, dir := range mk {
-		if err := mkdirCgroup(dir, false); err != nil {
+		if err := c.mkdirJail(dir); err != nil {
 			return nil, fmt.Errorf("cgroup: create %s: %w", dir, err)
 		}
 		c.created = append(c.created, dir)

@@ -42,7 +42,7 @@ func (c *Cgroup) setupV2(h host, p *plan, name string, l Limits) ([]string, erro
 
 	sweepStale(p.v2Parent, time.Now())
 	leaf := filepath.Join(p.v2Parent, name)
-	if err := mkdirCgroup(leaf, false); err != nil {
+	if err := c.mkdirJail(leaf); err != nil {
 		return nil, fmt.Errorf("cgroup: create %s: %w", leaf, err)
 	}
 	c.created = append(c.created, leaf)

@@ -59,13 +59,10 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			spec.Warn(msg)
 		}
 	}
-	lim, err := setupLimits(&spec, res.RunID)
+	guard := &cgroupGuard{}
+	lim, err := setupLimits(&spec, res.RunID, guard.announce)
 	if err != nil {
-		return setupFailed(ExitSetupError, err)
-	}
-	guard, err := startGuard(lim.cg.Dirs())
-	if err != nil {
-		_ = lim.cg.Destroy()
+		guard.done() // Create removed what it made
 		return setupFailed(ExitSetupError, err)
 	}
 	// The cgroup goes last, whatever happened: after the jail is gone and

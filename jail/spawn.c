@@ -228,7 +228,7 @@ static void kill_procs(const char *path)
 	}
 }
 
-static void guardian(int pipe_rd, char *const *dirs)
+static void guardian(int pipe_rd)
 {
 	// Nothing of the supervisor's but the pipe, no terminal signals.
 	for (int fd = 0; fd < 3; fd++) {
@@ -251,27 +251,47 @@ static void guardian(int pipe_rd, char *const *dirs)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
-	char byte;
-	ssize_t n;
-	do {
-		n = read(keep, &byte, 1);
-	} while (n < 0 && errno == EINTR);
-	if (n == 1)
-		_exit(0); // the supervisor finished its own teardown
+	// Read every line until "done" or EOF; keep the announced directories.
+	enum { MAXDIRS = 16, MAXLINE = 4096 };
+	static char dirs[MAXDIRS][MAXLINE];
+	int ndirs = 0;
+	static char buf[MAXLINE * 2];
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = read(keep, buf + have, sizeof buf - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break; // EOF: the supervisor is gone
+		have += (size_t)n;
+		char *nl;
+		while ((nl = memchr(buf, '\n', have)) != NULL) {
+			*nl = 0;
+			if (strcmp(buf, "done") == 0)
+				_exit(0); // the supervisor finished its own teardown
+			if (strncmp(buf, "dir ", 4) == 0 && ndirs < MAXDIRS)
+				snprintf(dirs[ndirs++], MAXLINE, "%s", buf + 4);
+			size_t used = (size_t)(nl - buf) + 1;
+			memmove(buf, nl + 1, have - used);
+			have -= used;
+		}
+		if (have == sizeof buf - 1)
+			have = 0;
+	}
 
 	// The supervisor died. Its jail's init died with it (parent-death
 	// signal), but make sure, then remove the directories, retrying while
 	// the kernel finishes the last exits (up to about 5 s).
-	char path[4096];
+	char path[MAXLINE + 32];
 	for (int round = 0; round < 500; round++) {
 		int left = 0;
-		for (char *const *d = dirs; *d; d++) {
-			if (rmdir(*d) == 0 || errno == ENOENT)
+		for (int i = 0; i < ndirs; i++) {
+			if (rmdir(dirs[i]) == 0 || errno == ENOENT)
 				continue;
 			left++;
-			snprintf(path, sizeof path, "%s/cgroup.kill", *d);
+			snprintf(path, sizeof path, "%s/cgroup.kill", dirs[i]);
 			write_str(path, "1");
-			snprintf(path, sizeof path, "%s/cgroup.procs", *d);
+			snprintf(path, sizeof path, "%s/cgroup.procs", dirs[i]);
 			kill_procs(path);
 		}
 		if (!left)
@@ -282,14 +302,14 @@ static void guardian(int pipe_rd, char *const *dirs)
 	_exit(0);
 }
 
-int rljail_guard(int pipe_rd, char *const *dirs)
+int rljail_guard(int pipe_rd)
 {
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	if (pid == 0)
-		guardian(pipe_rd, dirs);
+		guardian(pipe_rd);
 	int saved = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)

@@ -61,12 +61,12 @@ int rljail_spawn(const struct rljail_spawn *s);
 // mount. It returns the child's pid, or -errno.
 int rljail_userns_holder(void);
 
-// rljail_guard forks a guardian for the jail's cgroup directories (a
-// NULL-terminated list, leaves): it waits on the read end of a pipe whose
-// write end only the supervisor holds. A byte means the supervisor cleaned
-// up itself; EOF without one means it died (SIGKILL): the guardian then
-// kills what is left in each cgroup and removes the directories. It returns
-// the guardian's pid, or -errno.
-int rljail_guard(int pipe_rd, char *const *dirs);
+// rljail_guard forks a guardian for the jail's cgroup: it reads lines from
+// a pipe whose write end only the supervisor holds. "dir PATH" announces a
+// cgroup directory (before it is created); "done" means the supervisor
+// removed them itself. EOF without "done" means the supervisor died
+// (SIGKILL): the guardian then kills what is left in each announced cgroup
+// and removes it. It returns the guardian's pid, or -errno.
+int rljail_guard(int pipe_rd);
 
 #endif
