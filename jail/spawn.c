@@ -182,6 +182,10 @@ int rljail_userns_holder(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
 	if (pid == 0) {
+		// It holds nothing of the supervisor's and dies with it: a holder
+		// left behind would keep the caller's output pipes open forever.
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		syscall(SYS_close_range, 0, ~0U, 0);
 		// Every signal stays blocked: only SIGKILL ends this child.
 		for (;;)
 			pause();
