@@ -34,6 +34,7 @@ type Limit struct {
 // rlimits the payload gets, and the CPU-time watcher.
 type jailLimits struct {
 	cg        *cgroup.Cgroup
+	timeout   time.Duration
 	nice      int
 	res       Resources
 	rlimits   []rlimit
@@ -55,7 +56,7 @@ func setupLimits(spec *Spec, runID string, announce func(dir string) error) (*ja
 	if err != nil {
 		return nil, fmt.Errorf("set up the jail's cgroup: %w", err)
 	}
-	l := &jailLimits{cg: cg, res: r, warnings: cg.Fallbacks()}
+	l := &jailLimits{cg: cg, res: r, timeout: spec.Timeout, warnings: cg.Fallbacks()}
 	if r.Strict && len(l.warnings) > 0 {
 		_ = cg.Destroy()
 		return nil, fmt.Errorf("--strict-limits: %s", strings.Join(l.warnings, "; "))
@@ -155,6 +156,14 @@ func (l *jailLimits) report(lim *Limits) {
 // limit, until stop is closed. Without cgroup accounting RLIMIT_CPU does it.
 func (l *jailLimits) watchCPU(kill func(), stop <-chan struct{}) {
 	if _, err := l.cg.CPUUsage(); errors.Is(err, cgroup.ErrNoAccounting) {
+		return
+	}
+	// Where a CPU quota holds the jail to CPUs, its CPU time cannot pass
+	// timeout x CPUs before the timer fires: the timer is the limit then
+	// (by default --cpu-time is the timeout and --cpus 1), and the watcher
+	// would only race it to the same moment.
+	if m := l.cg.Mechanisms()[cgroup.LimitCPU]; (m == cgroup.MechanismCgroup1 || m == cgroup.MechanismCgroup2) &&
+		float64(l.res.CPUTime) >= float64(l.timeout)*l.res.CPUs {
 		return
 	}
 	tick := time.NewTicker(50 * time.Millisecond)
