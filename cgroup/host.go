@@ -106,6 +106,29 @@ func parseMountinfo(text string) ([]mount, error) {
 	return mounts, nil
 }
 
+// MountInfo is one cgroup or cgroup2 mount of /proc/self/mountinfo.
+type MountInfo struct {
+	FSType      string   // "cgroup" (v1) or "cgroup2"
+	Root        string   // the cgroup mounted there, "/" for the whole hierarchy
+	Point       string   // mount point
+	Controllers []string // a v1 hierarchy's controllers
+}
+
+// ParseMountinfo returns the cgroup and cgroup2 mounts in
+// /proc/self/mountinfo text (paths unescaped), for rljail check, which
+// describes the host with the same reading Create uses.
+func ParseMountinfo(text string) ([]MountInfo, error) {
+	mounts, err := parseMountinfo(text)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MountInfo, len(mounts))
+	for i, m := range mounts {
+		out[i] = MountInfo{FSType: m.fsType, Root: m.root, Point: m.point, Controllers: m.controllers}
+	}
+	return out, nil
+}
+
 // isV1Controller reports whether a v1 super option names a controller.
 func isV1Controller(opt string) bool {
 	switch opt {

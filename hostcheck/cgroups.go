@@ -1,12 +1,13 @@
 package hostcheck
 
 import (
+	"github.com/rljail/rljail/cgroup"
+
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -113,64 +114,17 @@ type cgroupMount struct {
 }
 
 // parseCgroupMounts returns the cgroup and cgroup2 mounts listed in
-// /proc/self/mountinfo text.
+// /proc/self/mountinfo text, read by the cgroup package's own parser.
 func parseCgroupMounts(mountinfo string) ([]cgroupMount, error) {
+	infos, err := cgroup.ParseMountinfo(mountinfo)
+	if err != nil {
+		return nil, err
+	}
 	var mounts []cgroupMount
-	for i, line := range strings.Split(mountinfo, "\n") {
-		if line == "" {
-			continue
-		}
-		// ID parent major:minor root mount-point options [optional...] - fstype source super-options
-		f := strings.Fields(line)
-		sep := slices.Index(f, "-")
-		if sep < 6 || len(f) < sep+4 {
-			return nil, fmt.Errorf("/proc/self/mountinfo line %d: %q: malformed", i+1, line)
-		}
-		fsType := f[sep+1]
-		if fsType != "cgroup" && fsType != "cgroup2" {
-			continue
-		}
-		m := cgroupMount{fsType: fsType, root: unescapeMountinfo(f[3]), mountPoint: unescapeMountinfo(f[4])}
-		if fsType == "cgroup" {
-			for _, o := range strings.Split(f[sep+3], ",") {
-				if isV1Controller(o) {
-					m.controllers = append(m.controllers, o)
-				}
-			}
-		}
-		mounts = append(mounts, m)
+	for _, m := range infos {
+		mounts = append(mounts, cgroupMount{fsType: m.FSType, root: m.Root, mountPoint: m.Point, controllers: m.Controllers})
 	}
 	return mounts, nil
-}
-
-// isV1Controller reports whether a v1 super option names a controller.
-func isV1Controller(opt string) bool {
-	switch opt {
-	case "cpu", "cpuacct", "cpuset", "memory", "pids", "blkio", "devices", "freezer",
-		"net_cls", "net_prio", "perf_event", "hugetlb", "rdma", "misc":
-		return true
-	}
-	return false
-}
-
-// unescapeMountinfo decodes the octal escapes (\040 for a space) of a
-// mountinfo path.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // cgroupDir returns the directory of cgroup path (from /proc/self/cgroup)

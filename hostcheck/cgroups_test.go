@@ -135,23 +135,6 @@ func TestParseCgroupMounts(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/plain`:            "/plain",
-		`/a\040b`:           "/a b",
-		`/tab\011x\134y`:    "/tab\tx\\y",
-		`/trailing\04`:      `/trailing\04`,
-		`/not\999octal`:     `/not\999octal`,
-		`/end\040`:          "/end ",
-		`\040\040`:          "  ",
-		`/newline\012there`: "/newline\nthere",
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestCgroupDir(t *testing.T) {
 	whole := cgroupMount{fsType: "cgroup2", root: "/", mountPoint: "/sys/fs/cgroup"}
 	sub := cgroupMount{fsType: "cgroup", root: "/docker/abc", mountPoint: "/sys/fs/cgroup/memory"}
