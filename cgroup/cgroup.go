@@ -321,6 +321,39 @@ func (c *Cgroup) AddProc(pid int) error {
 	return nil
 }
 
+// TaskFiles opens, for writing, the "tasks" file of each of the jail's v1
+// cgroups; nil without v1 cgroups. A single-threaded process that writes
+// "0" to them moves itself into the jail's cgroups. The kernel then skips
+// the global cgroup_threadgroup_rwsem it takes to move a process by pid
+// (cgroup_procs_write_start: "If we migrate a single thread ... we can
+// skip the global lock"), and so the RCU grace period, several ms, that
+// taking it for writing costs. The permission to move was checked at open:
+// v1 judges a write by the opener's credentials. The caller closes them.
+func (c *Cgroup) TaskFiles() ([]*os.File, error) {
+	if c.v2Leaf != "" {
+		return nil, nil
+	}
+	var dirs []string
+	for _, dir := range c.v1Dirs {
+		if !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	slices.Sort(dirs)
+	var out []*os.File
+	for _, dir := range dirs {
+		f, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for _, g := range out {
+				g.Close()
+			}
+			return nil, fmt.Errorf("cgroup: open %s for the jail to join: %w", dir, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 // Stats is the jail's resource usage, read from its cgroup.
 type Stats struct {
 	CPUUserMS       int64

@@ -43,6 +43,9 @@
 #ifndef MNT_DETACH
 #define MNT_DETACH 2
 #endif
+#ifndef UMOUNT_NOFOLLOW
+#define UMOUNT_NOFOLLOW 8
+#endif
 #ifndef MS_REC
 #define MS_REC 16384
 #endif
@@ -65,6 +68,7 @@ enum {
 	T_UNSHARE_CGROUP = 10,
 	T_HOSTNAME = 11,
 	T_NICE = 12,
+	T_CGROUP_TASKS = 13,
 };
 
 enum { M_DIR = 1, M_WRITABLE = 2, M_DEVICE = 4 };
@@ -97,6 +101,8 @@ struct config {
 	struct rljail_rlimit *rl;
 	int nrl;
 	int unshare_cgroup;
+	int tasks[8];
+	int ntasks;
 	int nice;
 };
 
@@ -146,6 +152,20 @@ __attribute__((noreturn, format(printf, 2, 3))) static void die(int code, const 
 	snprintf(line, sizeof line, "{\"error\":%s,\"exit_code\":%d}", quoted, code);
 	report(line);
 	_exit(code);
+}
+
+// warn reports a weaker choice init had to make; the supervisor prints it
+// and lists it in the result's warnings.
+__attribute__((format(printf, 1, 2))) static void warn(const char *fmt, ...)
+{
+	char msg[2048], quoted[4200], line[4400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	json_string(quoted, sizeof quoted, msg);
+	snprintf(line, sizeof line, "{\"warning\":%s}", quoted);
+	report(line);
 }
 
 // errstr is strerror in Go's spelling (lower-case first letter), so that
@@ -271,6 +291,11 @@ static void read_config(struct config *c)
 		case T_NICE:
 			c->nice = atoi(p);
 			break;
+		case T_CGROUP_TASKS:
+			if (c->ntasks == (int)(sizeof c->tasks / sizeof c->tasks[0]))
+				die(125, "read the jail config: too many cgroups");
+			c->tasks[c->ntasks++] = atoi(p);
+			break;
 		default:
 			die(125, "read the jail config: unknown record %d", hdr[0]);
 		}
@@ -376,6 +401,93 @@ static int new_fs(const char *type, const char *mode, long long size, uint64_t a
 		die(125, "fsmount %s: %s", type, errstr(errno));
 	close(fs);
 	return m;
+}
+
+#define STAGE ".rljail-stage"
+
+static void attach(int fd, int target, const char *what);
+
+// overlay_of presents the read-only directory tree `tree` through a
+// read-only overlayfs whose one real layer is that tree, for the reason in
+// mount.go ("Hiding host paths"): the jail's mountinfo then shows an
+// overlay with root "/", source "rljail" and layers named
+// /proc/self/fd/N, instead of the tree's path within the host's
+// filesystem and the host's device. overlayfs needs two layers when it
+// has no upper one; the second is an empty directory. It takes private
+// clones of its layers (clone_private_mount), which before Linux 6.15
+// must be attached in the caller's mount namespace, so the tree is
+// staged below the skeleton at STAGE/idx and detached again by
+// unstage(). Returns the overlay's mount fd, or -1 with errno set when
+// overlayfs refused (then the caller grants the tree as it is).
+static int overlay_of(int root, int *tree, int idx)
+{
+	char stage[64];
+	snprintf(stage, sizeof stage, STAGE "/%d", idx);
+	if (mkdirat(root, STAGE, 0700) < 0 && errno != EEXIST)
+		die(125, "create the staging directory: %s", errstr(errno));
+	if (idx == 0) {
+		// The empty layer is a tmpfs of its own: a directory of the
+		// skeleton would be removed with the stage, and overlayfs reads
+		// nothing from a removed directory.
+		if (mkdirat(root, STAGE "/empty", 0700) < 0)
+			die(125, "create the staging directory: %s", errstr(errno));
+		int e = openat(root, STAGE "/empty", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (e < 0)
+			die(125, "open the staging directory: %s", errstr(errno));
+		attach(new_fs("tmpfs", "0555", 4096, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC), e, "the empty layer");
+		close(e);
+	}
+	if (mkdirat(root, stage, 0700) < 0)
+		die(125, "create the staging directory: %s", errstr(errno));
+	int at = openat(root, stage, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int empty = openat(root, STAGE "/empty", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (at < 0 || empty < 0)
+		die(125, "open the staging directory: %s", errstr(errno));
+	// After the move, *tree names the attached mount.
+	if (sys_move_mount(*tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		die(125, "stage a read-only tree: %s", errstr(errno));
+	close(at);
+	char lower[96];
+	snprintf(lower, sizeof lower, "/proc/self/fd/%d:/proc/self/fd/%d", *tree, empty);
+	int m = -1, saved = 0;
+	int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+	if (fs >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", "rljail", 0) == 0 &&
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "lowerdir", lower, 0) == 0 &&
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+		m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	saved = errno;
+	if (fs >= 0)
+		close(fs);
+	close(empty);
+	if (m < 0) {
+		// Take the tree back out of the stage, to be attached as it is.
+		int t = sys_open_tree(*tree, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+		if (t < 0)
+			die(125, "unstage a read-only tree: %s", errstr(errno));
+		close(*tree);
+		*tree = t;
+	}
+	errno = saved;
+	return m;
+}
+
+// unstage detaches everything overlay_of staged and removes the staging
+// directories, so that nothing of them is left in the jail's root.
+static void unstage(int root, int n)
+{
+	char path[96];
+	for (int i = 0; i < n; i++) {
+		snprintf(path, sizeof path, SKELETON "/" STAGE "/%d", i);
+		if (syscall(SYS_umount2, path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL)
+			die(125, "detach a staged tree: %s", errstr(errno));
+		snprintf(path, sizeof path, STAGE "/%d", i);
+		if (unlinkat(root, path, AT_REMOVEDIR) < 0)
+			die(125, "remove a staging directory: %s", errstr(errno));
+	}
+	if (syscall(SYS_umount2, SKELETON "/" STAGE "/empty", MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+		die(125, "detach the empty layer: %s", errstr(errno));
+	if (unlinkat(root, STAGE "/empty", AT_REMOVEDIR) < 0 || unlinkat(root, STAGE, AT_REMOVEDIR) < 0)
+		die(125, "remove the staging directory: %s", errstr(errno));
 }
 
 static int resolve_in_root(int root, const char *path, uint64_t flags)
@@ -567,8 +679,28 @@ static void build_root(struct config *c)
 	write_etc(root, c->hostname ? c->hostname : "rljail");
 	tmpfs_at(root, "/dev", "0755", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
 	tmpfs_at(root, "/tmp", "1777", c->tmpsize, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-	for (int i = 0; i < c->nmounts; i++)
-		attach_at(root, trees[i], c->mounts[i].dest, c->mounts[i].flags & M_DIR);
+	int staged = 0;
+	for (int i = 0; i < c->nmounts; i++) {
+		struct mnt *m = &c->mounts[i];
+		int fd = trees[i];
+		if ((m->flags & (M_DIR | M_WRITABLE | M_DEVICE)) == M_DIR) {
+			int o = overlay_of(root, &trees[i], staged++);
+			if (o >= 0)
+				fd = o;
+			else {
+				warn("%s is mounted as a plain bind, so the jail's /proc/self/mountinfo shows its path on the host: overlayfs refused it (%s)", m->dest, errstr(errno));
+				fd = trees[i];
+				trees[i] = -1;
+			}
+		}
+		attach_at(root, fd, m->dest, m->flags & M_DIR);
+	}
+	if (staged > 0)
+		unstage(root, staged);
+	for (int i = 0; i < c->nmounts; i++) {
+		if (trees[i] >= 0 && (c->mounts[i].flags & (M_DIR | M_WRITABLE | M_DEVICE)) == M_DIR)
+			close(trees[i]);
+	}
 	free(trees);
 	int dev = resolve_in_root(root, "/dev", O_DIRECTORY | O_RDONLY);
 	if (dev < 0)
@@ -822,21 +954,24 @@ static int init_main(void)
 
 	struct config c;
 	read_config(&c);
+	// cgroup v1: init joins the jail's cgroups itself, first, so that all
+	// it does from here on is counted. It is single-threaded (no Go
+	// runtime has started), so writing "0" to "tasks" moves it without
+	// the global lock whose RCU grace period makes a move by pid cost
+	// several ms (cgroup.Cgroup.TaskFiles).
+	for (int i = 0; i < c.ntasks; i++) {
+		if (write(c.tasks[i], "0", 1) != 1)
+			die(125, "join the jail's cgroup: %s", errstr(errno));
+		close(c.tasks[i]);
+	}
+	if (c.unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
+		die(125, "enter a new cgroup namespace: %s", errstr(errno));
 	int caps = cap_last();
 	const char *hostname = c.hostname ? c.hostname : "rljail";
 	setup_namespaces(hostname);
 	build_root(&c);
 	int code = 0;
 	char *exe = look_path(c.argv[0], c.envp, &code);
-	if (c.unshare_cgroup) {
-		// cgroup v1: wait until the supervisor has placed init in the
-		// jail's cgroup, then root a new cgroup namespace there.
-		char line[64];
-		if (read_line(line, sizeof line) < 0 || strcmp(line, "placed") != 0)
-			die(125, "wait to be placed in the jail's cgroup: the supervisor did not confirm");
-		if (unshare(CLONE_NEWCGROUP) < 0)
-			die(125, "enter a new cgroup namespace: %s", errstr(errno));
-	}
 	pid_t pid = start_payload(&c, exe, caps);
 	report("{\"started\":true}");
 	serve(pid, sfd);

@@ -16,6 +16,21 @@ import (
 // host. The supervisor's part is here: as root it clones the granted trees
 // itself (the jail's host uid may not reach them) and passes them to init.
 
+// Hiding host paths. A bind mount shows, in the jail's
+// /proc/self/mountinfo, its root's path within the host filesystem and the
+// host's device: the workspace would name the user's home and project. So
+// init presents every read-only directory (the rootfs's directories, the
+// workspace, read-only volumes) through a read-only overlayfs whose only
+// real layer is the cloned tree, named by /proc/self/fd/N when it is
+// mounted: mountinfo then shows root "/", source "rljail" and those fd
+// paths. overlayfs without an upper layer copies nothing up and writes
+// nothing. Writable volumes and single files stay plain binds (an overlay
+// cannot write through to its lower layer, and its layers are
+// directories), so their host paths show; SECURITY.md says so. Where
+// overlayfs refuses a tree (too deep a stack of overlays below it, a
+// kernel without overlayfs in user namespaces), the tree is bound as it
+// is, with a warning on stderr and in the result.
+
 // deviceNodes are the only devices the jail sees, bind-mounted from the
 // host's /dev (a user namespace cannot mknod).
 var deviceNodes = []string{"null", "zero", "full", "random", "urandom"}

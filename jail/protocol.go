@@ -9,7 +9,7 @@ import (
 // The supervisor and the init stage (init.c) talk over two pipes that init
 // inherits as fixed descriptors: the supervisor writes one initConfig, as
 // tagged records (encode), on the control pipe, then control lines
-// ("placed", "signal N"), and closes it when the run ends; init writes
+// ("signal N"), and closes it when the run ends; init writes
 // initMessage lines (JSON) on the status pipe. Nothing the payload can reach is on either pipe: both are closed
 // before the payload's execve.
 
@@ -37,11 +37,14 @@ type initConfig struct {
 	Notify bool
 	// Rlimits are the payload's resource limits.
 	Rlimits []rlimit
-	// UnshareCgroup: the supervisor places init in its cgroup after the
-	// clone (v1, where clone cannot) and says so with a Placed message;
-	// init then enters a new cgroup namespace itself, so that
-	// /proc/self/cgroup shows no host path, and starts the payload.
+	// UnshareCgroup: init was not born in its cgroup (v1, where clone
+	// cannot place it, or no cgroup): it joins the cgroups of CgroupTasks
+	// itself, then enters a new cgroup namespace, so that
+	// /proc/self/cgroup shows no host path, before the payload starts.
 	UnshareCgroup bool
+	// CgroupTasks are the descriptors, in init, of the v1 "tasks" files
+	// it writes "0" to (cgroup.Cgroup.TaskFiles says why).
+	CgroupTasks []int
 	// Nice lowers the payload's priority where no cgroup caps its CPU
 	// share, so that a payload spinning on every CPU cannot delay the
 	// supervisor's kill timer.
@@ -83,6 +86,8 @@ type initMessage struct {
 	Error string `json:"error,omitempty"`
 	// ExitCode is the code rljail should exit with for Error (125, 126, 127).
 	ExitCode int `json:"exit_code,omitempty"`
+	// Warning is a weaker choice init had to make (see overlay_of).
+	Warning string `json:"warning,omitempty"`
 	// Started is sent once the payload's execve succeeded.
 	Started bool `json:"started,omitempty"`
 	// Exited is sent when the payload ended, with Code or Signal.
@@ -106,6 +111,7 @@ const (
 	tagUnshareCgroup = 10
 	tagHostname      = 11
 	tagNice          = 12
+	tagCgroupTasks   = 13
 )
 
 // Flags of a tagMount record.
@@ -163,6 +169,9 @@ func (c *initConfig) encode() []byte {
 	}
 	if c.UnshareCgroup {
 		rec(tagUnshareCgroup)
+	}
+	for _, fd := range c.CgroupTasks {
+		rec(tagCgroupTasks, strconv.Itoa(fd))
 	}
 	if c.Nice > 0 {
 		rec(tagNice, strconv.Itoa(c.Nice))

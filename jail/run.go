@@ -262,19 +262,30 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *ja
 	// and its new cgroup namespace is rooted there. v1 (or no cgroup): it
 	// is placed after the clone, before it reads its config, and enters
 	// its cgroup namespace itself afterwards.
+	var tasks []*os.File
 	if fd, ok := lim.cg.CloneFD(); ok {
 		j.cmd.SysProcAttr.UseCgroupFD = true
 		j.cmd.SysProcAttr.CgroupFD = fd
 	} else {
 		j.cmd.SysProcAttr.Cloneflags &^= unix.CLONE_NEWCGROUP
 		cfg.UnshareCgroup = true
+		var err error
+		if tasks, err = lim.cg.TaskFiles(); err != nil {
+			closeFiles(toClose)
+			return nil, fmt.Errorf("place the jail in its cgroup: %w", err)
+		}
+		for _, f := range tasks {
+			cfg.CgroupTasks = append(cfg.CgroupTasks, 3+len(j.cmd.ExtraFiles))
+			j.cmd.ExtraFiles = append(j.cmd.ExtraFiles, f)
+			toClose = append(toClose, f)
+		}
 	}
 	if err := j.cmd.Start(); err != nil {
 		closeFiles(toClose)
 		return nil, startError(err)
 	}
 	// Only the jail keeps the child ends.
-	for _, f := range []*os.File{cfgR, statusW, stdinR, stdoutW, stderrW, notifyW} {
+	for _, f := range append([]*os.File{cfgR, statusW, stdinR, stdoutW, stderrW, notifyW}, tasks...) {
 		if f != nil {
 			f.Close()
 		}
@@ -284,21 +295,6 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *ja
 		// init died before reading its config; wait reports why.
 		j.kill()
 		return j, nil
-	}
-	if cfg.UnshareCgroup {
-		// cgroup v1: moving a process between cgroups waits for an RCU
-		// grace period (the cgroup_threadgroup_rwsem), several ms, so init
-		// builds the jail meanwhile and starts the payload only when told
-		// it has been placed. What runs before is init's own, trusted code.
-		if err := lim.cg.AddProc(j.cmd.Process.Pid); err != nil {
-			j.kill()
-			_ = j.cmd.Wait()
-			closeFiles([]*os.File{cfgW, statusR, stdinW, stdoutR, stderrR, notifyR})
-			return nil, fmt.Errorf("place the jail in its cgroup: %w", err)
-		}
-		if _, err := cfgW.WriteString("placed\n"); err != nil {
-			j.kill()
-		}
 	}
 	return j, nil
 }
@@ -418,6 +414,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		for sc.Scan() {
 			var m initMessage
 			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				if m.Warning != "" && spec.Warn != nil {
+					spec.Warn(m.Warning)
+				}
 				got = append(got, m)
 			}
 		}
@@ -454,6 +453,11 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	j.stdinW.Close()
 	pumps.Wait()
 	got := <-msgs
+	for _, m := range got {
+		if m.Warning != "" {
+			res.Warnings = append(res.Warnings, m.Warning)
+		}
+	}
 	close(stopSup)
 	<-supDone
 	res.WallMS = time.Since(start).Milliseconds()
