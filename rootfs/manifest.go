@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // manifestName is the file, at the top of a rootfs, that marks it complete. Build writes
@@ -84,24 +86,39 @@ func Check(dir string) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, fmt.Errorf("rootfs %s: bad %s: %w; run `rljail rootfs build` to rebuild it", dir, manifestName, err)
 	}
-	// The interpreter must be a regular executable file at that path in the tree. os.Root
-	// keeps the lookup inside dir even if the tree were tampered with.
-	root, err := os.OpenRoot(dir)
+	// The interpreter must be a regular executable file at that path in the tree, and
+	// every program and library the size the build wrote. The lookups stay inside dir
+	// even if the tree were tampered with (RESOLVE_BENEATH); one openat2 each, since
+	// this runs before every jail.
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("rootfs %s: %w", dir, err)
 	}
-	defer root.Close()
-	fi, err := root.Lstat(strings.TrimPrefix(m.Python, "/"))
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+	defer unix.Close(root)
+	if st, err := statBeneath(root, m.Python); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
 		return Manifest{}, fmt.Errorf("rootfs %s: interpreter %s is missing or not an executable file; run `rljail rootfs build` to rebuild it", dir, m.Python)
 	}
 	for p, size := range m.Programs {
-		fi, err := root.Lstat(strings.TrimPrefix(p, "/"))
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+		if st, err := statBeneath(root, p); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size {
 			return Manifest{}, fmt.Errorf("rootfs %s: %s is missing or damaged (expected a file of %d bytes); run `rljail rootfs build` to rebuild it", dir, p, size)
 		}
 	}
 	return m, nil
+}
+
+// statBeneath is lstat of the absolute path p inside the tree at root.
+func statBeneath(root int, p string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := unix.Openat2(root, strings.TrimPrefix(p, "/"), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return st, err
+	}
+	defer unix.Close(fd)
+	err = unix.Fstat(fd, &st)
+	return st, err
 }
 
 // parseManifest decodes a manifest strictly: an unknown field means a format this rljail

@@ -29,6 +29,7 @@ kernelPackage() {
 link() {
 	ln -sfn "$1/boot/$(basename "$(ls "$cache/$1"/boot/vmlinuz-*)")" "$cache/vmlinuz"
 	ln -sfn "$1/boot/$(basename "$(ls "$cache/$1"/boot/config-*)")" "$cache/config"
+	ln -sfn "$1/modules" "$cache/modules"
 	echo "vm kernel: $cache/vmlinuz -> $(readlink "$cache/vmlinuz")"
 }
 
@@ -48,7 +49,8 @@ if [ -z "$pkg" ]; then
 	exit 1
 fi
 
-if ls "$cache/$pkg"/boot/vmlinuz-* >/dev/null 2>&1; then
+# A cache from before the overlay module was kept is fetched again.
+if ls "$cache/$pkg"/boot/vmlinuz-* "$cache/$pkg"/modules/overlay.ko >/dev/null 2>&1; then
 	link "$pkg"
 	exit 0
 fi
@@ -69,11 +71,16 @@ if [ -z "$deb" ]; then
 	exit 1
 fi
 mkdir "$tmp/x"
-# Only ./boot (vmlinuz, config, System.map): the VM needs no modules, since
-# everything it runs comes from the initramfs and Debian builds the drivers it
-# needs (8250 console, initramfs, cgroup2, namespaces, tmpfs) into the image.
-dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" ./boot
+# Only ./boot (vmlinuz, config, System.map) and overlayfs, the one module the
+# VM needs: Debian builds the rest of what it runs on (8250 console,
+# initramfs, cgroup2, namespaces, tmpfs) into the image, but overlayfs, which
+# rljail presents read-only directories through, is a module. The harness
+# puts modules/*.ko into the initramfs and init.sh loads them.
+dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp/x" ./boot --wildcards './lib/modules/*/kernel/fs/overlayfs/overlay.ko'
 ls "$tmp/x/boot"/vmlinuz-* >/dev/null
+mkdir "$tmp/x/modules"
+mv "$tmp/x"/lib/modules/*/kernel/fs/overlayfs/overlay.ko "$tmp/x/modules/"
+rm -rf "$tmp/x/lib"
 rm -rf "${cache:?}/$pkg"
 mv "$tmp/x" "$cache/$pkg"
 link "$pkg"

@@ -31,7 +31,7 @@ type guestPackage struct {
 var defaultGuests = []guestPackage{
 	{dir: "./integration/vm/guest", tags: []string{"rljailvm"}, required: true},
 	{dir: "./cgroup", tags: []string{"cgroupv2vm"}},
-	{dir: "./integration", tags: []string{"rljailvm"}, run: "^(TestLimits|TestPlacement)", required: true},
+	{dir: "./integration", tags: []string{"rljailvm"}, run: "^(TestLimits|TestPlacement|TestOverlay)", required: true},
 }
 
 // parseGuestPackages reads RLJAIL_VM_PACKAGES: space-separated

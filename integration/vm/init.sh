@@ -32,6 +32,13 @@ mount -t tmpfs -o nosuid,nodev,mode=1777 shm /dev/shm
 mount -t tmpfs -o nosuid,nodev,mode=1777 tmp /tmp
 mkdir -p /run && mount -t tmpfs -o nosuid,nodev,mode=0755 run /run
 
+# The kernel modules the harness put in (overlayfs: rljail presents
+# read-only directories through it).
+for m in /lib/rljail-vm/*.ko; do
+	[ -e "$m" ] || continue
+	insmod "$m" || echo "rljail-vm: insmod $m failed"
+done
+
 # cgroup2 as systemd mounts it, with every controller the kernel has enabled
 # for the children of the root (one by one, so one refusal does not hide the
 # others). cgroup_no_v1=all on the kernel command line keeps v1 from claiming

@@ -286,6 +286,7 @@ type initramfs struct {
 	guests  []guest  // test binaries, run in this order
 	conf    []byte   // /etc/rljail-vm.conf
 	applets []string // busybox --list-full
+	modules []string // kernel modules (.ko) init.sh loads, from lib/rljail-vm
 }
 
 // write builds the archive at out.
@@ -317,6 +318,12 @@ func (ir initramfs) write(out string) (err error) {
 		c.symlink(a, "/bin/busybox")
 	}
 	c.hostFile("bin/rljail", ir.rljail, 0o755)
+	if len(ir.modules) > 0 {
+		c.mkdirAll("lib/rljail-vm", 0o755)
+	}
+	for _, m := range ir.modules {
+		c.hostFile("lib/rljail-vm/"+filepath.Base(m), m, 0o644)
+	}
 	c.bytesFile("etc/rljail-vm.conf", 0o644, ir.conf)
 	var order strings.Builder
 	for _, g := range ir.guests {

@@ -12,7 +12,7 @@
 // The binaries run in the VM are, in order: the self-check in guest/ (build
 // tag rljailvm; always), ./cgroup's tests with build tag cgroupv2vm (when it
 // has any), ./integration's limit and placement tests (build tag rljailvm,
-// only TestLimits* and TestPlacement*), and whatever RLJAIL_VM_PACKAGES adds. Inside, they see
+// only TestLimits*, TestPlacement* and TestOverlay*), and whatever RLJAIL_VM_PACKAGES adds. Inside, they see
 // RLJAIL_IN_VM=1, RLJAIL_BIN=/bin/rljail, RLJAIL_ROOTFS=/rootfs/python, run as
 // root in the leaf cgroup /init.scope, and find the unprivileged user
 // rljailtest (uid and gid 1001, home /home/rljailtest). Each runs in its own
@@ -42,6 +42,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,7 @@ type hostTools struct {
 	qemu     string
 	busybox  string
 	kernel   string
+	modules  []string // kernel modules for the initramfs
 	rljail   string
 	rootfs   string
 }
@@ -106,6 +108,15 @@ func findHostTools(ctx context.Context) (hostTools, error) {
 	}
 	if st, err := os.Stat(h.kernel); err != nil || !st.Mode().IsRegular() {
 		errs = append(errs, fmt.Errorf("no VM kernel at %s (integration/vm/fetch-kernel.sh unpacks Debian's linux-image-amd64 there without installing it)", h.kernel))
+	}
+	// The modules of that kernel the VM loads: overlayfs, through which
+	// rljail presents read-only directories, is one in Debian's build. A
+	// kernel of RLJAIL_VM_KERNEL is expected to have what it needs built in.
+	if os.Getenv("RLJAIL_VM_KERNEL") == "" {
+		h.modules, _ = filepath.Glob(filepath.Join(vmCacheDir(), "modules", "*.ko"))
+		if !slices.ContainsFunc(h.modules, func(m string) bool { return filepath.Base(m) == "overlay.ko" }) {
+			errs = append(errs, fmt.Errorf("no overlay.ko in %s (integration/vm/fetch-kernel.sh unpacks it with the kernel)", filepath.Join(vmCacheDir(), "modules")))
+		}
 	}
 	if len(errs) > 0 {
 		return h, fmt.Errorf("%w\n%s", errors.Join(errs...), fixHint)
@@ -243,6 +254,7 @@ func TestCgroupV2InVM(t *testing.T) {
 		guests:  guests,
 		conf:    []byte(conf),
 		applets: strings.Fields(string(applets)),
+		modules: h.modules,
 	}
 	initrd := filepath.Join(work, "initramfs.cpio")
 	if err := ir.write(initrd); err != nil {
