@@ -403,8 +403,6 @@ static int new_fs(const char *type, const char *mode, long long size, uint64_t a
 	return m;
 }
 
-#define STAGE ".rljail-stage"
-
 static void attach(int fd, int target, const char *what);
 
 // overlay_of presents the read-only directory tree `tree` through a
@@ -413,54 +411,44 @@ static void attach(int fd, int target, const char *what);
 // overlay with root "/", source "rljail" and layers named
 // /proc/self/fd/N, instead of the tree's path within the host's
 // filesystem and the host's device. overlayfs needs two layers when it
-// has no upper one; the second is an empty directory. It takes private
-// clones of its layers (clone_private_mount), which before Linux 6.15
-// must be attached in the caller's mount namespace, so the tree is
-// staged below the skeleton at STAGE/idx and detached again by
-// unstage(). Returns the overlay's mount fd, or -1 with errno set when
-// overlayfs refused (then the caller grants the tree as it is).
-static int overlay_of(int root, int *tree, int idx)
+// has no upper one; the second is `empty`, a directory of the stage that
+// stays empty.
+//
+// overlayfs takes private clones of its layers (clone_private_mount),
+// which before Linux 6.15 must be attached in the caller's mount
+// namespace. So the tree is first attached in `stage`, a tmpfs that
+// build_root mounted in the old root, below the skeleton: it leaves with
+// the old root in the one detach after pivot_root, so staging costs no
+// unmount (each of which waits for an RCU grace period) and leaves
+// nothing in the jail. Returns the overlay's mount fd, or -1 with errno
+// set when overlayfs refused (the caller then attaches *tree, a fresh
+// detached copy, as it is).
+static int overlay_of(int stage, int empty, int *tree, int idx)
 {
-	char stage[64];
-	snprintf(stage, sizeof stage, STAGE "/%d", idx);
-	if (mkdirat(root, STAGE, 0700) < 0 && errno != EEXIST)
-		die(125, "create the staging directory: %s", errstr(errno));
-	if (idx == 0) {
-		// The empty layer is a tmpfs of its own: a directory of the
-		// skeleton would be removed with the stage, and overlayfs reads
-		// nothing from a removed directory.
-		if (mkdirat(root, STAGE "/empty", 0700) < 0)
-			die(125, "create the staging directory: %s", errstr(errno));
-		int e = openat(root, STAGE "/empty", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (e < 0)
-			die(125, "open the staging directory: %s", errstr(errno));
-		attach(new_fs("tmpfs", "0555", 4096, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC), e, "the empty layer");
-		close(e);
-	}
-	if (mkdirat(root, stage, 0700) < 0)
-		die(125, "create the staging directory: %s", errstr(errno));
-	int at = openat(root, stage, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int empty = openat(root, STAGE "/empty", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (at < 0 || empty < 0)
-		die(125, "open the staging directory: %s", errstr(errno));
+	char name[32];
+	snprintf(name, sizeof name, "%d", idx);
+	if (mkdirat(stage, name, 0700) < 0)
+		die(125, "create a staging directory: %s", errstr(errno));
+	int at = openat(stage, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (at < 0)
+		die(125, "open a staging directory: %s", errstr(errno));
 	// After the move, *tree names the attached mount.
 	if (sys_move_mount(*tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 		die(125, "stage a read-only tree: %s", errstr(errno));
 	close(at);
 	char lower[96];
 	snprintf(lower, sizeof lower, "/proc/self/fd/%d:/proc/self/fd/%d", *tree, empty);
-	int m = -1, saved = 0;
+	int m = -1;
 	int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
 	if (fs >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "source", "rljail", 0) == 0 &&
 	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "lowerdir", lower, 0) == 0 &&
 	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
 		m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-	saved = errno;
+	int saved = errno;
 	if (fs >= 0)
 		close(fs);
-	close(empty);
 	if (m < 0) {
-		// Take the tree back out of the stage, to be attached as it is.
+		// A detached copy of the staged tree, to be attached as it is.
 		int t = sys_open_tree(*tree, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 		if (t < 0)
 			die(125, "unstage a read-only tree: %s", errstr(errno));
@@ -469,25 +457,6 @@ static int overlay_of(int root, int *tree, int idx)
 	}
 	errno = saved;
 	return m;
-}
-
-// unstage detaches everything overlay_of staged and removes the staging
-// directories, so that nothing of them is left in the jail's root.
-static void unstage(int root, int n)
-{
-	char path[96];
-	for (int i = 0; i < n; i++) {
-		snprintf(path, sizeof path, SKELETON "/" STAGE "/%d", i);
-		if (syscall(SYS_umount2, path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL)
-			die(125, "detach a staged tree: %s", errstr(errno));
-		snprintf(path, sizeof path, STAGE "/%d", i);
-		if (unlinkat(root, path, AT_REMOVEDIR) < 0)
-			die(125, "remove a staging directory: %s", errstr(errno));
-	}
-	if (syscall(SYS_umount2, SKELETON "/" STAGE "/empty", MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-		die(125, "detach the empty layer: %s", errstr(errno));
-	if (unlinkat(root, STAGE "/empty", AT_REMOVEDIR) < 0 || unlinkat(root, STAGE, AT_REMOVEDIR) < 0)
-		die(125, "remove the staging directory: %s", errstr(errno));
 }
 
 static int resolve_in_root(int root, const char *path, uint64_t flags)
@@ -665,6 +634,16 @@ static void build_root(struct config *c)
 			attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC;
 		trees[i] = clone_host_path(m->src, attrs);
 	}
+	// The stage of overlay_of: a tmpfs at SKELETON, then covered by the
+	// skeleton; its directory "empty" is the second layer of every overlay.
+	int stage = new_fs("tmpfs", "0700", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	if (sys_move_mount(stage, "", AT_FDCWD, SKELETON, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		die(125, "attach the staging tmpfs at %s: %s", SKELETON, errstr(errno));
+	if (mkdirat(stage, "empty", 0500) < 0)
+		die(125, "create the empty layer: %s", errstr(errno));
+	int empty = openat(stage, "empty", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (empty < 0)
+		die(125, "open the empty layer: %s", errstr(errno));
 	int skel = new_fs("tmpfs", "0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (sys_move_mount(skel, "", AT_FDCWD, SKELETON, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		die(125, "attach the root skeleton at %s: %s", SKELETON, errstr(errno));
@@ -684,7 +663,7 @@ static void build_root(struct config *c)
 		struct mnt *m = &c->mounts[i];
 		int fd = trees[i];
 		if ((m->flags & (M_DIR | M_WRITABLE | M_DEVICE)) == M_DIR) {
-			int o = overlay_of(root, &trees[i], staged++);
+			int o = overlay_of(stage, empty, &trees[i], staged++);
 			if (o >= 0)
 				fd = o;
 			else {
@@ -695,8 +674,6 @@ static void build_root(struct config *c)
 		}
 		attach_at(root, fd, m->dest, m->flags & M_DIR);
 	}
-	if (staged > 0)
-		unstage(root, staged);
 	for (int i = 0; i < c->nmounts; i++) {
 		if (trees[i] >= 0 && (c->mounts[i].flags & (M_DIR | M_WRITABLE | M_DEVICE)) == M_DIR)
 			close(trees[i]);
@@ -730,6 +707,8 @@ static void build_root(struct config *c)
 	if (sys_mount_setattr(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY) < 0)
 		die(125, "make / read-only: %s", errstr(errno));
 	close(root);
+	close(empty);
+	close(stage);
 }
 
 // ---- namespaces without a filesystem
