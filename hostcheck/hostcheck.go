@@ -28,7 +28,7 @@ import (
 // Item is the result of one check.
 type Item struct {
 	// Name is what was checked: "kernel", "user namespaces", "seccomp",
-	// "cgroups", "pidfd", "rootfs", "running as".
+	// "cgroups", "pidfd", "overlayfs", "limits", "rootfs", "running as".
 	Name string `json:"name"`
 	OK   bool   `json:"ok"`
 	// Detail says what was found, on one line.
@@ -102,6 +102,9 @@ type Options struct {
 	// When given it is the truth: its success overrides every sysctl, and
 	// its failure is reported with the most likely cause from them.
 	ProbeUserns func() error
+	// ProbeOverlay mounts a read-only overlayfs in a jail's namespaces
+	// (package jail provides it). nil: no overlayfs item.
+	ProbeOverlay func() error
 	// Rootfs returns the rootfs status on one line ("python 3.11.2 at
 	// /var/lib/rljail/rootfs/python") or why it is not usable. A missing
 	// rootfs is not fatal: the first run builds it. nil: no rootfs item.
@@ -113,7 +116,7 @@ type Options struct {
 }
 
 // Run checks this host, in order: kernel, user namespaces, seccomp,
-// cgroups, pidfd, rootfs, running as.
+// cgroups, pidfd, overlayfs, limits, rootfs, running as.
 func Run(opts Options) Report {
 	items := []Item{
 		checkKernel(),
@@ -121,6 +124,9 @@ func Run(opts Options) Report {
 		checkSeccomp(),
 		checkCgroups(),
 		checkPidfd(),
+	}
+	if opts.ProbeOverlay != nil {
+		items = append(items, overlayItem(opts.ProbeOverlay()))
 	}
 	if opts.Limits != nil {
 		items = append(items, checkLimits(opts.Limits))
@@ -130,6 +136,18 @@ func Run(opts Options) Report {
 	}
 	items = append(items, checkRunningAs())
 	return Report{Items: items}
+}
+
+// overlayItem reports whether read-only directories can be presented
+// through overlayfs, which keeps their host paths out of the jail's
+// mountinfo. Without it they are bind-mounted and each run warns: a
+// warning here, not a failure.
+func overlayItem(err error) Item {
+	if err == nil {
+		return Item{Name: "overlayfs", OK: true, Detail: "read-only directories are presented through overlayfs: the jail's mountinfo shows no host path for them"}
+	}
+	return Item{Name: "overlayfs", Detail: "read-only directories will be bind-mounted, and the jail's mountinfo shows their host paths: " + oneLine(err.Error()),
+		Fix: "load the overlay module (modprobe overlay); overlayfs in user namespaces needs Linux 5.11, over idmapped mounts 5.19"}
 }
 
 // checkLimits reports where a run's cgroup would go and what enforces

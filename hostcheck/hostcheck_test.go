@@ -103,6 +103,29 @@ func TestRootfsItem(t *testing.T) {
 	}
 }
 
+func TestOverlayItem(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		wantOK     bool
+		wantDetail string
+	}{
+		{"works", nil, true, "read-only directories are presented through overlayfs: the jail's mountinfo shows no host path for them"},
+		{"refused", errors.New("mount overlayfs: no such device"), false, "read-only directories will be bind-mounted, and the jail's mountinfo shows their host paths: mount overlayfs: no such device"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			it := overlayItem(tt.err)
+			if it.Name != "overlayfs" || it.OK != tt.wantOK || it.Fatal || it.Detail != tt.wantDetail || (it.Fix == "") == !tt.wantOK {
+				t.Errorf("overlayItem = %+v, want ok=%v fatal=false detail=%q, a fix only when it fails", it, tt.wantOK, tt.wantDetail)
+			}
+			if r := (Report{Items: []Item{it}}); !r.CanRun() {
+				t.Errorf("an overlayfs item stops jails from running: %+v", it)
+			}
+		})
+	}
+}
+
 func TestRunningAsItem(t *testing.T) {
 	tests := []struct {
 		uid, euid int

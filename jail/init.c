@@ -139,18 +139,27 @@ static void report(const char *json)
 	(void)w;
 }
 
+// report_message sends one message line: {"KEY":"<message>"[,"exit_code":N]}.
+__attribute__((format(printf, 3, 0))) static void report_message(const char *key, int code, const char *fmt, va_list ap)
+{
+	char msg[2048], quoted[4200], line[4400];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	json_string(quoted, sizeof quoted, msg);
+	if (code != 0)
+		snprintf(line, sizeof line, "{\"%s\":%s,\"exit_code\":%d}", key, quoted, code);
+	else
+		snprintf(line, sizeof line, "{\"%s\":%s}", key, quoted);
+	report(line);
+}
+
 // die reports a setup failure (one line: the step and the cause) and ends
 // init with code.
 __attribute__((noreturn, format(printf, 2, 3))) static void die(int code, const char *fmt, ...)
 {
-	char msg[2048], quoted[4200], line[4400];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	report_message("error", code, fmt, ap);
 	va_end(ap);
-	json_string(quoted, sizeof quoted, msg);
-	snprintf(line, sizeof line, "{\"error\":%s,\"exit_code\":%d}", quoted, code);
-	report(line);
 	_exit(code);
 }
 
@@ -158,14 +167,10 @@ __attribute__((noreturn, format(printf, 2, 3))) static void die(int code, const 
 // and lists it in the result's warnings.
 __attribute__((format(printf, 1, 2))) static void warn(const char *fmt, ...)
 {
-	char msg[2048], quoted[4200], line[4400];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	report_message("warning", 0, fmt, ap);
 	va_end(ap);
-	json_string(quoted, sizeof quoted, msg);
-	snprintf(line, sizeof line, "{\"warning\":%s}", quoted);
-	report(line);
 }
 
 // errstr is strerror in Go's spelling (lower-case first letter), so that

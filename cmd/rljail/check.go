@@ -25,7 +25,8 @@ func checkCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			flag := c.String("rootfs")
 			report := hostcheck.Run(hostcheck.Options{
-				ProbeUserns: jail.Probe,
+				ProbeUserns:  jail.Probe,
+				ProbeOverlay: jail.ProbeOverlay,
 				Limits: func() (string, []string, error) {
 					pl, mech, fallbacks, err := cgroup.Preview(cgroup.Options{
 						Parent: c.String("cgroup-parent"),

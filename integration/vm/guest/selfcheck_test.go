@@ -153,4 +153,9 @@ func TestRljailCheckSeesCgroupV2(t *testing.T) {
 	if !strings.Contains(stdout+stderr, "v2") {
 		t.Errorf("rljail check does not mention cgroup v2")
 	}
+	// Debian's 6.1, with the overlay module the harness loads, presents
+	// read-only directories through overlayfs.
+	if !strings.Contains(stdout, "\nok    overlayfs ") {
+		t.Errorf("rljail check does not report overlayfs as working")
+	}
 }
