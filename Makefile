@@ -109,6 +109,7 @@ test: build vet staticcheck unit integration test-vm
 bench: rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Startup -benchtime 100x -timeout 30m ./integration/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./seccomp/
+	$(GO) test -run '^$$' -bench CLI -benchtime 500x ./cmd/rljail/
 
 clean:
 	rm -rf bin

@@ -67,7 +67,7 @@ func parseSize(flag, s string) (int64, error) {
 
 // resourcesFromFlags reads the limit flags; unset flags leave the jail's
 // defaults.
-func resourcesFromFlags(c *cli.Context) (jail.Resources, error) {
+func resourcesFromFlags(c *cli.Context, set map[string]bool) (jail.Resources, error) {
 	var r jail.Resources
 	var err error
 	sizes := []struct {
@@ -77,28 +77,28 @@ func resourcesFromFlags(c *cli.Context) (jail.Resources, error) {
 		{"memory", &r.MemoryBytes}, {"output-limit", &r.OutputBytes}, {"file-size", &r.FileSize},
 	}
 	for _, sz := range sizes {
-		if c.IsSet(sz.flag) {
+		if set[sz.flag] {
 			if *sz.into, err = parseSize(sz.flag, c.String(sz.flag)); err != nil {
 				return r, err
 			}
 		}
 	}
-	if c.IsSet("pids-limit") {
+	if set["pids-limit"] {
 		if r.PidsMax = c.Int64("pids-limit"); r.PidsMax <= 0 {
 			return r, fmt.Errorf("--pids-limit %d must be positive", r.PidsMax)
 		}
 	}
-	if c.IsSet("nofile") {
+	if set["nofile"] {
 		if r.NoFile = c.Int64("nofile"); r.NoFile <= 0 {
 			return r, fmt.Errorf("--nofile %d must be positive", r.NoFile)
 		}
 	}
-	if c.IsSet("cpus") {
+	if set["cpus"] {
 		if r.CPUs = c.Float64("cpus"); !(r.CPUs > 0) || math.IsInf(r.CPUs, 0) {
 			return r, fmt.Errorf("--cpus %v must be a positive number", c.Float64("cpus"))
 		}
 	}
-	if c.IsSet("cpu-time") {
+	if set["cpu-time"] {
 		if r.CPUTime, err = parseDuration("cpu-time", c.String("cpu-time")); err != nil {
 			return r, err
 		}
@@ -109,8 +109,8 @@ func resourcesFromFlags(c *cli.Context) (jail.Resources, error) {
 }
 
 // tmpSize reads --tmp-size.
-func tmpSize(c *cli.Context) (int64, error) {
-	if !c.IsSet("tmp-size") {
+func tmpSize(c *cli.Context, set map[string]bool) (int64, error) {
+	if !set["tmp-size"] {
 		return 0, nil
 	}
 	return parseSize("tmp-size", c.String("tmp-size"))
