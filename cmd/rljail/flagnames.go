@@ -9,8 +9,9 @@ import "github.com/urfave/cli/v2"
 // millisecond of every start (BenchmarkCLIBuildSpec), paid once per jailed
 // code call. withFixedNames wraps the value flags so that Names returns a
 // list computed once. The wrappers embed the flag: Apply, help, actions
-// and values are the original's. Bool flags stay as they are, since the
-// help output tells them apart by their concrete type.
+// and values are the original's. The help output looks for *cli.BoolFlag
+// only to honour Hidden and DisableDefaultText, so bool flags that set
+// either stay as they are.
 func withFixedNames(flags []cli.Flag) []cli.Flag {
 	out := make([]cli.Flag, len(flags))
 	for i, f := range flags {
@@ -26,6 +27,12 @@ func withFixedNames(flags []cli.Flag) []cli.Flag {
 			out[i] = intFlag{f, names}
 		case *cli.Float64Flag:
 			out[i] = float64Flag{f, names}
+		case *cli.BoolFlag:
+			if f.Hidden || f.DisableDefaultText {
+				out[i] = f
+			} else {
+				out[i] = boolFlag{f, names}
+			}
 		default:
 			out[i] = f
 		}
@@ -67,3 +74,10 @@ type float64Flag struct {
 }
 
 func (f float64Flag) Names() []string { return f.names }
+
+type boolFlag struct {
+	*cli.BoolFlag
+	names []string
+}
+
+func (f boolFlag) Names() []string { return f.names }
