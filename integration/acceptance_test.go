@@ -3,7 +3,6 @@ package integration
 import (
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,12 +72,8 @@ func TestAcceptanceAPS91(t *testing.T) {
 			tmpSecret := randomToken("tmpsecret")
 			marker := randomToken("aps91marker")
 
-			rootFile := filepath.Join("/root", randomToken("rljail-it-secret-")+".txt")
-			tmpFile := filepath.Join("/tmp", randomToken("rljail-it-secret-")+".txt")
-			// World-readable: only the jail, not file permissions, may hide them.
-			writeFile(t, rootFile, rootSecret+"\n", 0o644)
-			writeFile(t, tmpFile, tmpSecret+"\n", 0o644)
-			t.Cleanup(func() { os.Remove(rootFile); os.Remove(tmpFile) })
+			rootFile := plantHostFile(t, "/root", "rljail-it-secret-", rootSecret+"\n")
+			tmpFile := plantHostFile(t, "/tmp", "rljail-it-secret-", tmpSecret+"\n")
 
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -87,18 +82,7 @@ func TestAcceptanceAPS91(t *testing.T) {
 			defer ln.Close()
 			var accepted atomic.Int64
 			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					accepted.Add(1)
-					c.Close()
-				}
-			}()
+			countConnections(ln, &accepted, &wg)
 			port := ln.Addr().(*net.TCPAddr).Port
 
 			p := startJail(t, m, runOpts{

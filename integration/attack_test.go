@@ -35,7 +35,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -228,7 +227,7 @@ func attackWatch(t *testing.T, m mode, o runOpts, w attackWatchOpts, args ...str
 	r := &attackRun{p: p}
 	var stopHWM func() int64
 	if w.hwm {
-		stopHWM = attackHWM(p.cmd.Process.Pid)
+		stopHWM = watchHWM(p.cmd.Process.Pid, 2*time.Millisecond)
 	}
 	ended := make(chan struct{})
 	go func() {
@@ -404,50 +403,6 @@ func attackCgroupRoots() []string {
 	return out
 }
 
-// attackHWM samples VmHWM of rljail (pid) every 2 ms until stopped.
-func attackHWM(pid int) func() int64 {
-	stop := make(chan struct{})
-	done := make(chan int64)
-	name := filepath.Base(testBin)
-	go func() {
-		var peak int64
-		for {
-			if kb, ok := attackVmHWM(pid, name); ok && kb > peak {
-				peak = kb
-			}
-			select {
-			case <-stop:
-				done <- peak
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		return <-done
-	}
-}
-
-func attackVmHWM(pid int, name string) (int64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, false
-	}
-	var kb int64
-	named := false
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		switch {
-		case len(f) == 2 && f[0] == "Name:":
-			named = f[1] == name
-		case len(f) >= 2 && f[0] == "VmHWM:":
-			kb, _ = strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return kb, named && kb > 0
-}
-
 // attackPlant writes a secret file at path (mode 0644: only the jail, not
 // the file's mode, may hide it), creating missing parents; everything it
 // created is removed when the test ends. It returns false when path
@@ -477,6 +432,19 @@ func attackPlant(t *testing.T, path, content string) bool {
 		}
 	})
 	return true
+}
+
+// attackPlantInHostRoot plants a file with a random name and a fresh
+// secret (prefix<random>) in the host's /, for the attacks that try to
+// climb out of the jail's root to it; it returns the name and the secret.
+func attackPlantInHostRoot(t *testing.T, prefix string) (name, secret string) {
+	t.Helper()
+	name = randomToken("rljail-it-hostroot-")
+	secret = randomToken(prefix)
+	if !attackPlant(t, "/"+name, secret) {
+		t.Fatalf("could not plant /%s", name)
+	}
+	return name, secret
 }
 
 // attackSHA256 hashes a host file ("" if unreadable).
@@ -526,41 +494,19 @@ func attackTreeFingerprint(t *testing.T, root string, withContent bool) string {
 // attackCanary is a host process outside every jail carrying a secret in
 // its argv and its environment: the jail must neither see nor hurt it.
 type attackCanary struct {
-	cmd        *exec.Cmd
-	ended      chan struct{}
+	*hostCanary
 	argvSecret string
 	envSecret  string
 }
 
 func attackStartCanary(t *testing.T) *attackCanary {
 	t.Helper()
-	c := &attackCanary{ended: make(chan struct{}), argvSecret: randomToken("canaryargv"), envSecret: randomToken("canaryenv")}
+	c := &attackCanary{argvSecret: randomToken("canaryargv"), envSecret: randomToken("canaryenv")}
 	// sh stays (no exec) so that its argv keeps the secret.
-	c.cmd = &exec.Cmd{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 600; :", c.argvSecret}}
-	c.cmd.Env = []string{"PATH=" + hostPath, "RLJAIL_IT_CANARY_SECRET=" + c.envSecret}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start the canary: %v", err)
-	}
-	go func() {
-		_ = c.cmd.Wait()
-		close(c.ended)
-	}()
-	t.Cleanup(func() {
-		_ = c.cmd.Process.Kill()
-		<-c.ended
-	})
+	cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"sh", "-c", "sleep 600; :", c.argvSecret}}
+	cmd.Env = []string{"PATH=" + hostPath, "RLJAIL_IT_CANARY_SECRET=" + c.envSecret}
+	c.hostCanary = startHostCanary(t, cmd)
 	return c
-}
-
-func (c *attackCanary) pid() int { return c.cmd.Process.Pid }
-
-func (c *attackCanary) alive(t *testing.T) {
-	t.Helper()
-	select {
-	case <-c.ended:
-		t.Errorf("the canary host process (pid %d) died during the attack: %v", c.pid(), c.cmd.ProcessState)
-	default:
-	}
 }
 
 // attackTracerPid reads TracerPid of a host process.
@@ -581,15 +527,11 @@ func attackProcStatus(pid int, field string) string {
 	return ""
 }
 
-// attackFallbackWarning starts the one stderr line that a rootless run on
-// a cgroup v1 host prints about its weaker limits.
-const attackFallbackWarning = "rljail: warning: limits weaker than asked"
-
 // attackErrorLines are the lines of stderr but the limit fallback warning.
 func attackErrorLines(stderr string) []string {
 	var out []string
 	for _, l := range strings.Split(strings.TrimRight(stderr, "\n"), "\n") {
-		if l != "" && !strings.HasPrefix(l, attackFallbackWarning) {
+		if l != "" && !strings.HasPrefix(l, fallbackWarning) {
 			out = append(out, l)
 		}
 	}
@@ -597,22 +539,9 @@ func attackErrorLines(stderr string) []string {
 }
 
 // attackPyLib is the prelude of payloads that make raw system calls:
-// sc(nr, *args) returns (rc, errno); res(...) names the outcome ("OK" or
-// the errno's name).
-const attackPyLib = `
-import ctypes, errno, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-def _arg(x):
-    if isinstance(x, int):
-        return ctypes.c_long(x)
-    if isinstance(x, bytes):
-        return ctypes.c_char_p(x)
-    return x
-def sc(nr, *args):
-    ctypes.set_errno(0)
-    rc = libc.syscall(ctypes.c_long(nr), *[_arg(a) for a in args])
-    return rc, ctypes.get_errno()
+// sc(nr, *args) (pySyscallLib) returns (rc, errno); res(...) names the
+// outcome ("OK" or the errno's name).
+const attackPyLib = pySyscallLib + `
 def res(r):
     rc, e = r
     return "OK" if rc != -1 else errno.errorcode.get(e, str(e))
@@ -637,6 +566,28 @@ func attackAttempts(out string) map[string]string {
 		}
 	}
 	return m
+}
+
+// attackAttemptNames lists the attempts a payload made, sorted.
+func attackAttemptNames(out string) []string {
+	var names []string
+	for k := range attackAttempts(out) {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// attackExpectAllFailed requires every attempt of the run to have failed,
+// and at least atLeast attempts to have been made: a probe that made fewer
+// is broken, and its failures prove nothing.
+func attackExpectAllFailed(t *testing.T, r *attackRun, atLeast int) {
+	t.Helper()
+	names := attackAttemptNames(r.stdout)
+	attackExpectFailed(t, r.stdout, names...)
+	if len(names) < atLeast {
+		t.Fatalf("the probe made only %d attempts:\n%s", len(names), r)
+	}
 }
 
 // attackExpectFailed requires every named attempt to have failed (any
@@ -712,77 +663,58 @@ func attackHostAddrs() []net.IP {
 	return out
 }
 
-// attackTCPListeners listens on 127.0.0.1, ::1 and every host address and
-// counts the connections accepted.
-type attackTCPListeners struct {
-	lns      []net.Listener
-	accepted atomic.Int64
-	wg       sync.WaitGroup
-}
-
-func attackListenTCP(t *testing.T) *attackTCPListeners {
-	t.Helper()
-	l := &attackTCPListeners{}
+// attackLocalHosts are 127.0.0.1, ::1 and the host's own addresses: where
+// a host service the jail must not reach may listen.
+func attackLocalHosts() []string {
 	hosts := []string{"127.0.0.1", "::1"}
 	for _, ip := range attackHostAddrs() {
 		hosts = append(hosts, ip.String())
 	}
+	return hosts
+}
+
+// attackListeners are host sockets, TCP listeners or UDP sockets, that
+// the jail must not reach; hits counts the connections accepted or the
+// datagrams received.
+type attackListeners struct {
+	socks []io.Closer
+	bound []string // their addresses, host:port
+	hits  atomic.Int64
+	wg    sync.WaitGroup
+}
+
+// attackListenTCP listens on TCP port on each of hosts (those it cannot
+// listen on are logged and skipped) and counts the connections accepted.
+func attackListenTCP(t *testing.T, hosts []string, port string) *attackListeners {
+	t.Helper()
+	l := &attackListeners{}
 	for _, h := range hosts {
-		ln, err := net.Listen("tcp", net.JoinHostPort(h, "0"))
+		ln, err := net.Listen("tcp", net.JoinHostPort(h, port))
 		if err != nil {
-			t.Logf("listen on %s: %v (skipped)", h, err)
+			t.Logf("listen on %s: %v (skipped)", net.JoinHostPort(h, port), err)
 			continue
 		}
-		l.lns = append(l.lns, ln)
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				l.accepted.Add(1)
-				c.Close()
-			}
-		}()
+		l.socks = append(l.socks, ln)
+		l.bound = append(l.bound, ln.Addr().String())
+		countConnections(ln, &l.hits, &l.wg)
 	}
 	t.Cleanup(l.close)
 	return l
 }
 
-func (l *attackTCPListeners) addrs() []string {
-	var out []string
-	for _, ln := range l.lns {
-		out = append(out, ln.Addr().String())
-	}
-	return out
-}
-
-func (l *attackTCPListeners) close() {
-	for _, ln := range l.lns {
-		ln.Close()
-	}
-	l.wg.Wait()
-}
-
-// attackUDPListeners receives datagrams on loopback and host addresses.
-type attackUDPListeners struct {
-	conns    []net.PacketConn
-	received atomic.Int64
-	wg       sync.WaitGroup
-}
-
-func attackListenUDP(t *testing.T, hosts []string, port string) *attackUDPListeners {
+// attackListenUDP receives datagrams on UDP port of each of hosts (those
+// it cannot bind are logged and skipped) and counts them.
+func attackListenUDP(t *testing.T, hosts []string, port string) *attackListeners {
 	t.Helper()
-	l := &attackUDPListeners{}
+	l := &attackListeners{}
 	for _, h := range hosts {
 		c, err := net.ListenPacket("udp", net.JoinHostPort(h, port))
 		if err != nil {
 			t.Logf("listen on udp %s:%s: %v (skipped)", h, port, err)
 			continue
 		}
-		l.conns = append(l.conns, c)
+		l.socks = append(l.socks, c)
+		l.bound = append(l.bound, c.LocalAddr().String())
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -794,7 +726,7 @@ func attackListenUDP(t *testing.T, hosts []string, port string) *attackUDPListen
 					}
 					continue
 				}
-				l.received.Add(1)
+				l.hits.Add(1)
 			}
 		}()
 	}
@@ -802,45 +734,17 @@ func attackListenUDP(t *testing.T, hosts []string, port string) *attackUDPListen
 	return l
 }
 
-func (l *attackUDPListeners) addrs() []string {
-	var out []string
-	for _, c := range l.conns {
-		out = append(out, c.LocalAddr().String())
-	}
-	return out
+func (l *attackListeners) addrs() []string {
+	return slices.Clone(l.bound)
 }
 
-func (l *attackUDPListeners) close() {
-	for _, c := range l.conns {
-		c.Close()
+// close closes the sockets and waits for their goroutines: hits is final
+// then.
+func (l *attackListeners) close() {
+	for _, s := range l.socks {
+		s.Close()
 	}
 	l.wg.Wait()
-}
-
-// attackOpenPty opens a new pseudo-terminal pair (neither end becomes the
-// test's controlling terminal).
-func attackOpenPty() (master, slave *os.File, err error) {
-	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	unlock := 0
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(mfd), unix.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
-		unix.Close(mfd)
-		return nil, nil, fmt.Errorf("TIOCSPTLCK: %v", e)
-	}
-	n, err := unix.IoctlGetUint32(mfd, unix.TIOCGPTN)
-	if err != nil {
-		unix.Close(mfd)
-		return nil, nil, fmt.Errorf("TIOCGPTN: %v", err)
-	}
-	name := fmt.Sprintf("/dev/pts/%d", n)
-	sfd, err := unix.Open(name, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		unix.Close(mfd)
-		return nil, nil, err
-	}
-	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(uintptr(sfd), name), nil
 }
 
 // attackDmesgCount counts kernel log lines containing s (-1 when the log
@@ -1471,14 +1375,7 @@ for f in files:
     attempt("rename:" + f, lambda: os.rename(f, f + ".x"))
     attempt("unlink:" + f, lambda: os.unlink(f))
 `)
-	var names []string
-	for k := range attackAttempts(r.stdout) {
-		names = append(names, k)
-	}
-	if len(names) < 60 {
-		t.Fatalf("the probe made only %d attempts:\n%s", len(names), r)
-	}
-	attackExpectFailed(t, r.stdout, names...)
+	attackExpectAllFailed(t, r, 60)
 	if attackTreeFingerprint(t, rootfsDir, false) != rootfsBefore || attackSHA256(filepath.Join(rootfsDir, "usr/bin/python3.11")) != pyBefore {
 		t.Errorf("the rootfs %s changed on the host", rootfsDir)
 	}
@@ -1511,14 +1408,7 @@ attempt("fsopen_tmpfs", lambda: sc(430, b"tmpfs", 0))
 for d in ("/usr", "/workspace", "/data", "/"):
     attempt("write_after:" + d, lambda: open(d.rstrip("/") + "/rljail-it-remount", "w").write("x"))
 `)
-	var names []string
-	for k := range attackAttempts(r.stdout) {
-		names = append(names, k)
-	}
-	attackExpectFailed(t, r.stdout, names...)
-	if len(names) < 30 {
-		t.Fatalf("the probe made only %d attempts:\n%s", len(names), r)
-	}
+	attackExpectAllFailed(t, r, 30)
 	if attackTreeFingerprint(t, rootfsDir, false) != rootfsBefore {
 		t.Errorf("the rootfs changed on the host")
 	}
@@ -1632,14 +1522,7 @@ attempt("lchown_root", lambda: os.lchown("/out/prog", 0, 0))
 os.mkdir("/out/dir")
 attempt("chmod_dir:2777", lambda: os.chmod("/out/dir", 0o2777))
 `)
-	var names []string
-	for k := range attackAttempts(r.stdout) {
-		names = append(names, k)
-	}
-	if len(names) < 20 {
-		t.Fatalf("the probe made only %d attempts:\n%s", len(names), r)
-	}
-	attackExpectFailed(t, r.stdout, names...)
+	attackExpectAllFailed(t, r, 20)
 	attackVolumeScan(t, vol)
 }
 
@@ -1794,11 +1677,7 @@ attempt("rename_across", lambda: os.rename("/data/f.txt", "/out/r"))
 pfd = os.open("/data/f.txt", os.O_PATH)
 attempt("linkat_opath", lambda: sc(265, pfd, b"", -100, b"/out/p", 0x1000))
 `)
-	var names []string
-	for k := range attackAttempts(r.stdout) {
-		names = append(names, k)
-	}
-	attackExpectFailed(t, r.stdout, names...)
+	attackExpectFailed(t, r.stdout, attackAttemptNames(r.stdout)...)
 	var after syscall.Stat_t
 	_ = syscall.Stat(secretFile, &after)
 	if after.Nlink != before.Nlink {
@@ -1846,14 +1725,7 @@ attempt("map_files_dir", lambda: os.listdir("/proc/1/map_files"))
 child.kill()
 child.wait()
 `)
-	var names []string
-	for k := range attackAttempts(r.stdout) {
-		names = append(names, k)
-	}
-	if len(names) < 15 {
-		t.Fatalf("the probe made only %d attempts:\n%s", len(names), r)
-	}
-	attackExpectFailed(t, r.stdout, names...)
+	attackExpectAllFailed(t, r, 15)
 	if attackSHA256(testBin) != binBefore {
 		t.Errorf("CVE-2019-5736: rljail's binary %s (the init's /proc/1/exe) changed on the host", testBin)
 	}
@@ -2010,11 +1882,7 @@ writes = {"/proc/sys/kernel/core_pattern": "|/bin/false rljail-it", "/proc/sys/k
 for p, v in writes.items():
     attempt("write:" + p, lambda: open(p, "w").write(v))
 `)
-	var names []string
-	for k := range attackAttempts(r.stdout) {
-		names = append(names, k)
-	}
-	attackExpectFailed(t, r.stdout, names...)
+	attackExpectFailed(t, r.stdout, attackAttemptNames(r.stdout)...)
 	for _, f := range files {
 		if f == "/proc/sys/vm/drop_caches" {
 			continue
@@ -2057,11 +1925,7 @@ for p in sys.argv[1:-1]:
 }
 
 func attackProcRootTraversal(t *testing.T, m mode) {
-	name := randomToken("rljail-it-hostroot-")
-	secret := randomToken("hostrootsecret")
-	if !attackPlant(t, "/"+name, secret) {
-		t.Fatalf("could not plant /%s", name)
-	}
+	name, secret := attackPlantInHostRoot(t, "hostrootsecret")
 	r := attackPyOK(t, m, runOpts{}, nil, `
 import os, sys
 name = sys.argv[1]
@@ -2080,11 +1944,7 @@ for d in ("/proc/1/root", "/proc/self/root/../..", "/proc/1/cwd", "/proc/self/fd
 }
 
 func attackChrootEscape(t *testing.T, m mode) {
-	name := randomToken("rljail-it-hostroot-")
-	secret := randomToken("chrootsecret")
-	if !attackPlant(t, "/"+name, secret) {
-		t.Fatalf("could not plant /%s", name)
-	}
+	name, secret := attackPlantInHostRoot(t, "chrootsecret")
 	r := attackPyOK(t, m, runOpts{}, nil, attackPyLib+`
 name = sys.argv[1]
 os.makedirs("/tmp/c/d")
@@ -2107,11 +1967,7 @@ print("TOP", sorted(os.listdir(".")))
 }
 
 func attackShocker(t *testing.T, m mode) {
-	name := randomToken("rljail-it-hostroot-")
-	secret := randomToken("shockersecret")
-	if !attackPlant(t, "/"+name, secret) {
-		t.Fatalf("could not plant /%s", name)
-	}
+	_, secret := attackPlantInHostRoot(t, "shockersecret")
 	r := attackPyOK(t, m, runOpts{}, nil, attackPyLib+`
 import struct
 class Handle(ctypes.Structure):
@@ -2246,13 +2102,13 @@ print("SELF-LOOPBACK", "ok" if srv.accept() else "no")
 `
 
 func attackTCPHost(t *testing.T, m mode) {
-	l := attackListenTCP(t)
-	if len(l.lns) == 0 {
+	l := attackListenTCP(t, attackLocalHosts(), "0")
+	if len(l.addrs()) == 0 {
 		t.Fatal("no host listener")
 	}
 	r := attackPyOK(t, m, runOpts{}, nil, attackConnectCode, l.addrs()...)
 	l.close()
-	if n := l.accepted.Load(); n != 0 {
+	if n := l.hits.Load(); n != 0 {
 		t.Errorf("the host's listeners (%v) accepted %d connection(s) from the jail", l.addrs(), n)
 	}
 	if strings.Contains(r.stdout, "CONNECTED") {
@@ -2264,11 +2120,7 @@ func attackTCPHost(t *testing.T, m mode) {
 }
 
 func attackUDPHost(t *testing.T, m mode) {
-	hosts := []string{"127.0.0.1", "::1"}
-	for _, ip := range attackHostAddrs() {
-		hosts = append(hosts, ip.String())
-	}
-	l := attackListenUDP(t, hosts, "0")
+	l := attackListenUDP(t, attackLocalHosts(), "0")
 	r := attackPyOK(t, m, runOpts{}, nil, `
 import socket, sys
 for addr in sys.argv[1:-1]:
@@ -2287,7 +2139,7 @@ for addr in sys.argv[1:-1]:
 `, l.addrs()...)
 	time.Sleep(300 * time.Millisecond)
 	l.close()
-	if n := l.received.Load(); n != 0 {
+	if n := l.hits.Load(); n != 0 {
 		t.Errorf("the host's UDP listeners (%v) received %d datagram(s) from the jail", l.addrs(), n)
 	}
 	t.Logf("%s", strings.TrimSpace(r.stdout))
@@ -2295,26 +2147,8 @@ for addr in sys.argv[1:-1]:
 
 func attackDNS(t *testing.T, m mode) {
 	udp := attackListenUDP(t, []string{"127.0.0.1", "::1", "127.0.0.53"}, "53")
-	tcp := &attackTCPListeners{}
-	for _, h := range []string{"127.0.0.1", "::1"} {
-		if ln, err := net.Listen("tcp", net.JoinHostPort(h, "53")); err == nil {
-			tcp.lns = append(tcp.lns, ln)
-			tcp.wg.Add(1)
-			go func() {
-				defer tcp.wg.Done()
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					tcp.accepted.Add(1)
-					c.Close()
-				}
-			}()
-		}
-	}
-	t.Cleanup(tcp.close)
-	if len(udp.conns)+len(tcp.lns) == 0 {
+	tcp := attackListenTCP(t, []string{"127.0.0.1", "::1"}, "53")
+	if len(udp.addrs())+len(tcp.addrs()) == 0 {
 		t.Logf("port 53 is taken on the host: the outside check is skipped, the inside one stays")
 	}
 	r := attackPyOK(t, m, runOpts{}, nil, `
@@ -2344,8 +2178,8 @@ for host in ("127.0.0.1", "127.0.0.53", "8.8.8.8", "1.1.1.1", "::1", "2001:4860:
 	time.Sleep(200 * time.Millisecond)
 	udp.close()
 	tcp.close()
-	if n := udp.received.Load() + tcp.accepted.Load(); n != 0 {
-		t.Errorf("the host's DNS listeners (udp %v, tcp %d) saw %d request(s) from the jail", udp.addrs(), len(tcp.lns), n)
+	if n := udp.hits.Load() + tcp.hits.Load(); n != 0 {
+		t.Errorf("the host's DNS listeners (udp %v, tcp %d) saw %d request(s) from the jail", udp.addrs(), len(tcp.addrs()), n)
 	}
 	for _, l := range []string{"RESOLVED ", "ANSWER ", "TCP53 "} {
 		if strings.Contains("\n"+r.stdout, "\n"+l) {
@@ -2458,10 +2292,7 @@ for name, fam, typ in (("key", 15, 3), ("alg", 38, 5), ("xdp", 44, 3), ("can", 2
                        ("qipcrtr", 42, 2), ("kcm", 41, 5), ("pppox", 24, 1), ("isdn", 34, 2), ("phonet", 35, 2)):
     attempt("family_" + name, lambda: sc(41, fam, typ, 0))
 `)
-	var names []string
-	for k := range attackAttempts(r.stdout) {
-		names = append(names, k)
-	}
+	names := attackAttemptNames(r.stdout)
 	attackExpectErrno(t, r.stdout, "EPERM", names...)
 	if len(names) < 25 {
 		t.Fatalf("only %d attempts:\n%s", len(names), r)
@@ -2518,23 +2349,13 @@ func attackAbstractUnix(t *testing.T, m mode) {
 	}
 	var accepted, received atomic.Int64
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	countConnections(ln, &accepted, &wg)
 	dname := name + "-dgram"
 	pc, err := net.ListenPacket("unixgram", dname)
 	if err != nil {
 		t.Fatal(err)
 	}
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		b := make([]byte, 256)
@@ -2600,18 +2421,7 @@ func attackUnixSocketFile(t *testing.T, m mode) {
 		os.Chmod(p, 0o777)
 		paths = append(paths, p)
 		lns = append(lns, ln)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				accepted.Add(1)
-				c.Close()
-			}
-		}()
+		countConnections(ln, &accepted, &wg)
 	}
 	t.Cleanup(func() {
 		for i, ln := range lns {
@@ -3200,11 +3010,6 @@ attempt("modprobe_path", lambda: open("/proc/sys/kernel/modprobe", "w").write("/
 }
 
 func attackTIOCSTI(t *testing.T, m mode) {
-	master, slave, err := attackOpenPty()
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
-	defer master.Close()
 	marker := randomToken("INJ")
 	code := `
 import ctypes, os, sys
@@ -3228,65 +3033,13 @@ for p in ("/dev/tty", "/dev/console", "/dev/ptmx", "/dev/pts/0", "/dev/tty0"):
         print("NOOPEN", p, e.strerror, flush=True)
 print("END", flush=True)
 `
-	args := append([]string{"--rootfs", rootfsDir}, python(code, marker)...)
-	cmd := exec.Command(testBin, args...)
-	cmd.Dir = newDir(t)
-	cmd.Env = modeEnv(m)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if m == asRootless {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}
-	}
-	var seen syncBuffer
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		b := make([]byte, 4096)
-		for {
-			n, err := master.Read(b)
-			seen.Write(b[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
-	if err := cmd.Start(); err != nil {
-		slave.Close()
-		t.Fatal(err)
-	}
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- cmd.Wait() }()
-	select {
-	case err = <-waitErr:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		err = <-waitErr
-		t.Errorf("rljail did not end")
-	}
-	inq, qerr := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCINQ)
-	seen.waitFor("END", 2*time.Second)
-	time.Sleep(100 * time.Millisecond)
-	slave.Close()
-	out := seen.String()
-	t.Logf("terminal (rljail: %v):\n%s", err, out)
-	if !strings.Contains(out, "END") {
-		t.Fatalf("the payload's output did not reach the terminal")
-	}
-	// Only an injection can put the marker on the terminal: the payload
-	// never prints it.
-	if strings.Contains(out, marker) {
-		t.Errorf("the injected characters reached the terminal (echoed on the master side)")
-	}
-	if qerr != nil {
-		t.Errorf("TIOCINQ: %v", qerr)
-	} else if inq != 0 {
-		t.Errorf("%d bytes wait in the terminal's input queue after the run: injected", inq)
-	}
-	if strings.Contains(out, "OPENED") {
-		t.Errorf("the payload opened a terminal device:\n%s", out)
+	r := runOnPty(t, m, append([]string{"--rootfs", rootfsDir}, python(code, marker)...)...)
+	r.checkNoInjection(t, marker)
+	if strings.Contains(r.out, "OPENED") {
+		t.Errorf("the payload opened a terminal device:\n%s", r.out)
 	}
 	for _, fd := range []string{"0", "1", "2"} {
-		if l, _ := lineValue(out, "fd "+fd+" "); strings.Contains(l, "'ok'") || strings.Contains(l, "isatty True") {
+		if l, _ := lineValue(r.out, "fd "+fd+" "); strings.Contains(l, "'ok'") || strings.Contains(l, "isatty True") {
 			t.Errorf("fd %s in the jail: %s", fd, l)
 		}
 	}
@@ -3453,9 +3206,9 @@ func attackCgroupEscape(t *testing.T, m mode) {
 	marker := randomToken("atk")
 	var payloadCg, supCg map[string]string
 	r := attackWatch(t, m, runOpts{}, attackWatchOpts{marker: marker, ready: "READY", during: func(pl proc) {
-		payloadCg = attackProcCgroups(pl.pid)
+		payloadCg, _ = procCgroup(pl.pid)
 		if init, ok := readProc(pl.ppid); ok {
-			supCg = attackProcCgroups(init.ppid)
+			supCg, _ = procCgroup(init.ppid)
 		}
 	}}, attackPython(nil, attackPyLib+`
 import time
@@ -3493,25 +3246,6 @@ time.sleep(0.5)
 		t.Errorf("rootless (no cgroup), the payload's cgroups %v differ from rljail's %v", payloadCg, supCg)
 	}
 	attackNoSurvivors(t, m, r, marker)
-}
-
-// attackProcCgroups reads /proc/PID/cgroup: controller -> path.
-func attackProcCgroups(pid int) map[string]string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		return nil
-	}
-	out := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(l, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			out[c] = parts[2]
-		}
-	}
-	return out
 }
 
 func attackForeignABI(t *testing.T, m mode) {
@@ -3631,25 +3365,19 @@ func attackWallBound(t *testing.T, r *attackRun, limit time.Duration) {
 	}
 }
 
+// attackTimedOut requires the run to have been ended by its --timeout
+// (exit 124, status timeout) within attackWallBound of limit: the payloads
+// that check it try to outlive their time limit.
+func attackTimedOut(t *testing.T, r *attackRun, limit time.Duration) {
+	t.Helper()
+	if r.exit != 124 || r.status() != "timeout" {
+		t.Errorf("exit %d, status %q; want 124, timeout: %s", r.exit, r.status(), r)
+	}
+	attackWallBound(t, r, limit)
+}
+
 func attackForkBomb(t *testing.T, m mode) {
-	stop := make(chan struct{})
-	var hostForks, hostFails atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			hostForks.Add(1)
-			if err := exec.Command("true").Run(); err != nil {
-				hostFails.Add(1)
-			}
-		}
-	}()
+	hostForks := startHostForkProbe()
 	r := attackPy(t, m, runOpts{}, []string{"--timeout", "10s"}, `
 import errno, os, time
 deadline = time.monotonic() + 2.0
@@ -3668,19 +3396,16 @@ if os.getpid() == root:
     print("refused", refused, flush=True)
 os._exit(0)
 `)
-	close(stop)
-	wg.Wait()
+	hostForks.finish()
 	peak, _ := jsonInt(r.res, "pids_peak")
-	t.Logf("pids_peak %d, status %s, exit %d, wall %v, host forks %d (%d failed)", peak, r.status(), r.exit, r.p.wall.Round(time.Millisecond), hostForks.Load(), hostFails.Load())
+	t.Logf("pids_peak %d, status %s, exit %d, wall %v, host forks %d (%d failed)", peak, r.status(), r.exit, r.p.wall.Round(time.Millisecond), hostForks.forks, hostForks.fails)
 	if peak == 0 || peak > 64 {
 		t.Errorf("pids_peak = %d, want at most 64 (the default --pids-limit)", peak)
 	}
 	if r.status() != "pids_limit" {
 		t.Errorf("status %q, want pids_limit: %s", r.status(), r)
 	}
-	if hostFails.Load() > 0 {
-		t.Errorf("the host could not fork during the bomb: %d of %d forks failed", hostFails.Load(), hostForks.Load())
-	}
+	hostForks.check(t)
 	attackWallBound(t, r, 10*time.Second)
 	attackNoSurvivors(t, m, r, "")
 }
@@ -3712,18 +3437,7 @@ ev.set()
 
 func attackMemoryBomb(t *testing.T, m mode) {
 	c := attackStartCanary(t)
-	r := attackPy(t, m, runOpts{}, []string{"--timeout", "60s"}, `
-import sys
-chunks = []
-try:
-    while True:
-        chunks.append(b"\x01" * (1 << 20))
-except MemoryError:
-    n = len(chunks)
-    chunks = None
-    print("MemoryError after", n, "MiB", flush=True)
-    sys.exit(3)
-`)
+	r := attackPy(t, m, runOpts{}, []string{"--timeout", "60s"}, memoryBombCode)
 	peak, _ := jsonInt(r.res, "memory_peak_bytes")
 	t.Logf("exit %d, status %s, memory peak %.1f MiB, oom_kills %v, wall %v", r.exit, r.status(), float64(peak)/mib, r.res["oom_kills"], r.p.wall.Round(time.Millisecond))
 	if m == asRoot {
@@ -3791,10 +3505,7 @@ spin()
 	user, _ := jsonInt(r.res, "cpu_user_ms")
 	sys, _ := jsonInt(r.res, "cpu_system_ms")
 	t.Logf("exit %d after %v; CPU %d ms (user %d, system %d) in %d ms", r.exit, r.p.wall.Round(time.Millisecond), user+sys, user, sys, wall)
-	if r.exit != 124 || r.status() != "timeout" {
-		t.Errorf("exit %d, status %q; want 124, timeout: %s", r.exit, r.status(), r)
-	}
-	attackWallBound(t, r, 2*time.Second)
+	attackTimedOut(t, r, 2*time.Second)
 	if m == asRoot && float64(user+sys) > 1.25*float64(wall) {
 		t.Errorf("the jail used %d ms of CPU in %d ms: more than its one CPU (--cpus 1)", user+sys, wall)
 	}
@@ -3802,7 +3513,7 @@ spin()
 }
 
 func attackTmpFill(t *testing.T, m mode) {
-	rootBefore, shmBefore := attackFree("/"), attackFree("/dev/shm")
+	rootBefore, shmBefore := freeBytes(t, "/"), freeBytes(t, "/dev/shm")
 	r := attackPyOK(t, m, runOpts{}, nil, `
 import errno, os, sys
 chunk = b"z" * (1 << 20)
@@ -3829,20 +3540,12 @@ for d in ("/tmp", "/dev/shm"):
 		}
 	}
 	const margin = 200 * mib
-	if rootAfter := attackFree("/"); rootBefore-rootAfter > margin {
+	if rootAfter := freeBytes(t, "/"); rootBefore-rootAfter > margin {
 		t.Errorf("the host's / lost %d MiB during the run", (rootBefore-rootAfter)/mib)
 	}
-	if shmAfter := attackFree("/dev/shm"); shmBefore-shmAfter > margin {
+	if shmAfter := freeBytes(t, "/dev/shm"); shmBefore-shmAfter > margin {
 		t.Errorf("the host's /dev/shm lost %d MiB during the run", (shmBefore-shmAfter)/mib)
 	}
-}
-
-func attackFree(path string) int64 {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(path, &st); err != nil {
-		return 0
-	}
-	return int64(st.Bavail) * st.Bsize
 }
 
 func attackFileSize(t *testing.T, m mode) {
@@ -3895,7 +3598,7 @@ t.join()
 	payloadErr := r.stderr
 	if m == asRootless {
 		// The limit fallback warning comes first.
-		if i := strings.IndexByte(payloadErr, '\n'); i >= 0 && strings.HasPrefix(payloadErr, attackFallbackWarning) {
+		if i := strings.IndexByte(payloadErr, '\n'); i >= 0 && strings.HasPrefix(payloadErr, fallbackWarning) {
 			payloadErr = payloadErr[i+1:]
 		}
 	}
@@ -3937,10 +3640,7 @@ print("SPINNING", flush=True)
 while True:
     pass
 `)
-	if r.exit != 124 || r.status() != "timeout" {
-		t.Errorf("exit %d, status %q; want 124, timeout: %s", r.exit, r.status(), r)
-	}
-	attackWallBound(t, r, time.Second)
+	attackTimedOut(t, r, time.Second)
 	attackNoSurvivors(t, m, r, "")
 }
 
@@ -4038,10 +3738,7 @@ while True:
         f.write("x")
     time.sleep(0.05)
 `)
-	if r.exit != 124 || r.status() != "timeout" {
-		t.Errorf("exit %d, status %q; want 124, timeout: %s", r.exit, r.status(), r)
-	}
-	attackWallBound(t, r, 2*time.Second)
+	attackTimedOut(t, r, 2*time.Second)
 	fi1, err := os.Stat(filepath.Join(vol, "tick"))
 	if err != nil || fi1.Size() == 0 {
 		t.Fatalf("the payload never wrote after closing its stdio: %v", err)
@@ -4155,10 +3852,7 @@ os.fork()
 print("STOPPING", os.getpid(), flush=True)
 os.kill(os.getpid(), signal.SIGSTOP)
 `)
-	if r.exit != 124 || r.status() != "timeout" {
-		t.Errorf("exit %d, status %q; want 124, timeout: %s", r.exit, r.status(), r)
-	}
-	attackWallBound(t, r, time.Second)
+	attackTimedOut(t, r, time.Second)
 	attackNoSurvivors(t, m, r, "")
 }
 

@@ -494,7 +494,7 @@ func TestFaultsSetup(t *testing.T) {
 				if len(lines) != 1 || !strings.HasPrefix(lines[0], "rljail: ") || !strings.HasSuffix(o.stderr, "\n") {
 					t.Errorf("stderr must hold exactly one error line starting \"rljail: \", got %d: %q", len(lines), o.stderr)
 				}
-				if strings.Contains(o.stderr, attackFallbackWarning) {
+				if strings.Contains(o.stderr, fallbackWarning) {
 					t.Logf("note: besides the error, stderr has the limit fallback warning")
 				}
 				if ran := exists(filepath.Join(env.vol, "ran")); ran && !o.payloadMayRun {

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -34,9 +35,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // mode says who runs rljail.
@@ -57,6 +62,10 @@ const (
 	// rootJailHostUID is the host uid (and gid) the jail's user maps to
 	// when rljail runs as root (never host root).
 	rootJailHostUID = 65534
+	// fallbackWarning starts the one stderr line that names every limit
+	// weaker than asked (rootless on a cgroup v1 host): the limit, attack
+	// and fault tests each tell it apart from rljail's error lines.
+	fallbackWarning = "rljail: warning: limits weaker than asked"
 )
 
 var (
@@ -260,6 +269,18 @@ func writeFile(t testing.TB, path, content string, perm os.FileMode) {
 	if err := os.Chmod(path, perm); err != nil {
 		t.Fatalf("chmod %s: %v", path, err)
 	}
+}
+
+// plantHostFile writes content to a new file prefix<random>.txt in the
+// host directory dir and returns its path; the file is removed when the
+// test ends. It is world-readable (0644): only the jail, not the file's
+// mode, may hide it, which is what the tests that plant secrets check.
+func plantHostFile(t testing.TB, dir, prefix, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, randomToken(prefix)+".txt")
+	writeFile(t, path, content, 0o644)
+	t.Cleanup(func() { os.Remove(path) })
+	return path
 }
 
 // randomToken returns a fresh random string, for secrets and markers.
@@ -708,3 +729,355 @@ func procList(ps []proc) string {
 	}
 	return b.String()
 }
+
+// procCgroup reads /proc/<pid>/cgroup: controller (or "" for cgroup2) to
+// path, relative to this process's cgroup namespace. The limit, placement
+// and attack tests use it to see from the host where a jail's processes
+// are, which the jail itself cannot lie about.
+func procCgroup(pid int) (map[string]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" {
+			m[""] = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			m[c] = parts[2]
+		}
+	}
+	return m, nil
+}
+
+// watchHWM samples the VmHWM of rljail (pid) every interval until the
+// returned function is called, which returns the largest value seen, in
+// KiB: the supervisor's peak RSS, which the limit, attack and soak tests
+// bound from outside. Only samples of a process named like the binary
+// count (a helper shell before its exec, or a recycled pid, do not).
+func watchHWM(pid int, every time.Duration) func() int64 {
+	stop := make(chan struct{})
+	done := make(chan int64)
+	name := filepath.Base(testBin)
+	go func() {
+		var peak int64
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			if kb, ok := vmHWM(pid, name); ok && kb > peak {
+				peak = kb
+			}
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		return <-done
+	}
+}
+
+// vmHWM reads the peak RSS of pid in KiB, if it is a live process called name.
+func vmHWM(pid int, name string) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	var kb int64
+	named := false
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "Name:":
+			named = f[1] == name
+		case len(f) >= 2 && f[0] == "VmHWM:":
+			kb, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return kb, named && kb > 0
+}
+
+// freeBytes is the free space of the filesystem at path (df's "Avail"):
+// a jail that fills its /tmp or /dev/shm must not take it from the host.
+func freeBytes(t testing.TB, path string) int64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		t.Fatalf("statfs %s: %v", path, err)
+	}
+	return int64(st.Bavail) * st.Bsize
+}
+
+// ---- witnesses on the host ----
+
+// hostCanary is a process on the host, outside every jail, that must
+// survive a jail's attack: whether it lives is judged from outside, where
+// the jail cannot fake it.
+type hostCanary struct {
+	cmd   *exec.Cmd
+	ended chan struct{}
+}
+
+// startHostCanary starts cmd as a canary; it is killed when the test ends.
+func startHostCanary(t testing.TB, cmd *exec.Cmd) *hostCanary {
+	t.Helper()
+	c := &hostCanary{cmd: cmd, ended: make(chan struct{})}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start the canary: %v", err)
+	}
+	go func() {
+		_ = c.cmd.Wait()
+		close(c.ended)
+	}()
+	t.Cleanup(func() {
+		_ = c.cmd.Process.Kill()
+		<-c.ended
+	})
+	return c
+}
+
+func (c *hostCanary) pid() int { return c.cmd.Process.Pid }
+
+// alive fails the test if the canary has died.
+func (c *hostCanary) alive(t testing.TB) {
+	t.Helper()
+	select {
+	case <-c.ended:
+		t.Errorf("the canary process on the host (%s, pid %d) died during the run: %v", filepath.Base(c.cmd.Path), c.pid(), c.cmd.ProcessState)
+	default:
+	}
+}
+
+// hostForkProbe forks a process on the host (`true`) every 50 ms until it
+// is stopped: a jail's fork bomb must leave the host able to fork.
+type hostForkProbe struct {
+	stop chan struct{}
+	done chan struct{}
+	// Set by the probe; read them only after finish.
+	forks, fails int
+	lastFailure  string // the error and output of the last failed fork
+}
+
+// startHostForkProbe starts probing at once: start it before the bomb, so
+// that the host is seen forking before, during and after it.
+func startHostForkProbe() *hostForkProbe {
+	p := &hostForkProbe{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			p.forks++
+			if out, err := exec.Command("true").CombinedOutput(); err != nil {
+				p.fails++
+				p.lastFailure = fmt.Sprintf("%v %s", err, out)
+			}
+		}
+	}()
+	return p
+}
+
+// finish stops the probe and waits for it: its counts are final then.
+func (p *hostForkProbe) finish() {
+	close(p.stop)
+	<-p.done
+}
+
+// check fails the test if a fork of the host failed while the probe ran.
+func (p *hostForkProbe) check(t testing.TB) {
+	t.Helper()
+	if p.fails > 0 {
+		t.Errorf("the host could not fork during the bomb: %d of %d forks failed (%s)", p.fails, p.forks, p.lastFailure)
+	}
+}
+
+// countConnections accepts every connection to ln, counting it in n and
+// closing it, until ln is closed: ln stands for a host service a jail must
+// not reach, and the count says from outside whether it did. The goroutine
+// is in wg: after ln.Close and wg.Wait the count is final.
+func countConnections(ln net.Listener, n *atomic.Int64, wg *sync.WaitGroup) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+}
+
+// ---- terminals ----
+
+// openPty opens a new pseudo-terminal pair with /dev/ptmx: the master and
+// the unlocked slave (neither becomes the test's controlling terminal).
+func openPty() (master, slave *os.File, err error) {
+	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open /dev/ptmx: %v", err)
+	}
+	unlock := 0
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(mfd), unix.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		unix.Close(mfd)
+		return nil, nil, fmt.Errorf("TIOCSPTLCK: %v", e)
+	}
+	n, err := unix.IoctlGetUint32(mfd, unix.TIOCGPTN)
+	if err != nil {
+		unix.Close(mfd)
+		return nil, nil, fmt.Errorf("TIOCGPTN: %v", err)
+	}
+	name := fmt.Sprintf("/dev/pts/%d", n)
+	sfd, err := unix.Open(name, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(mfd)
+		return nil, nil, fmt.Errorf("open %s: %v", name, err)
+	}
+	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(uintptr(sfd), name), nil
+}
+
+// ptyRun is what one run of rljail on a terminal left behind.
+type ptyRun struct {
+	out    string // everything the terminal showed (read on the master side)
+	err    error  // rljail's end, from Wait
+	inq    int    // bytes left in the terminal's input queue after the run
+	qerr   error  // of the TIOCINQ that counted them
+	queued []byte // those bytes, as far as they could be read
+}
+
+// runOnPty runs rljail as mode with args on a new pseudo-terminal that is
+// its stdin, stdout, stderr and controlling terminal, as from an
+// interactive shell: there an injection into the terminal (TIOCSTI) would
+// reach the host's session, so the TIOCSTI tests judge it from the
+// terminal's side. The payload must end by printing a line END. The test
+// is skipped when there is no pty; it fails when rljail does not end
+// within 60 s, and stops when the payload's output never reached the
+// terminal.
+func runOnPty(t testing.TB, m mode, args ...string) ptyRun {
+	t.Helper()
+	master, slave, err := openPty()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer master.Close()
+	cmd := exec.Command(testBin, args...)
+	cmd.Dir = newDir(t)
+	cmd.Env = modeEnv(m)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if m == asRootless {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}
+	}
+	var seen syncBuffer
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := master.Read(b)
+			seen.Write(b[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if err := cmd.Start(); err != nil {
+		slave.Close()
+		t.Fatalf("start rljail on the terminal %s: %v", slave.Name(), err)
+	}
+	var r ptyRun
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+	select {
+	case r.err = <-waitErr:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		r.err = <-waitErr
+		t.Errorf("rljail did not end")
+	}
+	// Anything injected would now be in the slave's input queue.
+	r.inq, r.qerr = unix.IoctlGetInt(int(slave.Fd()), unix.TIOCINQ)
+	if r.qerr == nil && r.inq > 0 {
+		b := make([]byte, r.inq)
+		_ = unix.SetNonblock(int(slave.Fd()), true)
+		n, _ := unix.Read(int(slave.Fd()), b)
+		r.queued = b[:max(n, 0)]
+	}
+	seen.waitFor("END", 2*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	slave.Close()
+	r.out = seen.String()
+	t.Logf("terminal (rljail: %v):\n%s", r.err, r.out)
+	if !strings.Contains(r.out, "END") {
+		t.Fatalf("the payload's output did not reach the terminal (rljail: %v):\n%s", r.err, r.out)
+	}
+	return r
+}
+
+// checkNoInjection fails the test if input was injected into the
+// terminal: the marker, which the payload only tried to inject and never
+// prints, echoed on the terminal, or bytes left in its input queue.
+func (r ptyRun) checkNoInjection(t testing.TB, marker string) {
+	t.Helper()
+	if strings.Contains(r.out, marker) {
+		t.Errorf("the injected characters reached the terminal (echoed on the master side):\n%s", r.out)
+	}
+	if r.qerr != nil {
+		t.Errorf("TIOCINQ on the slave: %v", r.qerr)
+	} else if r.inq != 0 {
+		t.Errorf("%d bytes wait in the terminal's input queue after the run: injected: %q", r.inq, r.queued)
+	}
+}
+
+// ---- payloads ----
+
+// pySyscallLib is the Python prelude that makes raw system calls with
+// ctypes: sc(nr, *args) returns (rc, errno), ints passed as longs and bytes
+// as char pointers. No library wrapper stands between the payload and the
+// kernel, and the attack suite and the seccomp tests, which both start
+// their probes with it, read the errno the same way.
+const pySyscallLib = `
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def _arg(x):
+    if isinstance(x, int):
+        return ctypes.c_long(x)
+    if isinstance(x, bytes):
+        return ctypes.c_char_p(x)
+    return x
+def sc(nr, *args):
+    ctypes.set_errno(0)
+    rc = libc.syscall(ctypes.c_long(nr), *[_arg(a) for a in args])
+    return rc, ctypes.get_errno()
+`
+
+// memoryBombCode allocates 1 MiB chunks without end; when Python's
+// allocation fails (RLIMIT_AS), it prints "MemoryError after N MiB" and
+// exits 3. It is the same bomb for the limit tests and the attack suite,
+// so that the two judge one payload.
+const memoryBombCode = `
+import sys
+chunks = []
+try:
+    while True:
+        chunks.append(b"\x01" * (1 << 20))
+except MemoryError:
+    n = len(chunks)
+    chunks = None
+    print("MemoryError after", n, "MiB", flush=True)
+    sys.exit(3)
+`

@@ -71,19 +71,23 @@ for d in sys.argv[1:]:
         print("DENIED", d, type(e).__name__, e)
 `
 
-var isolationCases = []isolationCase{
-	{"host_root_file_invisible", func(t *testing.T, m mode) {
-		secret := randomToken("rootmarker")
-		name := randomToken("rljail-it-marker-") + ".txt"
-		path := filepath.Join("/root", name)
-		writeFile(t, path, secret, 0o644)
-		t.Cleanup(func() { os.Remove(path) })
-		out := jailOK(t, m, runOpts{}, nil, `
+// readArgCode prints the content of the file argv[1] names ("CONTENT
+// ...") or why it could not be read ("OPEN-ERR Error"): the start of the
+// probes of the cases that plant a host file and look for it in the jail.
+const readArgCode = `
 import os, sys
 try:
     print("CONTENT", open(sys.argv[1]).read())
 except Exception as e:
     print("OPEN-ERR", type(e).__name__)
+`
+
+var isolationCases = []isolationCase{
+	{"host_root_file_invisible", func(t *testing.T, m mode) {
+		secret := randomToken("rootmarker")
+		path := plantHostFile(t, "/root", "rljail-it-marker-", secret)
+		name := filepath.Base(path)
+		out := jailOK(t, m, runOpts{}, nil, readArgCode+`
 try:
     print("LISTDIR", sorted(os.listdir("/root")))
 except Exception as e:
@@ -101,16 +105,9 @@ except Exception as e:
 	}},
 	{"host_tmp_file_invisible", func(t *testing.T, m mode) {
 		secret := randomToken("tmpmarker")
-		name := randomToken("rljail-it-marker-") + ".txt"
-		path := filepath.Join("/tmp", name)
-		writeFile(t, path, secret, 0o644)
-		t.Cleanup(func() { os.Remove(path) })
-		out := jailOK(t, m, runOpts{}, nil, `
-import os, sys
-try:
-    print("CONTENT", open(sys.argv[1]).read())
-except Exception as e:
-    print("OPEN-ERR", type(e).__name__)
+		path := plantHostFile(t, "/tmp", "rljail-it-marker-", secret)
+		name := filepath.Base(path)
+		out := jailOK(t, m, runOpts{}, nil, readArgCode+`
 print("LISTDIR", sorted(os.listdir("/tmp")))
 `, path)
 		if strings.Contains(out, secret) {

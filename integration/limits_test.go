@@ -27,9 +27,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,9 +37,6 @@ const (
 	kib = 1 << 10
 	mib = 1 << 20
 	gib = 1 << 30
-	// fallbackWarning starts the one stderr line that names every limit
-	// weaker than asked.
-	fallbackWarning = "rljail: warning: limits weaker than asked"
 	// cgroupFS is where the host's cgroup filesystems are mounted.
 	cgroupFS = "/sys/fs/cgroup"
 )
@@ -128,7 +123,7 @@ func (e limitEnv) run(t *testing.T, o runOpts, args ...string) limitRun {
 		o.moveInto = newV2Cgroup(t, "rljail-it-deleg", testUID)
 	}
 	p := startJail(t, e.mode, o, append([]string{"--no-workspace"}, args...)...)
-	hwm := watchHWM(p.cmd.Process.Pid)
+	hwm := watchHWM(p.cmd.Process.Pid, 10*time.Millisecond)
 	p.wait()
 	r := limitRun{p: p, stdout: p.stdout.String(), stderr: p.stderr.String(), exit: p.exit, hwmKiB: hwm()}
 	res, err := p.result()
@@ -215,56 +210,6 @@ func reportBool(m map[string]any, key string) bool {
 	return v
 }
 
-// watchHWM samples the VmHWM of rljail (pid) until the returned function is
-// called, which returns the largest value seen, in KiB. Only samples of a
-// process named like the binary count (a helper shell before its exec, or a
-// recycled pid, do not).
-func watchHWM(pid int) func() int64 {
-	stop := make(chan struct{})
-	done := make(chan int64)
-	name := filepath.Base(testBin)
-	go func() {
-		var peak int64
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if kb, ok := vmHWM(pid, name); ok && kb > peak {
-				peak = kb
-			}
-			select {
-			case <-stop:
-				done <- peak
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() int64 {
-		close(stop)
-		return <-done
-	}
-}
-
-// vmHWM reads the peak RSS of pid in KiB, if it is a live process called name.
-func vmHWM(pid int, name string) (int64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, false
-	}
-	var kb int64
-	named := false
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		switch {
-		case len(f) == 2 && f[0] == "Name:":
-			named = f[1] == name
-		case len(f) >= 2 && f[0] == "VmHWM:":
-			kb, _ = strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return kb, named && kb > 0
-}
-
 // limitCase is one attack on a limit.
 type limitCase struct {
 	name string
@@ -304,26 +249,13 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-const memoryBombCode = `
-import sys
-chunks = []
-try:
-    while True:
-        chunks.append(b"\x01" * (1 << 20))
-except MemoryError:
-    n = len(chunks)
-    chunks = None
-    print("MemoryError after", n, "MiB", flush=True)
-    sys.exit(3)
-`
-
 // testMemoryBomb: at --memory 64m a payload that allocates without end is
 // OOM-killed in its cgroup (exit 137, status memory_limit, a peak near the
 // limit, an OOM kill counted), or rootless stopped by RLIMIT_AS; a canary
 // process on the host lives on.
 func testMemoryBomb(t *testing.T, e limitEnv) {
 	const limit = 64 * mib
-	canary := startCanary(t)
+	canary := startHostCanary(t, exec.Command("sleep", "600"))
 	r := e.run(t, runOpts{}, append([]string{"--memory", "64m", "--timeout", "60s"}, python(memoryBombCode)...)...)
 	checkEnv(t, e, r)
 	checkLimit(t, r, "memory_bytes", limit, e.mech["memory_bytes"])
@@ -347,41 +279,8 @@ func testMemoryBomb(t *testing.T, e limitEnv) {
 			t.Errorf("memory_peak_bytes = %d, above the limit of %d", peak, limit)
 		}
 	}
-	canary.check(t)
+	canary.alive(t)
 	t.Logf("memory peak %.1f MiB, oom_kills %v, wall %v", float64(peak)/mib, r.res["oom_kills"], r.p.wall.Round(time.Millisecond))
-}
-
-// canary is a process on the host, outside every jail, that must survive a
-// jail's attack.
-type canary struct {
-	cmd   *exec.Cmd
-	ended chan struct{}
-}
-
-func startCanary(t *testing.T) *canary {
-	t.Helper()
-	c := &canary{cmd: exec.Command("sleep", "600"), ended: make(chan struct{})}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start the canary: %v", err)
-	}
-	go func() {
-		_ = c.cmd.Wait()
-		close(c.ended)
-	}()
-	t.Cleanup(func() {
-		_ = c.cmd.Process.Kill()
-		<-c.ended
-	})
-	return c
-}
-
-func (c *canary) check(t *testing.T) {
-	t.Helper()
-	select {
-	case <-c.ended:
-		t.Errorf("the canary process on the host (sleep 600, pid %d) died during the run: %v", c.cmd.Process.Pid, c.cmd.ProcessState)
-	default:
-	}
 }
 
 const forkBombCode = `
@@ -409,29 +308,9 @@ os._exit(0)
 // holds at most 16 tasks, forks are refused (status pids_limit), and the
 // host can fork meanwhile and afterwards.
 func testForkBomb(t *testing.T, e limitEnv) {
-	stop := make(chan struct{})
-	var hostForks, hostFails int
-	var failMsg string
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			hostForks++
-			if out, err := exec.Command("true").CombinedOutput(); err != nil {
-				hostFails++
-				failMsg = fmt.Sprintf("%v %s", err, out)
-			}
-		}
-	}()
+	hostForks := startHostForkProbe()
 	r := e.run(t, runOpts{}, append([]string{"--pids-limit", "16", "--timeout", "30s"}, python(forkBombCode)...)...)
-	close(stop)
-	wg.Wait()
+	hostForks.finish()
 	checkEnv(t, e, r)
 	checkLimit(t, r, "pids", 16, e.mech["pids"])
 	checkStatus(t, r, "pids_limit", 0)
@@ -442,13 +321,11 @@ func testForkBomb(t *testing.T, e limitEnv) {
 	if _, err := fmt.Sscanf(r.stdout, "refused %d", &refused); err != nil || refused == 0 {
 		t.Errorf("stdout %q: want the bomb to report refused forks (EAGAIN)", r.stdout)
 	}
-	if hostFails > 0 {
-		t.Errorf("the host could not fork during the bomb: %d of %d forks failed (%s)", hostFails, hostForks, failMsg)
-	}
+	hostForks.check(t)
 	if out, err := exec.Command("true").CombinedOutput(); err != nil {
 		t.Errorf("the host cannot fork after the bomb: %v %s", err, out)
 	}
-	t.Logf("pids_peak %v, %d forks refused in the jail, %d host forks during it", r.res["pids_peak"], refused, hostForks)
+	t.Logf("pids_peak %v, %d forks refused in the jail, %d host forks during it", r.res["pids_peak"], refused, hostForks.forks)
 }
 
 // testCPUsHalf: a busy loop at --cpus 0.5, ended by --timeout 2s, uses
@@ -557,16 +434,6 @@ func testTmpFiller(t *testing.T, e limitEnv) {
 		t.Errorf("the host's /dev/shm lost %d MiB of free space during the run (%d -> %d)", (shmBefore-shmAfter)/mib, shmBefore, shmAfter)
 	}
 	t.Logf("%s; host free space: / %+d KiB, /dev/shm %+d KiB", strings.TrimSpace(r.stdout), (rootAfter-rootBefore)/kib, (shmAfter-shmBefore)/kib)
-}
-
-// freeBytes is the free space of the filesystem at path (df's "Avail").
-func freeBytes(t *testing.T, path string) int64 {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(path, &st); err != nil {
-		t.Fatalf("statfs %s: %v", path, err)
-	}
-	return int64(st.Bavail) * st.Bsize
 }
 
 const floodCode = `
@@ -690,30 +557,6 @@ func cgroupMounts(t *testing.T) []cgroupMount {
 		out = append(out, m)
 	}
 	return out
-}
-
-// procCgroup reads /proc/<pid>/cgroup: controller (or "" for cgroup2) to
-// path, relative to this process's cgroup namespace.
-func procCgroup(pid int) (map[string]string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		return nil, err
-	}
-	m := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(l, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[1] == "" {
-			m[""] = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			m[c] = parts[2]
-		}
-	}
-	return m, nil
 }
 
 // cgroupDir is the host directory of cgroup path in the hierarchy of ctl

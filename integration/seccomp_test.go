@@ -2,17 +2,13 @@ package integration
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,27 +30,13 @@ import (
 // every call the filter stopped: each case must appear there by name.
 
 // seccompProbeLib is the Python prelude of every probe: sc(nr, *args)
-// makes a raw system call and returns (rc, errno); run(name, fn) runs fn
-// in a forked child (so that a call that got through cannot change the
-// probe: a new namespace, a personality, a ptrace relation) and prints
-// "CASE name RESULT", RESULT being OK or the errno's name.
-const seccompProbeLib = `
-import ctypes, errno, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
+// (pySyscallLib) makes a raw system call and returns (rc, errno);
+// run(name, fn) runs fn in a forked child (so that a call that got through
+// cannot change the probe: a new namespace, a personality, a ptrace
+// relation) and prints "CASE name RESULT", RESULT being OK or the errno's
+// name.
+const seccompProbeLib = pySyscallLib + `
 AT_FDCWD = -100
-
-def _arg(x):
-    if isinstance(x, int):
-        return ctypes.c_long(x)
-    if isinstance(x, bytes):
-        return ctypes.c_char_p(x)
-    return x
-
-def sc(nr, *args):
-    ctypes.set_errno(0)
-    rc = libc.syscall(ctypes.c_long(nr), *[_arg(a) for a in args])
-    return rc, ctypes.get_errno()
 
 def buf(n):
     return ctypes.create_string_buffer(n)
@@ -1088,70 +1070,11 @@ print("END", flush=True)
 	for _, m := range bothModes {
 		t.Run(string(m), func(t *testing.T) {
 			t.Parallel()
-			master, slave, err := openPty()
-			if err != nil {
-				t.Skipf("no pty: %v", err)
-			}
-			defer master.Close()
 			marker := randomToken("INJ")
-			args := append([]string{"--rootfs", rootfsDir}, python(code, marker)...)
-			cmd := exec.Command(testBin, args...)
-			cmd.Dir = newDir(t)
-			cmd.Env = modeEnv(m)
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-			if m == asRootless {
-				cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}
-			}
-			var seen syncBuffer
-			readDone := make(chan struct{})
-			go func() {
-				defer close(readDone)
-				b := make([]byte, 4096)
-				for {
-					n, err := master.Read(b)
-					seen.Write(b[:n])
-					if err != nil {
-						return
-					}
-				}
-			}()
-			if err := cmd.Start(); err != nil {
-				slave.Close()
-				t.Fatal(err)
-			}
-			waitErr := make(chan error, 1)
-			go func() { waitErr <- cmd.Wait() }()
-			select {
-			case err = <-waitErr:
-			case <-time.After(60 * time.Second):
-				_ = cmd.Process.Kill()
-				err = <-waitErr
-				t.Errorf("rljail did not end")
-			}
-			// Anything injected would now be in the slave's input queue.
-			inq, qerr := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCINQ)
-			seen.waitFor("END", 2*time.Second)
-			time.Sleep(100 * time.Millisecond)
-			slave.Close()
-			out := seen.String()
-			t.Logf("terminal (rljail exit %v):\n%s", err, out)
-			if !strings.Contains(out, "END") {
-				t.Fatalf("the payload's output did not reach the terminal (rljail: %v):\n%s", err, out)
-			}
-			if strings.Contains(out, marker) {
-				t.Errorf("the injected characters reached the terminal (echoed on the master side):\n%s", out)
-			}
-			if qerr != nil {
-				t.Errorf("TIOCINQ on the slave: %v", qerr)
-			} else if inq != 0 {
-				b := make([]byte, inq)
-				_ = unix.SetNonblock(int(slave.Fd()), true)
-				n, _ := unix.Read(int(slave.Fd()), b)
-				t.Errorf("%d bytes wait in the terminal's input queue after the run: %q", inq, b[:max(n, 0)])
-			}
+			r := runOnPty(t, m, append([]string{"--rootfs", rootfsDir}, python(code, marker)...)...)
+			r.checkNoInjection(t, marker)
 			for _, fd := range []string{"0", "1", "2"} {
-				line, _ := lineValue(out, "fd "+fd+" ")
+				line, _ := lineValue(r.out, "fd "+fd+" ")
 				if strings.Contains(line, "'ok'") {
 					t.Errorf("TIOCSTI on fd %s succeeded: %s", fd, line)
 				}
@@ -1159,35 +1082,9 @@ print("END", flush=True)
 					t.Errorf("TIOCSTI on fd %s: want EPERM from the filter, got %q", fd, line)
 				}
 			}
-			if strings.Contains(out, "devtty opened") {
+			if strings.Contains(r.out, "devtty opened") {
 				t.Errorf("the payload opened /dev/tty")
 			}
 		})
 	}
-}
-
-// openPty opens a new pseudo-terminal pair with /dev/ptmx: the master and
-// the unlocked slave (neither becomes the test's controlling terminal).
-func openPty() (master, slave *os.File, err error) {
-	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	unlock := 0
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(mfd), unix.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
-		unix.Close(mfd)
-		return nil, nil, fmt.Errorf("TIOCSPTLCK: %v", e)
-	}
-	n, err := unix.IoctlGetUint32(mfd, unix.TIOCGPTN)
-	if err != nil {
-		unix.Close(mfd)
-		return nil, nil, fmt.Errorf("TIOCGPTN: %v", err)
-	}
-	name := fmt.Sprintf("/dev/pts/%d", n)
-	sfd, err := unix.Open(name, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		unix.Close(mfd)
-		return nil, nil, err
-	}
-	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(uintptr(sfd), name), nil
 }

@@ -59,7 +59,7 @@ func soakOne(k soakKind, ws, resultDir, privTmp, marker string, sampleHWM bool) 
 	}
 	var stop func() int64
 	if sampleHWM {
-		stop = attackHWM(p.cmd.Process.Pid)
+		stop = watchHWM(p.cmd.Process.Pid, 2*time.Millisecond)
 	}
 	p.wait()
 	r := soakRun{kind: k.name, wall: p.wall}
