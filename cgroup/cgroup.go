@@ -321,17 +321,33 @@ func (c *Cgroup) AddProc(pid int) error {
 	return nil
 }
 
-// TaskFiles opens, for writing, the "tasks" file of each of the jail's v1
-// cgroups; nil without v1 cgroups. A single-threaded process that writes
-// "0" to them moves itself into the jail's cgroups. The kernel then skips
+// Unified reports whether this host mounts cgroup v2 alone at
+// /sys/fs/cgroup, where Create makes a v2 cgroup (or none) whose CloneFD a
+// process can be born into; elsewhere a process joins its cgroups after it
+// started (TaskFiles). One statfs: callers ask before anything else.
+func Unified() bool {
+	var st unix.Statfs_t
+	return unix.Statfs(cgroupRoot, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
+// TaskFiles opens, for writing, the files through which a process that
+// writes "0" to each joins the jail's cgroups; nil without a cgroup. On v1
+// they are the "tasks" file of each hierarchy's cgroup: a single-threaded
+// process that writes "0" there moves itself, and the kernel then skips
 // the global cgroup_threadgroup_rwsem it takes to move a process by pid
 // (cgroup_procs_write_start: "If we migrate a single thread ... we can
 // skip the global lock"), and so the RCU grace period, several ms, that
 // taking it for writing costs. The permission to move was checked at open:
-// v1 judges a write by the opener's credentials. The caller closes them.
+// v1 judges a write by the opener's credentials. On v2 (a process not born
+// there through CloneFD) it is the cgroup's cgroup.procs. The caller
+// closes them.
 func (c *Cgroup) TaskFiles() ([]*os.File, error) {
 	if c.v2Leaf != "" {
-		return nil, nil
+		f, err := os.OpenFile(filepath.Join(c.v2Leaf, "cgroup.procs"), os.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup: open %s for the jail to join: %w", c.v2Leaf, err)
+		}
+		return []*os.File{f}, nil
 	}
 	var dirs []string
 	for _, dir := range c.v1Dirs {

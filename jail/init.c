@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define FD_CONTROL 3 // config, then control lines, from the supervisor
+#define FD_CONTROL 3 // descriptors, config, then control lines, from the supervisor
 #define FD_STATUS 4  // JSON status lines to the supervisor
 #define FD_NOTIFY 5  // seccomp listener socket to the supervisor
 #define SKELETON "/tmp"
@@ -221,10 +221,62 @@ static char *field(char **cur, char *end)
 	return s;
 }
 
+// receive_fds reads the descriptors the supervisor sends before the
+// config (sendFDs in run.go): messages of a 4-byte little-endian count and
+// that many descriptors, ending with a count of 0. They arrive close-on-exec.
+static int *receive_fds(int *n)
+{
+	int *fds = NULL;
+	*n = 0;
+	for (;;) {
+		unsigned char count[4];
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int) * 253)];
+		} u;
+		struct iovec iov = {.iov_base = count, .iov_len = sizeof count};
+		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+		ssize_t r = recvmsg(FD_CONTROL, &msg, MSG_CMSG_CLOEXEC);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			_exit(125); // the supervisor is gone: nothing to report to
+		if (r != sizeof count || (msg.msg_flags & MSG_CTRUNC))
+			die(125, "read the jail config: a malformed descriptor message");
+		uint32_t want = (uint32_t)count[0] | (uint32_t)count[1] << 8 | (uint32_t)count[2] << 16 | (uint32_t)count[3] << 24;
+		int got = 0;
+		for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
+			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+				continue;
+			int k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			fds = xrealloc(fds, sizeof(int) * (size_t)(*n + k));
+			memcpy(fds + *n, CMSG_DATA(h), sizeof(int) * (size_t)k);
+			*n += k;
+			got += k;
+		}
+		if ((uint32_t)got != want)
+			die(125, "read the jail config: %u descriptors announced, %d received", want, got);
+		if (want == 0)
+			return fds;
+	}
+}
+
+// fd_at is the index'th received descriptor; -1 stays -1 (none sent).
+static int fd_at(const int *fds, int n, int index)
+{
+	if (index == -1)
+		return -1;
+	if (index < 0 || index >= n)
+		die(125, "read the jail config: descriptor %d of %d", index, n);
+	return fds[index];
+}
+
 static void read_config(struct config *c)
 {
 	memset(c, 0, sizeof *c);
 	c->tmpsize = 64 << 20;
+	int nfds;
+	int *fds = receive_fds(&nfds);
 	for (;;) {
 		unsigned char hdr[5];
 		if (read_full(FD_CONTROL, hdr, sizeof hdr) < 0)
@@ -262,7 +314,7 @@ static void read_config(struct config *c)
 		case T_MOUNT: {
 			c->mounts = xrealloc(c->mounts, sizeof(struct mnt) * (size_t)(c->nmounts + 1));
 			struct mnt *m = &c->mounts[c->nmounts++];
-			m->fd = atoi(field(&cur, end));
+			m->fd = fd_at(fds, nfds, atoi(field(&cur, end)));
 			m->flags = atoi(field(&cur, end));
 			m->src = field(&cur, end);
 			m->dest = field(&cur, end);
@@ -299,7 +351,7 @@ static void read_config(struct config *c)
 		case T_CGROUP_TASKS:
 			if (c->ntasks == (int)(sizeof c->tasks / sizeof c->tasks[0]))
 				die(125, "read the jail config: too many cgroups");
-			c->tasks[c->ntasks++] = atoi(p);
+			c->tasks[c->ntasks++] = fd_at(fds, nfds, atoi(p));
 			break;
 		default:
 			die(125, "read the jail config: unknown record %d", hdr[0]);

@@ -6,19 +6,21 @@ import (
 	"strings"
 )
 
-// The supervisor and the init stage (init.c) talk over two pipes that init
-// inherits as fixed descriptors: the supervisor writes one initConfig, as
-// tagged records (encode), on the control pipe, then control lines
-// ("signal N"), and closes it when the run ends; init writes
-// initMessage lines (JSON) on the status pipe. Nothing the payload can reach is on either pipe: both are closed
-// before the payload's execve.
+// The supervisor and the init stage (init.c) talk over a control socket and
+// a status pipe that init inherits as fixed descriptors. On the control
+// socket the supervisor first sends the descriptors init needs (mount trees
+// and cgroup files, SCM_RIGHTS: see sendFDs), then one initConfig as tagged
+// records (encode), then control lines ("signal N"), and closes it when the
+// run ends. init writes initMessage lines (JSON) on the status pipe. Init
+// starts before the supervisor has made those descriptors where it can
+// (Run), so they cannot be inherited. Nothing the payload can reach is on
+// either channel: both are closed before the payload's execve.
 
 const (
-	initArg0     = "rljail-init" // argv[0] that selects the init stage (init.c)
-	fdConfig     = 3             // init reads its encoded initConfig, then control lines, here
-	fdStatus     = 4             // init reports here
-	fdNotify     = 5             // a Unix socket to the supervisor for the seccomp listener
-	fdFirstMount = 6             // mount trees passed by a root supervisor start here
+	initArg0  = "rljail-init" // argv[0] that selects the init stage (init.c)
+	fdControl = 3             // init receives descriptors, its encoded initConfig, then control lines here
+	fdStatus  = 4             // init reports here
+	fdNotify  = 5             // a Unix socket to the supervisor for the seccomp listener
 )
 
 // initConfig is everything init needs; it must not depend on anything else
@@ -42,8 +44,9 @@ type initConfig struct {
 	// itself, then enters a new cgroup namespace, so that
 	// /proc/self/cgroup shows no host path, before the payload starts.
 	UnshareCgroup bool
-	// CgroupTasks are the descriptors, in init, of the v1 "tasks" files
-	// it writes "0" to (cgroup.Cgroup.TaskFiles says why).
+	// CgroupTasks are the indexes, among the descriptors sent before the
+	// config, of the v1 "tasks" files init writes "0" to
+	// (cgroup.Cgroup.TaskFiles says why).
 	CgroupTasks []int
 	// Nice lowers the payload's priority where no cgroup caps its CPU
 	// share, so that a payload spinning on every CPU cannot delay the
@@ -60,8 +63,9 @@ type rlimit struct {
 
 // bindMount grants a host object to the jail. A root supervisor clones the
 // tree itself (the jail's host uid may not be able to traverse to it) and
-// passes it as descriptor FD; a rootless one leaves FD at -1 and init clones
-// Source, with the same rights as the user.
+// sends it as the FD'th of the descriptors before the config; a rootless
+// one leaves FD at -1 and init clones Source, with the same rights as the
+// user.
 type bindMount struct {
 	Source   string
 	Dest     string

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/cgroup"
 	"github.com/rljail/rljail/seccomp"
 )
 
@@ -59,10 +61,25 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			spec.Warn(msg)
 		}
 	}
+	// Init starts first where it can: its exec and libc start (about a
+	// millisecond, most of it glibc asking the CPU for its caches) then run
+	// on another CPU while this process makes the cgroup and the mount
+	// trees, which init receives over its control socket. Where the cgroup
+	// is cgroup v2, init is born in it (CLONE_INTO_CGROUP), so the cgroup
+	// comes first.
+	var j *jailRun
+	unified := cgroup.Unified()
+	var err error
+	if !unified {
+		if j, err = spawnInit(&spec, root, -1); err != nil {
+			return setupFailed(ExitSetupError, err)
+		}
+	}
 	guard := &cgroupGuard{}
 	lim, err := setupLimits(&spec, res.RunID, guard.announce)
 	if err != nil {
 		guard.done() // Create removed what it made
+		j.abort()
 		return setupFailed(ExitSetupError, err)
 	}
 	// The cgroup goes last, whatever happened: after the jail is gone and
@@ -74,6 +91,15 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		}
 		guard.done()
 	}()
+	if unified {
+		fd, ok := lim.cg.CloneFD()
+		if !ok {
+			fd = -1
+		}
+		if j, err = spawnInit(&spec, root, fd); err != nil {
+			return setupFailed(ExitSetupError, err)
+		}
+	}
 	// The report has every fallback in full; stderr one line naming them.
 	res.Warnings = append(res.Warnings, lim.warnings...)
 	if line := lim.fallbackLine(); line != "" && spec.Warn != nil {
@@ -82,13 +108,15 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	lim.report(&res.Limits)
 	cfg, trees, err := prepareConfig(&spec, root, warn)
 	if err != nil {
+		j.abort()
 		return setupFailed(ExitSetupError, err)
 	}
 	cfg.Rlimits = lim.rlimits
 	cfg.Nice = lim.nice
-	j, err := startInit(&spec, cfg, trees, root, lim)
+	err = j.configure(cfg, trees, lim)
 	closeFiles(trees)
 	if err != nil {
+		j.abort()
 		return setupFailed(ExitSetupError, err)
 	}
 	return j.wait(ctx, &spec, start, res, lim)
@@ -186,7 +214,7 @@ func prepareConfig(spec *Spec, root bool, warn func(string)) (*initConfig, []*os
 			closeFiles(trees)
 			return nil, nil, err
 		}
-		m.FD = fdFirstMount + len(trees)
+		m.FD = len(trees)
 		trees = append(trees, os.NewFile(uintptr(fd), m.Source))
 	}
 	return cfg, trees, nil
@@ -206,17 +234,21 @@ const hostJailID = 65534
 type jailRun struct {
 	cmd      *exec.Cmd
 	pidfd    int
-	control  *os.File // config, then signal requests; closed when the run ends
+	control  *os.File // descriptors, config, then signal requests; closed when the run ends
 	statusR  *os.File
 	stdinW   *os.File
 	stdoutR  *os.File
 	stderrR  *os.File
 	notify   *os.File // receives the seccomp listener, in the notify modes
+	// joinsCgroup: init was not born in its cgroup and joins it itself.
+	joinsCgroup bool
 	killOnce sync.Once
 }
 
-// startInit clones the init stage into its namespaces and sends it cfg.
-func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *jailLimits) (*jailRun, error) {
+// spawnInit clones the init stage into its namespaces, in the cgroup of
+// cgroupFD (cgroup v2) or, with -1, to join its cgroups itself. Init then
+// waits for configure.
+func spawnInit(spec *Spec, root bool, cgroupFD int) (*jailRun, error) {
 	capLast, err := readCapLast()
 	if err != nil {
 		return nil, err
@@ -231,7 +263,8 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *ja
 		toClose = append(toClose, r, w)
 		return r, w
 	}
-	cfgR, cfgW := pipe()
+	ctl, ctlJail, err := controlSocket()
+	toClose = append(toClose, ctl, ctlJail)
 	statusR, statusW := pipe()
 	stdinR, stdinW := pipe()
 	stdoutR, stdoutW := pipe()
@@ -239,7 +272,7 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *ja
 	// The seccomp listener travels from the payload's child to here over
 	// a Unix socket (fdNotify in the jail); nil leaves that fd closed.
 	var notifyR, notifyW *os.File
-	if cfg.Notify && err == nil {
+	if spec.Seccomp != nil && spec.Seccomp.Notify && err == nil {
 		notifyR, notifyW, err = socketPair()
 		toClose = append(toClose, notifyR, notifyW)
 	}
@@ -247,7 +280,7 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *ja
 		closeFiles(toClose)
 		return nil, err
 	}
-	j := &jailRun{pidfd: -1, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, notify: notifyR}
+	j := &jailRun{pidfd: -1, control: ctl, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, notify: notifyR}
 	j.cmd = &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{initArg0},
@@ -255,48 +288,75 @@ func startInit(spec *Spec, cfg *initConfig, trees []*os.File, root bool, lim *ja
 		Stdin:       stdinR,
 		Stdout:      stdoutW,
 		Stderr:      stderrW,
-		ExtraFiles:  append([]*os.File{cfgR, statusW, notifyW}, trees...),
+		ExtraFiles:  []*os.File{ctlJail, statusW, notifyW},
 		SysProcAttr: namespaceAttrs(root, capLast, &j.pidfd),
 	}
 	// cgroup v2: init is born in the jail's cgroup (CLONE_INTO_CGROUP),
 	// and its new cgroup namespace is rooted there. v1 (or no cgroup): it
-	// is placed after the clone, before it reads its config, and enters
+	// joins its cgroups itself, first thing after its config, and enters
 	// its cgroup namespace itself afterwards.
-	var tasks []*os.File
-	if fd, ok := lim.cg.CloneFD(); ok {
+	if cgroupFD >= 0 {
 		j.cmd.SysProcAttr.UseCgroupFD = true
-		j.cmd.SysProcAttr.CgroupFD = fd
+		j.cmd.SysProcAttr.CgroupFD = cgroupFD
 	} else {
 		j.cmd.SysProcAttr.Cloneflags &^= unix.CLONE_NEWCGROUP
-		cfg.UnshareCgroup = true
-		var err error
-		if tasks, err = lim.cg.TaskFiles(); err != nil {
-			closeFiles(toClose)
-			return nil, fmt.Errorf("place the jail in its cgroup: %w", err)
-		}
-		for _, f := range tasks {
-			cfg.CgroupTasks = append(cfg.CgroupTasks, 3+len(j.cmd.ExtraFiles))
-			j.cmd.ExtraFiles = append(j.cmd.ExtraFiles, f)
-			toClose = append(toClose, f)
-		}
+		j.joinsCgroup = true
 	}
 	if err := j.cmd.Start(); err != nil {
 		closeFiles(toClose)
 		return nil, startError(err)
 	}
 	// Only the jail keeps the child ends.
-	for _, f := range append([]*os.File{cfgR, statusW, stdinR, stdoutW, stderrW, notifyW}, tasks...) {
+	for _, f := range []*os.File{ctlJail, statusW, stdinR, stdoutW, stderrW, notifyW} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	j.control = cfgW
-	if _, err := cfgW.Write(cfg.encode()); err != nil {
-		// init died before reading its config; wait reports why.
-		j.kill()
-		return j, nil
-	}
 	return j, nil
+}
+
+// configure sends init the descriptors it needs (the mount trees and, on
+// cgroup v1, the files through which it joins its cgroups) and its config.
+// An init that died meanwhile is not an error here: wait reports why.
+func (j *jailRun) configure(cfg *initConfig, trees []*os.File, lim *jailLimits) error {
+	fds := append([]*os.File(nil), trees...)
+	if j.joinsCgroup {
+		cfg.UnshareCgroup = true
+		tasks, err := lim.cg.TaskFiles()
+		if err != nil {
+			return fmt.Errorf("place the jail in its cgroup: %w", err)
+		}
+		defer closeFiles(tasks)
+		for _, f := range tasks {
+			cfg.CgroupTasks = append(cfg.CgroupTasks, len(fds))
+			fds = append(fds, f)
+		}
+	}
+	if err := sendFDs(j.control, fds); err != nil {
+		j.kill()
+		return nil
+	}
+	if _, err := j.control.Write(cfg.encode()); err != nil {
+		j.kill()
+	}
+	return nil
+}
+
+// abort ends a jail that never got to run: it kills init, reaps it and
+// closes every channel. A nil j is nothing to abort.
+func (j *jailRun) abort() {
+	if j == nil {
+		return
+	}
+	j.kill()
+	_ = j.cmd.Wait()
+	closeFiles([]*os.File{j.control, j.statusR, j.stdinW, j.stdoutR, j.stderrR})
+	if j.notify != nil {
+		j.notify.Close()
+	}
+	if j.pidfd >= 0 {
+		unix.Close(j.pidfd)
+	}
 }
 
 // namespaceAttrs are the clone settings of the init stage: every
@@ -541,6 +601,58 @@ func socketPair() (*os.File, *os.File, error) {
 		return nil, nil, fmt.Errorf("create a socket pair: %w", err)
 	}
 	return os.NewFile(uintptr(fds[0]), "notify"), os.NewFile(uintptr(fds[1]), "notify-jail"), nil
+}
+
+// controlSocket is the control channel's two ends: a stream socket, so
+// that descriptors can travel on it before the config.
+func controlSocket() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create a socket pair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control-jail"), nil
+}
+
+// fdChunk is how many descriptors one message carries (the kernel takes
+// at most 253).
+const fdChunk = 200
+
+// sendFDs sends fds to init in messages of a 4-byte little-endian count
+// and that many descriptors (SCM_RIGHTS), then a count of 0 (init.c,
+// receive_fds).
+func sendFDs(sock *os.File, fds []*os.File) error {
+	raw, err := sock.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for {
+		n := min(len(fds), fdChunk)
+		ints := make([]int, n)
+		for i, f := range fds[:n] {
+			ints[i] = int(f.Fd())
+		}
+		var oob []byte
+		if n > 0 {
+			oob = unix.UnixRights(ints...)
+		}
+		var count [4]byte
+		binary.LittleEndian.PutUint32(count[:], uint32(n))
+		var serr error
+		err := raw.Write(func(fd uintptr) bool {
+			serr = unix.Sendmsg(int(fd), count[:], oob, nil, 0)
+			return serr != unix.EAGAIN
+		})
+		if err == nil {
+			err = serr
+		}
+		if err != nil {
+			return fmt.Errorf("send descriptors to init: %w", err)
+		}
+		fds = fds[n:]
+		if n == 0 {
+			return nil
+		}
+	}
 }
 
 // receiveFD reads one descriptor sent with SCM_RIGHTS; EOF (every sender
