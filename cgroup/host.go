@@ -192,6 +192,20 @@ func parseProcCgroup(text string) (procCgroups, error) {
 	return pc, nil
 }
 
+// Membership is a process's cgroups, as /proc/<pid>/cgroup lists them.
+type Membership struct {
+	Unified    string            // the path of the "0::" line (cgroup2)
+	HasUnified bool              // whether there is a "0::" line
+	V1         map[string]string // v1 controller ("memory", "name=systemd") -> path
+}
+
+// ParseProcCgroup parses /proc/<pid>/cgroup text, for rljail check to read
+// the host the way Create does.
+func ParseProcCgroup(text string) (Membership, error) {
+	pc, err := parseProcCgroup(text)
+	return Membership{Unified: pc.unified, HasUnified: pc.hasUnified, V1: pc.v1}, err
+}
+
 // v2Candidate is a cgroup2 directory that could hold the jail's cgroup.
 type v2Candidate struct {
 	dir    string // absolute directory; "" when there is no such candidate

@@ -78,30 +78,14 @@ type selfCgroups struct {
 	v1 map[string]string
 }
 
-// parseSelfCgroup parses /proc/self/cgroup: lines of
-// "hierarchy-ID:controller,list:path", "0::/path" for cgroup2.
+// parseSelfCgroup parses /proc/self/cgroup with the cgroup package's
+// parser.
 func parseSelfCgroup(text string) (selfCgroups, error) {
-	self := selfCgroups{v1: make(map[string]string)}
-	for i, line := range strings.Split(text, "\n") {
-		if line == "" {
-			continue
-		}
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || !strings.HasPrefix(parts[2], "/") {
-			return selfCgroups{}, fmt.Errorf("/proc/self/cgroup line %d: %q is not ID:controllers:/path", i+1, line)
-		}
-		id, ctls, path := parts[0], parts[1], parts[2]
-		if id == "0" && ctls == "" {
-			self.unified, self.hasUnified = path, true
-			continue
-		}
-		for _, c := range strings.Split(ctls, ",") {
-			if c != "" {
-				self.v1[c] = path
-			}
-		}
+	m, err := cgroup.ParseProcCgroup(text)
+	if err != nil {
+		return selfCgroups{}, fmt.Errorf("/proc/self/cgroup: %w", err)
 	}
-	return self, nil
+	return selfCgroups{unified: m.Unified, hasUnified: m.HasUnified, v1: m.V1}, nil
 }
 
 // cgroupMount is one cgroup filesystem mount from /proc/self/mountinfo.
