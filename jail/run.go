@@ -221,10 +221,8 @@ func prepareConfig(spec *Spec, root bool, warn func(string)) (*initConfig, []*os
 }
 
 // initEnv is the init stage's whole environment: nothing of the host's.
-// The Go runtime settings keep its start cheap: it needs one thread, and no
-// look at the cgroup limits (Go 1.25's container-aware GOMAXPROCS reads
-// /proc/self/cgroup and mountinfo at start).
-var initEnv = []string{"GOMAXPROCS=1", "GODEBUG=containermaxprocs=0,updatemaxprocs=0"}
+// Init is C and never starts the Go runtime (init.c), so it needs none.
+var initEnv = []string{}
 
 // hostJailID is the host uid and gid the jail's user maps to when rljail
 // runs as root: the overflow id "nobody", never root.
