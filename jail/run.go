@@ -637,7 +637,7 @@ func sendFDs(sock *os.File, fds []*os.File) error {
 		binary.LittleEndian.PutUint32(count[:], uint32(n))
 		var serr error
 		err := raw.Write(func(fd uintptr) bool {
-			serr = unix.Sendmsg(int(fd), count[:], oob, nil, 0)
+			serr = unix.Sendmsg(int(fd), count[:], oob, nil, unix.MSG_NOSIGNAL)
 			return serr != unix.EAGAIN
 		})
 		if err == nil {
