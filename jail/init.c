@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <linux/openat2.h>
+#include <linux/sched.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -1013,11 +1014,139 @@ static int init_main(void)
 	serve(pid, sfd);
 }
 
+// ---- stage 1: making the jail's init
+
+// write_proc writes a short value to /proc/PID/NAME.
+static int write_proc(pid_t pid, const char *name, const char *value)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, value, strlen(value));
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return n == (ssize_t)strlen(value) ? 0 : -1;
+}
+
+// send_pidfd hands the init's pidfd to the supervisor on the control socket
+// (receivePidfd in run.go): a 4-byte message "pid!" with the descriptor.
+static void send_pidfd(int pidfd)
+{
+	char data[4] = {'p', 'i', 'd', '!'};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof u);
+	struct iovec iov = {.iov_base = data, .iov_len = sizeof data};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(h), &pidfd, sizeof(int));
+	if (sendmsg(FD_CONTROL, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof data)
+		_exit(125); // the supervisor is gone; the init dies with it
+}
+
+// clone_error is the one line a failed clone into the namespaces becomes,
+// in the words of startError (run.go).
+static void clone_error(int err)
+{
+	switch (err) {
+	case EPERM:
+	case EACCES:
+		die(125, "cannot create the jail's namespaces: %s; see rljail check", errstr(err));
+	case ENOSPC:
+		die(125, "cannot create the jail's namespaces: the per-user namespace limit is reached (user.max_user_namespaces): %s", errstr(err));
+	case EUSERS:
+		die(125, "cannot create the jail's namespaces: too many nested user namespaces: %s", errstr(err));
+	}
+	die(125, "start the jail: clone: %s", errstr(err));
+}
+
+// stage1_main is the process the supervisor starts cheaply (vfork and exec,
+// in the host's namespaces: spawnInit in run.go) while it goes on making
+// the jail's cgroup and mount trees. It clones the jail's init into every
+// namespace at once, as a child of the supervisor (CLONE_PARENT, so that
+// the init's parent-death signal follows the supervisor), hands its pidfd
+// to the supervisor, writes the init's id maps and exits. The init is a fork
+// of this freshly executed process: nothing of the supervisor's memory is
+// in the jail. argv: rljail-init HOSTUID HOSTGID allow|deny CGROUPFD
+// (CGROUPFD -1: the init joins its cgroups itself, cgroup v1 or none).
+static int stage1_main(int argc, char **argv)
+{
+	if (argc != 5 || fcntl(FD_STATUS, F_GETFD) < 0 || fcntl(FD_CONTROL, F_GETFD) < 0) {
+		static const char msg[] = "rljail: the init stage only runs inside a jail started by rljail\n";
+		ssize_t w = write(2, msg, sizeof msg - 1);
+		(void)w;
+		return 125;
+	}
+	const char *uid = argv[1], *gid = argv[2], *setgroups = argv[3];
+	int cgroupfd = atoi(argv[4]);
+	int mapped[2];
+	if (pipe2(mapped, O_CLOEXEC) < 0)
+		die(125, "start the jail: pipe: %s", errstr(errno));
+	int pidfd = -1;
+	struct clone_args args;
+	memset(&args, 0, sizeof args);
+	args.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
+		     CLONE_PARENT | CLONE_PIDFD;
+	args.pidfd = (uint64_t)(uintptr_t)&pidfd;
+	if (cgroupfd >= 0) {
+		// Born in its cgroup, with a cgroup namespace rooted there.
+		args.flags |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
+		args.cgroup = (uint64_t)cgroupfd;
+	}
+	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof args);
+	if (pid < 0)
+		clone_error(errno);
+	if (pid == 0) {
+		// The init. Its user id is the jail's once the maps are written.
+		close(mapped[1]);
+		char b;
+		if (read(mapped[0], &b, 1) != 1)
+			_exit(125); // stage 1 failed and says why
+		close(mapped[0]);
+		if (cgroupfd >= 0)
+			close(cgroupfd);
+		if (strcmp(setgroups, "allow") == 0 && syscall(SYS_setgroups, 0, NULL) < 0)
+			die(125, "clear the supplementary groups: %s", errstr(errno));
+		if (syscall(SYS_setresgid, 1000, 1000, 1000) < 0 || syscall(SYS_setresuid, 1000, 1000, 1000) < 0)
+			die(125, "become the jail's user: %s", errstr(errno));
+		// The jail's uid 0 is unmapped, so the change of user keeps the
+		// capabilities (in the jail's user namespace only) that init
+		// needs to build the jail; it drops them before the payload.
+		if (setsid() < 0)
+			die(125, "setsid: %s", errstr(errno));
+		_exit(init_main());
+	}
+	close(mapped[0]);
+	// The pidfd goes first: should the maps fail, the supervisor can
+	// still reap the init, which then ends without its maps.
+	send_pidfd(pidfd);
+	char map[64];
+	snprintf(map, sizeof map, "1000 %s 1\n", uid);
+	if (write_proc(pid, "uid_map", map) < 0)
+		die(125, "write the jail's uid map: %s", errstr(errno));
+	if (write_proc(pid, "setgroups", setgroups) < 0)
+		die(125, "write the jail's setgroups: %s", errstr(errno));
+	snprintf(map, sizeof map, "1000 %s 1\n", gid);
+	if (write_proc(pid, "gid_map", map) < 0)
+		die(125, "write the jail's gid map: %s", errstr(errno));
+	if (write(mapped[1], "m", 1) != 1)
+		die(125, "start the jail: %s", errstr(errno));
+	return 0;
+}
+
 // rljail_init_ctor runs before the Go runtime: in the init stage it never
 // lets it start.
 __attribute__((constructor)) static void rljail_init_ctor(int argc, char **argv, char **envp)
 {
 	(void)envp;
 	if (argc >= 1 && argv[0] && strcmp(argv[0], "rljail-init") == 0)
-		_exit(init_main());
+		_exit(stage1_main(argc, argv));
 }

@@ -8,11 +8,12 @@ import (
 
 // The supervisor and the init stage (init.c) talk over a control socket and
 // a status pipe that init inherits as fixed descriptors. On the control
-// socket the supervisor first sends the descriptors init needs (mount trees
-// and cgroup files, SCM_RIGHTS: see sendFDs), then one initConfig as tagged
-// records (encode), then control lines ("signal N"), and closes it when the
-// run ends. init writes initMessage lines (JSON) on the status pipe. Init
-// starts before the supervisor has made those descriptors where it can
+// socket the init stage's first step sends the init's pidfd ("pid!",
+// SCM_RIGHTS: receivePidfd); then the supervisor sends the descriptors
+// init needs (mount trees and cgroup files: sendFDs), one initConfig as
+// tagged records (encode), then control lines ("signal N"), and closes it
+// when the run ends. init writes initMessage lines (JSON) on the status
+// pipe. Init starts before the supervisor has made those descriptors
 // (Run), so they cannot be inherited. Nothing the payload can reach is on
 // either channel: both are closed before the payload's execve.
 

@@ -14,10 +14,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -240,18 +242,23 @@ type jailRun struct {
 	notify   *os.File // receives the seccomp listener, in the notify modes
 	// joinsCgroup: init was not born in its cgroup and joins it itself.
 	joinsCgroup bool
+	// The first step (cmd) ends once it has handed over the init's pidfd.
+	pidfdOnce  sync.Once
+	stage1Done chan struct{}
+	stage1Err  error
 	killOnce sync.Once
 }
 
-// spawnInit clones the init stage into its namespaces, in the cgroup of
-// cgroupFD (cgroup v2) or, with -1, to join its cgroups itself. Init then
-// waits for configure.
+// spawnInit starts the init stage's first step (stage1_main in init.c):
+// a plain exec of this binary, which Go makes with vfork, since it has no
+// namespaces of its own. That step clones the jail's init into every
+// namespace, as a child of this process, in the cgroup of cgroupFD
+// (cgroup v2) or, with -1, to join its cgroups itself, and hands over its
+// pidfd (configure). Go's own clone into a user namespace would copy this
+// process's page tables and exec after it; this way the supervisor goes on
+// with the cgroup and the mount trees while the kernel makes the jail.
 func spawnInit(spec *Spec, root bool, cgroupFD int) (*jailRun, error) {
-	capLast, err := readCapLast()
-	if err != nil {
-		return nil, err
-	}
-
+	var err error
 	var toClose []*os.File
 	pipe := func() (*os.File, *os.File) {
 		r, w, perr := os.Pipe()
@@ -274,38 +281,59 @@ func spawnInit(spec *Spec, root bool, cgroupFD int) (*jailRun, error) {
 		notifyR, notifyW, err = socketPair()
 		toClose = append(toClose, notifyR, notifyW)
 	}
+	// cgroup v2: the init is born in the jail's cgroup (CLONE_INTO_CGROUP),
+	// and its new cgroup namespace is rooted there. v1 (or no cgroup): it
+	// joins its cgroups itself, first thing after its config, and enters
+	// its cgroup namespace itself afterwards.
+	extra := []*os.File{ctlJail, statusW, notifyW}
+	cgroupArg := "-1"
+	if cgroupFD >= 0 && err == nil {
+		var dup int
+		if dup, err = unix.FcntlInt(uintptr(cgroupFD), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+			f := os.NewFile(uintptr(dup), "cgroup")
+			toClose = append(toClose, f)
+			cgroupArg = strconv.Itoa(3 + len(extra))
+			extra = append(extra, f)
+		} else {
+			err = fmt.Errorf("pass the jail's cgroup: %w", err)
+		}
+	}
 	if err != nil {
 		closeFiles(toClose)
 		return nil, err
 	}
-	j := &jailRun{pidfd: -1, control: ctl, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR, notify: notifyR}
-	j.cmd = &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{initArg0},
-		Env:         initEnv,
-		Stdin:       stdinR,
-		Stdout:      stdoutW,
-		Stderr:      stderrW,
-		ExtraFiles:  []*os.File{ctlJail, statusW, notifyW},
-		SysProcAttr: namespaceAttrs(root, capLast, &j.pidfd),
+	// The jail's user (JailUID) maps to nobody as root, to the user
+	// rootless. As root the supplementary groups (root's among them) are
+	// cleared; rootless, setgroups is denied and the user's own groups
+	// stay, which grant nothing the user could not do.
+	hostUID, hostGID, setgroups := os.Getuid(), os.Getgid(), "deny"
+	if root {
+		hostUID, hostGID, setgroups = hostJailID, hostJailID, "allow"
 	}
-	// cgroup v2: init is born in the jail's cgroup (CLONE_INTO_CGROUP),
-	// and its new cgroup namespace is rooted there. v1 (or no cgroup): it
-	// joins its cgroups itself, first thing after its config, and enters
-	// its cgroup namespace itself afterwards.
-	if cgroupFD >= 0 {
-		j.cmd.SysProcAttr.UseCgroupFD = true
-		j.cmd.SysProcAttr.CgroupFD = cgroupFD
-	} else {
-		j.cmd.SysProcAttr.Cloneflags &^= unix.CLONE_NEWCGROUP
-		j.joinsCgroup = true
+	j := &jailRun{pidfd: -1, control: ctl, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR,
+		notify: notifyR, joinsCgroup: cgroupArg == "-1", stage1Done: make(chan struct{})}
+	j.cmd = &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, cgroupArg},
+		Env:        initEnv,
+		Stdin:      stdinR,
+		Stdout:     stdoutW,
+		Stderr:     stderrW,
+		ExtraFiles: extra,
+		// Should this process die first, the first step dies with it; the
+		// init itself watches for that on its own (init.c).
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
 	if err := j.cmd.Start(); err != nil {
 		closeFiles(toClose)
-		return nil, startError(err)
+		return nil, fmt.Errorf("start the jail: %w", err)
 	}
+	go func() {
+		j.stage1Err = j.cmd.Wait()
+		close(j.stage1Done)
+	}()
 	// Only the jail keeps the child ends.
-	for _, f := range []*os.File{ctlJail, statusW, stdinR, stdoutW, stderrW, notifyW} {
+	for _, f := range append([]*os.File{ctlJail, statusW, stdinR, stdoutW, stderrW, notifyW}, extra[3:]...) {
 		if f != nil {
 			f.Close()
 		}
@@ -317,6 +345,9 @@ func spawnInit(spec *Spec, root bool, cgroupFD int) (*jailRun, error) {
 // cgroup v1, the files through which it joins its cgroups) and its config.
 // An init that died meanwhile is not an error here: wait reports why.
 func (j *jailRun) configure(cfg *initConfig, trees []*os.File, lim *jailLimits) error {
+	if !j.receivePidfd() {
+		return nil // the first step failed and said why on the status pipe
+	}
 	fds := append([]*os.File(nil), trees...)
 	if j.joinsCgroup {
 		cfg.UnshareCgroup = true
@@ -340,15 +371,103 @@ func (j *jailRun) configure(cfg *initConfig, trees []*os.File, lim *jailLimits) 
 	return nil
 }
 
+// receivePidfd takes the init's pidfd from the first step, once; false
+// when the first step ended without one.
+func (j *jailRun) receivePidfd() bool {
+	j.pidfdOnce.Do(func() {
+		buf := make([]byte, 4)
+		oob := make([]byte, unix.CmsgSpace(4))
+		raw, err := j.control.SyscallConn()
+		if err != nil {
+			return
+		}
+		var n, oobn int
+		var rerr error
+		err = raw.Read(func(fd uintptr) bool {
+			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+			return rerr != unix.EAGAIN
+		})
+		if err != nil || rerr != nil || n != 4 || string(buf) != "pid!" {
+			return
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			return
+		}
+		fds, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(fds) != 1 {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+			return
+		}
+		j.pidfd = fds[0]
+	})
+	return j.pidfd >= 0
+}
+
+// waitInit waits for the jail's init to end (or, when there never was
+// one, for the first step) and returns how it ended, as exec.Cmd.Wait
+// would, with its resource usage (and its reaped descendants').
+func (j *jailRun) waitInit() (*syscall.Rusage, error) {
+	if j.pidfd < 0 {
+		<-j.stage1Done
+		usage, _ := j.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		return usage, j.stage1Err
+	}
+	var info unix.Siginfo
+	var ru unix.Rusage
+	for {
+		err := unix.Waitid(unix.P_PIDFD, j.pidfd, &info, unix.WEXITED, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("wait for the jail's init: %w", err)
+		}
+		break
+	}
+	usage := &syscall.Rusage{
+		Utime:  syscall.Timeval{Sec: ru.Utime.Sec, Usec: ru.Utime.Usec},
+		Stime:  syscall.Timeval{Sec: ru.Stime.Sec, Usec: ru.Stime.Usec},
+		Maxrss: ru.Maxrss,
+	}
+	// The first step has long exited; reap it too.
+	<-j.stage1Done
+	const cldExited = 1 // si_code of a child that exited (CLD_EXITED)
+	code, status := siginfoStatus(&info)
+	switch {
+	case code == cldExited && status == 0:
+		return usage, nil
+	case code == cldExited:
+		return usage, fmt.Errorf("exit status %d", status)
+	default:
+		return usage, fmt.Errorf("signal: %s", unix.SignalName(syscall.Signal(status)))
+	}
+}
+
+// siginfoStatus reads si_code and si_status of a SIGCHLD siginfo, which
+// x/sys leaves in the union after the three-int header: si_pid and si_uid
+// come first, then si_status (siginfo_t's _sigchld on Linux).
+func siginfoStatus(info *unix.Siginfo) (code int, status int) {
+	const statusOffset = 16 + 4 + 4 // header, si_pid, si_uid
+	p := unsafe.Pointer(uintptr(unsafe.Pointer(info)) + statusOffset)
+	return int(info.Code), int(*(*int32)(p))
+}
+
 // abort ends a jail that never got to run: it kills init, reaps it and
 // closes every channel. A nil j is nothing to abort.
 func (j *jailRun) abort() {
 	if j == nil {
 		return
 	}
+	// The first step hands the pidfd over quickly, or ends; either way
+	// nothing of the jail is left unknown.
+	j.receivePidfd()
 	j.kill()
-	_ = j.cmd.Wait()
-	closeFiles([]*os.File{j.control, j.statusR, j.stdinW, j.stdoutR, j.stderrR})
+	j.control.Close() // an init still reading its config sees the end
+	_, _ = j.waitInit()
+	closeFiles([]*os.File{j.statusR, j.stdinW, j.stdoutR, j.stderrR})
 	if j.notify != nil {
 		j.notify.Close()
 	}
@@ -405,8 +524,8 @@ func (j *jailRun) kill() {
 	j.killOnce.Do(func() {
 		if j.pidfd >= 0 {
 			_ = unix.PidfdSendSignal(j.pidfd, unix.SIGKILL, nil, 0)
-		} else {
-			_ = j.cmd.Process.Kill()
+		} else if j.cmd.Process != nil {
+			_ = j.cmd.Process.Kill() // no init yet: end the first step
 		}
 	})
 }
@@ -504,7 +623,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		}
 	}()
 
-	waitErr := j.cmd.Wait()
+	usage, waitErr := j.waitInit()
 	close(done)
 	close(stopCPU)
 	j.control.Close()
@@ -521,7 +640,6 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	res.WallMS = time.Since(start).Milliseconds()
 	res.StdoutBytes, res.StdoutTruncated = outStats.total, outStats.truncated
 	res.StderrBytes, res.StderrTruncated = errStats.total, errStats.truncated
-	usage, _ := j.cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	var report *seccomp.Report
 	if spec.Seccomp != nil {
 		r := spec.Seccomp.EmptyReport()
