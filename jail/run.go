@@ -232,21 +232,21 @@ const hostJailID = 65534
 
 // jailRun is a started jail.
 type jailRun struct {
-	cmd      *exec.Cmd
-	pidfd    int
-	control  *os.File // descriptors, config, then signal requests; closed when the run ends
-	statusR  *os.File
-	stdinW   *os.File
-	stdoutR  *os.File
-	stderrR  *os.File
-	notify   *os.File // receives the seccomp listener, in the notify modes
+	cmd     *exec.Cmd
+	pidfd   int
+	control *os.File // descriptors, config, then signal requests; closed when the run ends
+	statusR *os.File
+	stdinW  *os.File
+	stdoutR *os.File
+	stderrR *os.File
+	notify  *os.File // receives the seccomp listener, in the notify modes
 	// joinsCgroup: init was not born in its cgroup and joins it itself.
 	joinsCgroup bool
 	// The first step (cmd) ends once it has handed over the init's pidfd.
 	pidfdOnce  sync.Once
 	stage1Done chan struct{}
 	stage1Err  error
-	killOnce sync.Once
+	killOnce   sync.Once
 }
 
 // spawnInit starts the init stage's first step (stage1_main in init.c):
