@@ -66,14 +66,15 @@ func (m *idmapper) close() {
 }
 
 // ownerUserns returns a user namespace fd whose map sends uid to
-// hostJailID and gid to hostJailID.
+// hostJailID and gid to hostJailID. The namespace is made by a child that
+// exits at once (rljail_userns_child); its maps are written and the
+// namespace opened while the child is a zombie, then it is reaped.
 func ownerUserns(uid, gid int) (int, error) {
-	pid := int(C.rljail_userns_holder())
+	pid := int(C.rljail_userns_child())
 	if pid < 0 {
 		return -1, fmt.Errorf("create an id-mapping user namespace: %w", unix.Errno(-pid))
 	}
 	defer func() {
-		_ = unix.Kill(pid, unix.SIGKILL)
 		var ws unix.WaitStatus
 		_, _ = unix.Wait4(pid, &ws, 0, nil)
 	}()

@@ -56,10 +56,12 @@ enum {
 int rljail_spawn(const struct rljail_spawn *s);
 
 
-// rljail_userns_holder clones a child in a new user namespace that only
-// waits to be killed; its namespace carries the id map of an idmapped
-// mount. It returns the child's pid, or -errno.
-int rljail_userns_holder(void);
+// rljail_userns_child creates a user namespace that no process stays in:
+// a child made in it exits at once and is left unreaped, so that the caller
+// can still write the namespace's id maps and open it through
+// /proc/PID/uid_map, gid_map and ns/user (a zombie keeps its credentials
+// until reaped), then reap it. Returns the pid, or -errno.
+int rljail_userns_child(void);
 
 // rljail_guard forks a guardian for the jail's cgroup: it reads lines from
 // a pipe whose write end only the supervisor holds. "dir PATH" announces a
