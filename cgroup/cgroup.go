@@ -117,6 +117,11 @@ type Options struct {
 	// removal even if it is killed right after (rljail's cgroup guard).
 	// An error stops Create.
 	Announce func(dir string) error `json:"-"`
+	// Helpers are processes of the caller's own that sit in its cgroup
+	// beside it (rljail's init stage, which is also the cgroup guard): they
+	// do not keep the caller from taking its own delegated cgroup over, and
+	// they move into its leaf cgroup with it.
+	Helpers []int `json:"-"`
 }
 
 // Placement says where the jail's cgroup went.
@@ -212,6 +217,7 @@ func create(opts Options, lay layout) (*Cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.helpers = opts.Helpers
 	p, err := decide(h, parent)
 	if err != nil {
 		return nil, err

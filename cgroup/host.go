@@ -246,6 +246,8 @@ type v1Hierarchy struct {
 type host struct {
 	pid  int
 	euid int
+	// helpers are the caller's own processes beside it (Options.Helpers).
+	helpers []int
 
 	// unified is true when cgroup2 is the hierarchy for limits (the host's
 	// layout is unified, or a test says so); the fields below it are for v2.

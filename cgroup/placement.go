@@ -117,7 +117,7 @@ func ownUsable(h host) (bool, string) {
 	}
 	var others []int
 	for _, pid := range o.procs {
-		if pid != h.pid {
+		if pid != h.pid && !slices.Contains(h.helpers, pid) {
 			others = append(others, pid)
 		}
 	}

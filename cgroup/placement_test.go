@@ -73,6 +73,30 @@ func TestDecide(t *testing.T) {
 			enableIn: []string{delegated().dir}, use: all, mechanismsAre: MechanismCgroup2,
 		},
 		{
+			name: "v2 service holding rljail and its own helper (the init stage): own",
+			host: func() host {
+				o := delegated()
+				o.procs = append(o.procs, 778)
+				h := v2Host(0, o)
+				h.helpers = []int{778}
+				return h
+			},
+			placement: PlacementOwn, v2Parent: delegated().dir, moveSelf: true,
+			enableIn: []string{delegated().dir}, use: all, mechanismsAre: MechanismCgroup2,
+		},
+		{
+			name: "v2 service holding rljail and a stranger that is not its helper: top level",
+			host: func() host {
+				o := delegated()
+				o.procs = append(o.procs, 779)
+				h := v2Host(0, o)
+				h.helpers = []int{778}
+				return h
+			},
+			placement: PlacementTopLevel, v2Parent: "/sys/fs/cgroup/rljail",
+			enableIn: []string{"/sys/fs/cgroup", "/sys/fs/cgroup/rljail"}, use: all, mechanismsAre: MechanismCgroup2,
+		},
+		{
 			name: "v2 service, later run: rljail already in its leaf",
 			host: func() host {
 				o := delegated()

@@ -30,6 +30,12 @@ func (c *Cgroup) setupV2(h host, p *plan, name string, l Limits) ([]string, erro
 		if err := writeFile(filepath.Join(sup, "cgroup.procs"), strconv.Itoa(h.pid)); err != nil {
 			return nil, fmt.Errorf("cgroup: move rljail into its leaf cgroup: %w", err)
 		}
+		for _, pid := range h.helpers {
+			// A helper that has ended already is no obstacle.
+			if err := writeFile(filepath.Join(sup, "cgroup.procs"), strconv.Itoa(pid)); err != nil && !errors.Is(err, unix.ESRCH) {
+				return nil, fmt.Errorf("cgroup: move rljail's helper %d into its leaf cgroup: %w", pid, err)
+			}
+		}
 	}
 	for _, dir := range p.enableIn {
 		if p.makeParent && dir == p.v2Parent {

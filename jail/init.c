@@ -38,6 +38,7 @@
 #define FD_CONTROL 3 // descriptors, config, then control lines, from the supervisor
 #define FD_STATUS 4  // JSON status lines to the supervisor
 #define FD_NOTIFY 5  // seccomp listener socket to the supervisor
+#define FD_GUARD 6   // the first step only: the cgroup guard's pipe
 #define SKELETON "/tmp"
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
@@ -1068,25 +1069,54 @@ static void clone_error(int err)
 	die(125, "start the jail: clone: %s", errstr(err));
 }
 
+// receive_cgroup reads the supervisor's "cgr!" message (sendCgroup in
+// run.go): the jail's cgroup v2 directory to clone the init into, or no
+// descriptor when the init joins its cgroups itself (or there are none).
+static int receive_cgroup(void)
+{
+	char data[4];
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = {.iov_base = data, .iov_len = sizeof data};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	ssize_t r;
+	do
+		r = recvmsg(FD_CONTROL, &msg, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0)
+		rljail_guardian(FD_GUARD); // the supervisor gave up: guard what it made
+	if (r != sizeof data || memcmp(data, "cgr!", 4) != 0 || (msg.msg_flags & MSG_CTRUNC))
+		die(125, "start the jail: a malformed cgroup message");
+	struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
+	if (!h || h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+		return -1;
+	int fd;
+	memcpy(&fd, CMSG_DATA(h), sizeof fd);
+	return fd;
+}
+
 // stage1_main is the process the supervisor starts cheaply (vfork and exec,
-// in the host's namespaces: spawnInit in run.go) while it goes on making
-// the jail's cgroup and mount trees. It clones the jail's init into every
-// namespace at once, as a child of the supervisor (CLONE_PARENT, so that
-// the init's parent-death signal follows the supervisor), hands its pidfd
-// to the supervisor, writes the init's id maps and exits. The init is a fork
-// of this freshly executed process: nothing of the supervisor's memory is
-// in the jail. argv: rljail-init HOSTUID HOSTGID allow|deny CGROUPFD
-// (CGROUPFD -1: the init joins its cgroups itself, cgroup v1 or none).
+// in the host's namespaces: spawnInit in run.go) before anything else. It
+// clones the jail's init into every namespace at once, as a child of the
+// supervisor (CLONE_PARENT, so that the init's parent-death signal follows
+// the supervisor), hands its pidfd to the supervisor, writes the init's id
+// maps, and then stays as the guardian of the jail's cgroup
+// (rljail_guardian). The init is a fork of this freshly executed process:
+// nothing of the supervisor's memory is in the jail. argv: rljail-init
+// HOSTUID HOSTGID allow|deny now|cgroup; with "cgroup" (cgroup v2) it
+// first waits for the cgroup to be born in.
 static int stage1_main(int argc, char **argv)
 {
-	if (argc != 5 || fcntl(FD_STATUS, F_GETFD) < 0 || fcntl(FD_CONTROL, F_GETFD) < 0) {
+	if (argc != 5 || fcntl(FD_STATUS, F_GETFD) < 0 || fcntl(FD_CONTROL, F_GETFD) < 0 || fcntl(FD_GUARD, F_GETFD) < 0) {
 		static const char msg[] = "rljail: the init stage only runs inside a jail started by rljail\n";
 		ssize_t w = write(2, msg, sizeof msg - 1);
 		(void)w;
 		return 125;
 	}
 	const char *uid = argv[1], *gid = argv[2], *setgroups = argv[3];
-	int cgroupfd = atoi(argv[4]);
+	int cgroupfd = strcmp(argv[4], "cgroup") == 0 ? receive_cgroup() : -1;
 	int mapped[2];
 	if (pipe2(mapped, O_CLOEXEC) < 0)
 		die(125, "start the jail: pipe: %s", errstr(errno));
@@ -1107,6 +1137,7 @@ static int stage1_main(int argc, char **argv)
 	if (pid == 0) {
 		// The init. Its user id is the jail's once the maps are written.
 		close(mapped[1]);
+		close(FD_GUARD);
 		char b;
 		if (read(mapped[0], &b, 1) != 1)
 			_exit(125); // stage 1 failed and says why
@@ -1125,9 +1156,12 @@ static int stage1_main(int argc, char **argv)
 		_exit(init_main());
 	}
 	close(mapped[0]);
+	if (cgroupfd >= 0)
+		close(cgroupfd);
 	// The pidfd goes first: should the maps fail, the supervisor can
 	// still reap the init, which then ends without its maps.
 	send_pidfd(pidfd);
+	close(pidfd);
 	char map[64];
 	snprintf(map, sizeof map, "1000 %s 1\n", uid);
 	if (write_proc(pid, "uid_map", map) < 0)
@@ -1139,7 +1173,8 @@ static int stage1_main(int argc, char **argv)
 		die(125, "write the jail's gid map: %s", errstr(errno));
 	if (write(mapped[1], "m", 1) != 1)
 		die(125, "start the jail: %s", errstr(errno));
-	return 0;
+	close(mapped[1]);
+	rljail_guardian(FD_GUARD);
 }
 
 // rljail_init_ctor runs before the Go runtime: in the init stage it never

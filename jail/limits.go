@@ -45,13 +45,14 @@ type jailLimits struct {
 // setupLimits creates the jail's cgroup and decides every mechanism. Each
 // limit weaker than asked is one warning; with Resources.Strict any of
 // them is an error (and nothing is left behind).
-func setupLimits(spec *Spec, runID string, announce func(dir string) error) (*jailLimits, error) {
+func setupLimits(spec *Spec, runID string, announce func(dir string) error, helpers []int) (*jailLimits, error) {
 	r := spec.Resources
 	cg, err := cgroup.Create(cgroup.Options{
 		Parent:   r.CgroupParent,
 		Name:     "rljail-" + runID,
 		Limits:   cgroup.Limits{MemoryBytes: r.MemoryBytes, PidsMax: r.PidsMax, CPUs: r.CPUs},
 		Announce: announce,
+		Helpers:  helpers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set up the jail's cgroup: %w", err)

@@ -8,8 +8,10 @@ import (
 
 // The supervisor and the init stage (init.c) talk over a control socket and
 // a status pipe that init inherits as fixed descriptors. On the control
-// socket the init stage's first step sends the init's pidfd ("pid!",
-// SCM_RIGHTS: receivePidfd); then the supervisor sends the descriptors
+// socket the supervisor first passes the init stage's first step, on
+// cgroup v2, the cgroup to clone the init into ("cgr!", SCM_RIGHTS:
+// sendCgroup); the first step sends the init's pidfd ("pid!":
+// receivePidfd); then the supervisor sends the descriptors
 // init needs (mount trees and cgroup files: sendFDs), one initConfig as
 // tagged records (encode), then control lines ("signal N"), and closes it
 // when the run ends. init writes initMessage lines (JSON) on the status

@@ -63,25 +63,23 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			spec.Warn(msg)
 		}
 	}
-	// Init starts first where it can: its exec and libc start (about a
-	// millisecond, most of it glibc asking the CPU for its caches) then run
-	// on another CPU while this process makes the cgroup and the mount
-	// trees, which init receives over its control socket. Where the cgroup
-	// is cgroup v2, init is born in it (CLONE_INTO_CGROUP), so the cgroup
-	// comes first.
-	var j *jailRun
+	// The init stage starts first: its exec, its libc start and its clone
+	// into the namespaces run on another CPU while this process makes the
+	// cgroup and the mount trees, which the init receives over its control
+	// socket. On cgroup v2 the init is born in its cgroup
+	// (CLONE_INTO_CGROUP): the first step waits for it (sendCgroup). The
+	// first step then stays as the cgroup's guard.
 	unified := cgroup.Unified()
-	var err error
-	if !unified {
-		if j, err = spawnInit(&spec, root, -1); err != nil {
-			return setupFailed(ExitSetupError, err)
-		}
-	}
-	guard := &cgroupGuard{}
-	lim, err := setupLimits(&spec, res.RunID, guard.announce)
+	j, err := spawnInit(&spec, root, unified)
 	if err != nil {
-		guard.done() // Create removed what it made
+		return setupFailed(ExitSetupError, err)
+	}
+	guard := &cgroupGuard{w: j.guardW}
+	lim, err := setupLimits(&spec, res.RunID, guard.announce, []int{j.cmd.Process.Pid})
+	if err != nil {
+		guard.release() // Create removed what it made
 		j.abort()
+		<-j.stage1Done
 		return setupFailed(ExitSetupError, err)
 	}
 	// The cgroup goes last, whatever happened: after the jail is gone and
@@ -91,14 +89,16 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		if derr := lim.cg.Destroy(); derr != nil && spec.Warn != nil {
 			spec.Warn("remove the jail's cgroup: " + derr.Error())
 		}
-		guard.done()
+		guard.release()
+		<-j.stage1Done
 	}()
 	if unified {
 		fd, ok := lim.cg.CloneFD()
 		if !ok {
 			fd = -1
 		}
-		if j, err = spawnInit(&spec, root, fd); err != nil {
+		if err := j.sendCgroup(fd); err != nil {
+			j.abort()
 			return setupFailed(ExitSetupError, err)
 		}
 	}
@@ -242,7 +242,11 @@ type jailRun struct {
 	notify  *os.File // receives the seccomp listener, in the notify modes
 	// joinsCgroup: init was not born in its cgroup and joins it itself.
 	joinsCgroup bool
-	// The first step (cmd) ends once it has handed over the init's pidfd.
+	// awaitingCgroup: the first step waits for sendCgroup.
+	awaitingCgroup bool
+	guardW         *os.File // the cgroup guard's pipe (cgroupGuard)
+	// The first step (cmd) hands over the init's pidfd, then guards the
+	// cgroup until released.
 	pidfdOnce  sync.Once
 	stage1Done chan struct{}
 	stage1Err  error
@@ -257,7 +261,7 @@ type jailRun struct {
 // pidfd (configure). Go's own clone into a user namespace would copy this
 // process's page tables and exec after it; this way the supervisor goes on
 // with the cgroup and the mount trees while the kernel makes the jail.
-func spawnInit(spec *Spec, root bool, cgroupFD int) (*jailRun, error) {
+func spawnInit(spec *Spec, root bool, waitCgroup bool) (*jailRun, error) {
 	var err error
 	var toClose []*os.File
 	pipe := func() (*os.File, *os.File) {
@@ -281,22 +285,16 @@ func spawnInit(spec *Spec, root bool, cgroupFD int) (*jailRun, error) {
 		notifyR, notifyW, err = socketPair()
 		toClose = append(toClose, notifyR, notifyW)
 	}
+	// The cgroup guard's pipe (fd 6 in the first step).
+	guardR, guardW := pipe()
+	extra := []*os.File{ctlJail, statusW, notifyW, guardR}
 	// cgroup v2: the init is born in the jail's cgroup (CLONE_INTO_CGROUP),
-	// and its new cgroup namespace is rooted there. v1 (or no cgroup): it
-	// joins its cgroups itself, first thing after its config, and enters
-	// its cgroup namespace itself afterwards.
-	extra := []*os.File{ctlJail, statusW, notifyW}
-	cgroupArg := "-1"
-	if cgroupFD >= 0 && err == nil {
-		var dup int
-		if dup, err = unix.FcntlInt(uintptr(cgroupFD), unix.F_DUPFD_CLOEXEC, 0); err == nil {
-			f := os.NewFile(uintptr(dup), "cgroup")
-			toClose = append(toClose, f)
-			cgroupArg = strconv.Itoa(3 + len(extra))
-			extra = append(extra, f)
-		} else {
-			err = fmt.Errorf("pass the jail's cgroup: %w", err)
-		}
+	// and its new cgroup namespace is rooted there; the first step waits
+	// for it. v1 (or no cgroup): it joins its cgroups itself, first thing
+	// after its config, and enters its cgroup namespace itself afterwards.
+	mode := "now"
+	if waitCgroup {
+		mode = "cgroup"
 	}
 	if err != nil {
 		closeFiles(toClose)
@@ -311,18 +309,17 @@ func spawnInit(spec *Spec, root bool, cgroupFD int) (*jailRun, error) {
 		hostUID, hostGID, setgroups = hostJailID, hostJailID, "allow"
 	}
 	j := &jailRun{pidfd: -1, control: ctl, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR,
-		notify: notifyR, joinsCgroup: cgroupArg == "-1", stage1Done: make(chan struct{})}
+		notify: notifyR, guardW: guardW, joinsCgroup: !waitCgroup, awaitingCgroup: waitCgroup, stage1Done: make(chan struct{})}
 	j.cmd = &exec.Cmd{
 		Path:       "/proc/self/exe",
-		Args:       []string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, cgroupArg},
+		Args:       []string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode},
 		Env:        initEnv,
 		Stdin:      stdinR,
 		Stdout:     stdoutW,
 		Stderr:     stderrW,
 		ExtraFiles: extra,
-		// Should this process die first, the first step dies with it; the
-		// init itself watches for that on its own (init.c).
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+		// No parent-death signal: should this process die, the first step
+		// (the cgroup's guard by then) cleans up after it.
 	}
 	if err := j.cmd.Start(); err != nil {
 		closeFiles(toClose)
@@ -333,7 +330,7 @@ func spawnInit(spec *Spec, root bool, cgroupFD int) (*jailRun, error) {
 		close(j.stage1Done)
 	}()
 	// Only the jail keeps the child ends.
-	for _, f := range append([]*os.File{ctlJail, statusW, stdinR, stdoutW, stderrW, notifyW}, extra[3:]...) {
+	for _, f := range []*os.File{ctlJail, statusW, stdinR, stdoutW, stderrW, notifyW, guardR} {
 		if f != nil {
 			f.Close()
 		}
@@ -367,6 +364,34 @@ func (j *jailRun) configure(cfg *initConfig, trees []*os.File, lim *jailLimits) 
 	}
 	if _, err := j.control.Write(cfg.encode()); err != nil {
 		j.kill()
+	}
+	return nil
+}
+
+// sendCgroup tells the first step, waiting on cgroup v2, which cgroup to
+// clone the init into: fd, or none (-1), when the init joins its cgroups
+// itself (there are none to be born in).
+func (j *jailRun) sendCgroup(fd int) error {
+	j.awaitingCgroup = false
+	j.joinsCgroup = fd < 0
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	raw, err := j.control.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = raw.Write(func(s uintptr) bool {
+		serr = unix.Sendmsg(int(s), []byte("cgr!"), oob, nil, unix.MSG_NOSIGNAL)
+		return serr != unix.EAGAIN
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("pass the jail's cgroup to init: %w", err)
 	}
 	return nil
 }
@@ -432,8 +457,6 @@ func (j *jailRun) waitInit() (*syscall.Rusage, error) {
 		Stime:  syscall.Timeval{Sec: ru.Stime.Sec, Usec: ru.Stime.Usec},
 		Maxrss: ru.Maxrss,
 	}
-	// The first step has long exited; reap it too.
-	<-j.stage1Done
 	const cldExited = 1 // si_code of a child that exited (CLD_EXITED)
 	code, status := siginfoStatus(&info)
 	switch {
@@ -461,12 +484,19 @@ func (j *jailRun) abort() {
 	if j == nil {
 		return
 	}
+	if j.awaitingCgroup {
+		// The first step has made no init and must not: it guards, and
+		// ends when released.
+		j.control.Close()
+	}
 	// The first step hands the pidfd over quickly, or ends; either way
 	// nothing of the jail is left unknown.
 	j.receivePidfd()
 	j.kill()
 	j.control.Close() // an init still reading its config sees the end
-	_, _ = j.waitInit()
+	if j.pidfd >= 0 {
+		_, _ = j.waitInit()
+	}
 	closeFiles([]*os.File{j.statusR, j.stdinW, j.stdoutR, j.stderrR})
 	if j.notify != nil {
 		j.notify.Close()

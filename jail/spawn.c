@@ -237,7 +237,7 @@ static void kill_procs(const char *path)
 	}
 }
 
-static void guardian(int pipe_rd)
+void rljail_guardian(int pipe_rd)
 {
 	// Nothing of the supervisor's but the pipe, no terminal signals.
 	for (int fd = 0; fd < 3; fd++) {
@@ -309,19 +309,4 @@ static void guardian(int pipe_rd)
 		nanosleep(&ts, NULL);
 	}
 	_exit(0);
-}
-
-int rljail_guard(int pipe_rd)
-{
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
-	if (pid == 0)
-		guardian(pipe_rd);
-	int saved = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (pid < 0)
-		return -saved;
-	return pid;
 }

@@ -63,12 +63,12 @@ int rljail_spawn(const struct rljail_spawn *s);
 // until reaped), then reap it. Returns the pid, or -errno.
 int rljail_userns_child(void);
 
-// rljail_guard forks a guardian for the jail's cgroup: it reads lines from
-// a pipe whose write end only the supervisor holds. "dir PATH" announces a
-// cgroup directory (before it is created); "done" means the supervisor
-// removed them itself. EOF without "done" means the supervisor died
-// (SIGKILL): the guardian then kills what is left in each announced cgroup
-// and removes it. It returns the guardian's pid, or -errno.
-int rljail_guard(int pipe_rd);
+// rljail_guardian is the guardian of the jail's cgroup, run by the init
+// stage's first step once the init is made: it reads lines from pipe_rd,
+// "dir PATH" before each cgroup directory is created and "done" when the
+// supervisor removed them itself, and otherwise waits for the supervisor's
+// death (EOF, even by SIGKILL): it then kills what is left in each
+// announced cgroup and removes it. It never returns.
+__attribute__((noreturn)) void rljail_guardian(int pipe_rd);
 
 #endif
