@@ -1174,6 +1174,12 @@ static int stage1_main(int argc, char **argv)
 	if (write(mapped[1], "m", 1) != 1)
 		die(125, "start the jail: %s", errstr(errno));
 	close(mapped[1]);
+	// From here on this process is the cgroup's guard, not an init: it says
+	// so in ps (/proc/PID/cmdline is the argv memory, rewritten in place).
+	char *end = argv[argc - 1] + strlen(argv[argc - 1]);
+	memset(argv[0], 0, (size_t)(end - argv[0]));
+	snprintf(argv[0], (size_t)(end - argv[0]) + 1, "rljail-guard");
+	prctl(PR_SET_NAME, "rljail-guard", 0, 0, 0);
 	rljail_guardian(FD_GUARD);
 }
 
