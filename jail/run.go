@@ -78,6 +78,13 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	lim, err := setupLimits(&spec, res.RunID, guard.announce, []int{j.cmd.Process.Pid})
 	if err != nil {
 		guard.release() // Create removed what it made
+		if errors.Is(err, syscall.EPIPE) {
+			// The first step ended before it could guard: its own words
+			// (no user namespace, say) beat the broken pipe it left.
+			if msg := j.firstStepError(); msg != "" {
+				err = errors.New(msg)
+			}
+		}
 		j.abort()
 		<-j.stage1Done
 		return setupFailed(ExitSetupError, err)
@@ -394,6 +401,28 @@ func (j *jailRun) sendCgroup(fd int) error {
 		return fmt.Errorf("pass the jail's cgroup to init: %w", err)
 	}
 	return nil
+}
+
+// firstStepError is the error the init stage's first step reported, when
+// it has ended with one.
+func (j *jailRun) firstStepError() string {
+	select {
+	case <-j.stage1Done:
+	case <-time.After(time.Second):
+		return ""
+	}
+	// An init the first step made before it failed may still hold the
+	// pipe open for a moment: read what is there, not up to its end.
+	_ = j.statusR.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	defer func() { _ = j.statusR.SetReadDeadline(time.Time{}) }()
+	sc := bufio.NewScanner(j.statusR)
+	for sc.Scan() {
+		var m initMessage
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Error != "" {
+			return m.Error
+		}
+	}
+	return ""
 }
 
 // receivePidfd takes the init's pidfd from the first step, once; false
