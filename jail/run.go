@@ -69,10 +69,17 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	// socket. On cgroup v2 the init is born in its cgroup
 	// (CLONE_INTO_CGROUP): the first step waits for it (sendCgroup). The
 	// first step then stays as the cgroup's guard.
-	unified := cgroup.Unified()
-	j, err := spawnInit(&spec, root, unified)
-	if err != nil {
-		return setupFailed(ExitSetupError, err)
+	var j *jailRun
+	var unified bool
+	var err error
+	if e := spec.Early; e.usable(root) {
+		e.used = true
+		j, unified = e.j, e.unified
+	} else {
+		unified = cgroup.Unified()
+		if j, err = spawnInit(root, unified, spec.Seccomp != nil && spec.Seccomp.Notify); err != nil {
+			return setupFailed(ExitSetupError, err)
+		}
 	}
 	guard := &cgroupGuard{w: j.guardW}
 	lim, err := setupLimits(&spec, res.RunID, guard.announce, []int{j.cmd.Process.Pid})
@@ -268,7 +275,7 @@ type jailRun struct {
 // pidfd (configure). Go's own clone into a user namespace would copy this
 // process's page tables and exec after it; this way the supervisor goes on
 // with the cgroup and the mount trees while the kernel makes the jail.
-func spawnInit(spec *Spec, root bool, waitCgroup bool) (*jailRun, error) {
+func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 	var err error
 	var toClose []*os.File
 	pipe := func() (*os.File, *os.File) {
@@ -288,7 +295,7 @@ func spawnInit(spec *Spec, root bool, waitCgroup bool) (*jailRun, error) {
 	// The seccomp listener travels from the payload's child to here over
 	// a Unix socket (fdNotify in the jail); nil leaves that fd closed.
 	var notifyR, notifyW *os.File
-	if spec.Seccomp != nil && spec.Seccomp.Notify && err == nil {
+	if notify && err == nil {
 		notifyR, notifyW, err = socketPair()
 		toClose = append(toClose, notifyR, notifyW)
 	}
@@ -640,6 +647,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 			sup.Serve(listener, stopSup)
 		}()
 	} else {
+		if j.notify != nil {
+			j.notify.Close() // an init stage started early has one either way
+		}
 		close(supDone)
 	}
 

@@ -58,6 +58,10 @@ type Volume struct {
 // Spec describes one run completely. The CLI (and any other caller) builds
 // it; Validate checks it before anything is created on the host.
 type Spec struct {
+	// Early, when set, is an init stage started before the Spec was known
+	// (StartEarly), which Run takes over instead of starting one.
+	Early *Early
+
 	// Command is the argv run inside the jail; Command[0] is looked up on the
 	// jail's PATH when it has no slash.
 	Command []string

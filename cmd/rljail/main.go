@@ -56,6 +56,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		args = append([]string{args[0], "run"}, args[1:]...)
 	}
 	app := newApp(stdin, stdout, stderr)
+	if args[1] == "run" {
+		// The jail's init stage starts now, while the flags are read
+		// (jail.Early); whatever happens next, nothing of it outlives run.
+		early := jail.StartEarly()
+		defer early.Close()
+		app.Metadata = map[string]any{earlyKey: early}
+	}
 	err := app.Run(args)
 	if err == nil {
 		return 0

@@ -139,6 +139,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	if err == nil {
 		hashedStdin = newHashingReader(stdin)
 		spec.Stdin, spec.Stdout, spec.Stderr = hashedStdin, stdout, stderr
+		spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
 		// Warnings about fallbacks are printed even with --quiet.
 		spec.Warn = func(msg string) { fmt.Fprintln(stderr, "rljail: warning: "+msg) }
 		sigs := make(chan os.Signal, 4)
@@ -330,6 +331,10 @@ func workspaceDir() (string, string, error) {
 	}
 	return real, "", nil
 }
+
+// earlyKey is where run puts the init stage it started early
+// (jail.StartEarly) in the app's Metadata.
+const earlyKey = "rljail.early"
 
 // flagsSet names every flag given on the command line or by its
 // environment variable, under each of its names. It stands in for

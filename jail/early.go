@@ -1,0 +1,49 @@
+package jail
+
+import (
+	"os"
+
+	"github.com/rljail/rljail/cgroup"
+)
+
+// Early is an init stage started before its Spec is known. A CLI starts it
+// first thing, so that the init stage's exec, libc start and clone into
+// the namespaces (about 2 ms) run while the CLI reads its flags and Run
+// makes the cgroup and the mount trees. Run takes it over through
+// Spec.Early; Close ends it when no Run did. Its seccomp listener socket
+// is made whether or not the profile will want one.
+type Early struct {
+	root    bool
+	unified bool
+	j       *jailRun
+	err     error
+	used    bool
+}
+
+// StartEarly starts an init stage for a Run by this process, as this
+// process's user. A failure is kept: Run then starts its own and reports
+// why that one failed.
+func StartEarly() *Early {
+	e := &Early{root: os.Geteuid() == 0, unified: cgroup.Unified()}
+	e.j, e.err = spawnInit(e.root, e.unified, true)
+	return e
+}
+
+// usable tells whether Run may take e over: started, not taken, and for
+// the same user.
+func (e *Early) usable(root bool) bool {
+	return e != nil && !e.used && e.err == nil && e.j != nil && e.root == root
+}
+
+// Close ends the init stage when no Run took it over: nothing of it is
+// left when Close returns. Safe on nil and after Run.
+func (e *Early) Close() {
+	if e == nil || e.used || e.j == nil {
+		return
+	}
+	e.used = true
+	guard := &cgroupGuard{w: e.j.guardW}
+	guard.release()
+	e.j.abort()
+	<-e.j.stage1Done
+}
