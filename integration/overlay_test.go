@@ -147,3 +147,83 @@ func TestOverlayFallbackAnnounced(t *testing.T) {
 		})
 	}
 }
+
+// TestNoMountReachesTheHost grants a directory on a shared mount (as
+// systemd makes /) read-write, with a volume nested inside it. The clone
+// of a shared mount is a peer of the host's unless made private, and the
+// nested volume init mounts below it would then appear on the host, and
+// stay there. Decided from the host's mount table, during the run and
+// after it.
+func TestNoMountReachesTheHost(t *testing.T) {
+	shared := newOpenDir(t)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "rljail-it-shared", shared).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		// Whatever leaked below it goes first.
+		for {
+			b, _ := os.ReadFile("/proc/self/mountinfo")
+			leaked := ""
+			for _, row := range attackMountinfoRoots(string(b)) {
+				if strings.HasPrefix(row[1], shared+"/") {
+					leaked = row[1]
+				}
+			}
+			if leaked == "" {
+				break
+			}
+			if out, err := exec.Command("umount", leaked).CombinedOutput(); err != nil {
+				t.Errorf("umount %s: %v: %s", leaked, err, out)
+				break
+			}
+		}
+		if out, err := exec.Command("umount", shared).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", shared, err, out)
+		}
+	})
+	if out, err := exec.Command("mount", "--make-shared", shared).CombinedOutput(); err != nil {
+		t.Fatalf("make %s shared: %v: %s", shared, err, out)
+	}
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	nested := newDir(t)
+	hostMountsBelow := func() []string {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var below []string
+		for _, row := range attackMountinfoRoots(string(b)) {
+			if strings.HasPrefix(row[1], shared+"/") {
+				below = append(below, row[1]+" ("+row[2]+")")
+			}
+		}
+		return below
+	}
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			sub := filepath.Join(shared, "sub-"+string(m))
+			if err := os.Mkdir(sub, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			p := startJail(t, m, runOpts{dir: newDir(t)}, append([]string{"-v", shared + ":/data:rw", "-v", nested + ":/data/sub-" + string(m)},
+				python(`import time, os; print("IN", os.path.ismount("/data/sub-`+string(m)+`"), flush=True); time.sleep(1)`)...)...)
+			if !p.stdout.waitFor("IN True", 10*time.Second) {
+				_ = p.cmd.Process.Kill()
+				p.wait()
+				t.Fatalf("the nested volume was not mounted in the jail: %s", p)
+			}
+			if below := hostMountsBelow(); len(below) > 0 {
+				t.Errorf("while the jail runs, the host has mounts below the granted %s: %v", shared, below)
+			}
+			p.wait()
+			if p.exit != 0 {
+				t.Fatalf("%s", p)
+			}
+			if below := hostMountsBelow(); len(below) > 0 {
+				t.Errorf("after the run, the host has mounts below the granted %s: %v", shared, below)
+			}
+		})
+	}
+}

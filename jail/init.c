@@ -421,7 +421,14 @@ static int clone_tree(int dfd, const char *path, const char *name, uint64_t attr
 			die(125, "clone mount of %s: invalid argument (a directory with other filesystems mounted below it cannot be granted rootless; grant a path below it)", name);
 		die(125, "clone mount of %s: %s", name, errstr(errno));
 	}
-	if (sys_mount_setattr(fd, "", AT_EMPTY_PATH, attrs) < 0)
+	// Private: a clone of a shared mount (systemd makes / shared) would
+	// otherwise be a peer of the host's, and what init mounts below it (a
+	// nested volume) would appear, and stay, on the host.
+	struct mount_attr a;
+	memset(&a, 0, sizeof a);
+	a.attr_set = attrs;
+	a.propagation = MS_PRIVATE;
+	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &a, sizeof a) < 0)
 		die(125, "set mount flags on %s: %s", name, errstr(errno));
 	return fd;
 }

@@ -50,7 +50,10 @@ func cloneTree(dirfd int, p, name string, attrs uint64) (int, error) {
 		}
 		return -1, fmt.Errorf("clone mount of %s: %w", name, err)
 	}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: attrs}); err != nil {
+	// Private: a clone of a shared mount (systemd makes / shared) would
+	// otherwise be a peer of the host's, and what init mounts below it (a
+	// nested volume) would appear, and stay, on the host.
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: attrs, Propagation: unix.MS_PRIVATE}); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("set mount flags on %s: %w", name, err)
 	}
