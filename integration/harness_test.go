@@ -657,8 +657,31 @@ func descendants(pid int) []proc {
 }
 
 // orphanedInits lists rljail-init processes whose parent is not an rljail
-// supervisor: a jail that outlived the process that ran it.
+// supervisor: a jail that outlived the process that ran it. The scan is of
+// the whole host, and tests that kill supervisors run in parallel: an init
+// whose supervisor another test killed a moment ago is still dying, as it
+// should. So an orphan counts only if it is still there, the same process,
+// half a second later; a jail that outlived its supervisor stays far longer.
 func orphanedInits() []proc {
+	first := orphanedInitsNow()
+	if len(first) == 0 {
+		return nil
+	}
+	time.Sleep(500 * time.Millisecond)
+	again := map[string]bool{}
+	for _, p := range orphanedInitsNow() {
+		again[p.key()] = true
+	}
+	var out []proc
+	for _, p := range first {
+		if again[p.key()] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orphanedInitsNow() []proc {
 	var out []proc
 	for _, p := range allProcs() {
 		if !strings.HasPrefix(p.cmdline, "rljail-init") || p.zombie() {
