@@ -300,10 +300,11 @@ func (c *Cgroup) Fallbacks() []string { return append([]string(nil), c.fallbacks
 func (c *Cgroup) Dirs() []string { return append([]string(nil), c.created...) }
 
 // CloneFD returns an O_PATH directory fd of the jail's v2 cgroup for
-// CLONE_INTO_CGROUP (SysProcAttr.UseCgroupFD and CgroupFD), so that the
-// jail's init is born inside its limits. It is false without a v2 cgroup;
-// then the caller places the init with AddProc before releasing it. The fd
-// belongs to the Cgroup and is closed by Destroy.
+// CLONE_INTO_CGROUP (clone3's cgroup field), so that the jail's init is
+// born inside its limits. It is false without a v2 cgroup; then the init
+// joins its cgroups through TaskFiles (or AddProc places a process by pid)
+// before it is released. The fd belongs to the Cgroup and is closed by
+// Destroy.
 func (c *Cgroup) CloneFD() (int, bool) {
 	if c.cloneFD < 0 {
 		return -1, false

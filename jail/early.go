@@ -42,8 +42,7 @@ func (e *Early) Close() {
 		return
 	}
 	e.used = true
-	guard := &cgroupGuard{w: e.j.guardW}
-	guard.release()
+	e.j.guard.release()
 	e.j.abort()
 	<-e.j.stage1Done
 }

@@ -223,6 +223,53 @@ static char *field(char **cur, char *end)
 	return s;
 }
 
+#define MAX_MSG_FDS 253 // the most descriptors one message carries (SCM_MAX_FD)
+
+// recv_msg reads one message of len bytes from the control socket into
+// data, with its descriptors (close-on-exec, at most max) into fds and
+// their count into *nfds. It returns the bytes read, 0 at EOF, -1 on an
+// error, and -2 for a message whose descriptors did not fit (they are
+// closed).
+static ssize_t recv_msg(void *data, size_t len, int *fds, int max, int *nfds)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int) * MAX_MSG_FDS)];
+	} u;
+	struct iovec iov = {.iov_base = data, .iov_len = len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	ssize_t r;
+	do
+		r = recvmsg(FD_CONTROL, &msg, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	*nfds = 0;
+	if (r <= 0)
+		return r < 0 ? -1 : 0;
+	int over = (msg.msg_flags & MSG_CTRUNC) != 0;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (int i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(h) + sizeof(int) * (size_t)i, sizeof fd);
+			if (*nfds < max)
+				fds[(*nfds)++] = fd;
+			else {
+				close(fd);
+				over = 1;
+			}
+		}
+	}
+	if (over) {
+		for (int i = 0; i < *nfds; i++)
+			close(fds[i]);
+		*nfds = 0;
+		return -2;
+	}
+	return r;
+}
+
 // receive_fds reads the descriptors the supervisor sends before the
 // config (sendFDs in run.go): messages of a 4-byte little-endian count and
 // that many descriptors, ending with a count of 0. They arrive close-on-exec.
@@ -232,34 +279,20 @@ static int *receive_fds(int *n)
 	*n = 0;
 	for (;;) {
 		unsigned char count[4];
-		union {
-			struct cmsghdr h;
-			char buf[CMSG_SPACE(sizeof(int) * 253)];
-		} u;
-		struct iovec iov = {.iov_base = count, .iov_len = sizeof count};
-		struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-		ssize_t r = recvmsg(FD_CONTROL, &msg, MSG_CMSG_CLOEXEC);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
+		int chunk[MAX_MSG_FDS], got;
+		ssize_t r = recv_msg(count, sizeof count, chunk, MAX_MSG_FDS, &got);
+		if (r == 0 || r == -1)
 			_exit(125); // the supervisor is gone: nothing to report to
-		if (r != sizeof count || (msg.msg_flags & MSG_CTRUNC))
+		if (r != sizeof count)
 			die(125, "read the jail config: a malformed descriptor message");
 		uint32_t want = (uint32_t)count[0] | (uint32_t)count[1] << 8 | (uint32_t)count[2] << 16 | (uint32_t)count[3] << 24;
-		int got = 0;
-		for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
-			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-				continue;
-			int k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			fds = xrealloc(fds, sizeof(int) * (size_t)(*n + k));
-			memcpy(fds + *n, CMSG_DATA(h), sizeof(int) * (size_t)k);
-			*n += k;
-			got += k;
-		}
 		if ((uint32_t)got != want)
 			die(125, "read the jail config: %u descriptors announced, %d received", want, got);
 		if (want == 0)
 			return fds;
+		fds = xrealloc(fds, sizeof(int) * (size_t)(*n + got));
+		memcpy(fds + *n, chunk, sizeof(int) * (size_t)got);
+		*n += got;
 	}
 }
 
@@ -1082,26 +1115,13 @@ static void clone_error(int err)
 static int receive_cgroup(void)
 {
 	char data[4];
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
-	struct iovec iov = {.iov_base = data, .iov_len = sizeof data};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-	ssize_t r;
-	do
-		r = recvmsg(FD_CONTROL, &msg, MSG_CMSG_CLOEXEC);
-	while (r < 0 && errno == EINTR);
-	if (r <= 0)
+	int fd, got;
+	ssize_t r = recv_msg(data, sizeof data, &fd, 1, &got);
+	if (r == 0 || r == -1)
 		rljail_guardian(FD_GUARD); // the supervisor gave up: guard what it made
-	if (r != sizeof data || memcmp(data, "cgr!", 4) != 0 || (msg.msg_flags & MSG_CTRUNC))
+	if (r != sizeof data || memcmp(data, "cgr!", 4) != 0)
 		die(125, "start the jail: a malformed cgroup message");
-	struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
-	if (!h || h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-		return -1;
-	int fd;
-	memcpy(&fd, CMSG_DATA(h), sizeof fd);
-	return fd;
+	return got == 1 ? fd : -1;
 }
 
 // stage1_main is the process the supervisor starts cheaply (vfork and exec,

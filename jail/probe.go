@@ -2,10 +2,12 @@ package jail
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,4 +99,47 @@ func probeOverlay(fd int) error {
 		return fmt.Errorf("mount overlayfs: %w", err)
 	}
 	return nil
+}
+
+// namespaceAttrs are the clone settings of the probe: the namespaces and
+// id maps of a jail (which stage1_main in init.c makes for a run), made
+// through Go's own clone, and (as ambient capabilities) the rights to
+// mount in them.
+func namespaceAttrs(root bool, capLast int, pidfd *int) *syscall.SysProcAttr {
+	ambient := make([]uintptr, 0, capLast+1)
+	for c := 0; c <= capLast; c++ {
+		ambient = append(ambient, uintptr(c))
+	}
+	hostUID, hostGID := os.Getuid(), os.Getgid()
+	if root {
+		hostUID, hostGID = hostJailID, hostJailID
+	}
+	return &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: JailUID, HostID: hostUID, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: JailGID, HostID: hostGID, Size: 1}},
+		GidMappingsEnableSetgroups: root,
+		// As root the supplementary groups (root's among them) are cleared;
+		// rootless, setgroups is denied and the user's own groups stay,
+		// which grant nothing the user could not do.
+		Credential:  &syscall.Credential{Uid: JailUID, Gid: JailGID, Groups: []uint32{}, NoSetGroups: !root},
+		AmbientCaps: ambient,
+		Setsid:      true,
+		PidFD:       pidfd,
+	}
+}
+
+// startError turns a failed clone into one actionable line, in the words
+// of clone_error in init.c, which says it for a run.
+func startError(err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return fmt.Errorf("cannot create the jail's namespaces: %w; see rljail check", unwrapPathError(err))
+	case errors.Is(err, unix.ENOSPC):
+		return fmt.Errorf("cannot create the jail's namespaces: the per-user namespace limit is reached (user.max_user_namespaces): %w", unwrapPathError(err))
+	case errors.Is(err, unix.EUSERS):
+		return fmt.Errorf("cannot create the jail's namespaces: too many nested user namespaces: %w", unwrapPathError(err))
+	}
+	return fmt.Errorf("start the jail: %w", err)
 }

@@ -81,10 +81,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			return setupFailed(ExitSetupError, err)
 		}
 	}
-	guard := &cgroupGuard{w: j.guardW}
-	lim, err := setupLimits(&spec, res.RunID, guard.announce, []int{j.cmd.Process.Pid})
+	lim, err := setupLimits(&spec, res.RunID, j.guard.announce, []int{j.cmd.Process.Pid})
 	if err != nil {
-		guard.release() // Create removed what it made
+		j.guard.release() // Create removed what it made
 		if errors.Is(err, syscall.EPIPE) {
 			// The first step ended before it could guard: its own words
 			// (no user namespace, say) beat the broken pipe it left.
@@ -103,7 +102,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		if derr := lim.cg.Destroy(); derr != nil && spec.Warn != nil {
 			spec.Warn("remove the jail's cgroup: " + derr.Error())
 		}
-		guard.release()
+		j.guard.release()
 		<-j.stage1Done
 	}()
 	if unified {
@@ -258,7 +257,7 @@ type jailRun struct {
 	joinsCgroup bool
 	// awaitingCgroup: the first step waits for sendCgroup.
 	awaitingCgroup bool
-	guardW         *os.File // the cgroup guard's pipe (cgroupGuard)
+	guard          *cgroupGuard // the first step, once it has made the init
 	// The first step (cmd) hands over the init's pidfd, then guards the
 	// cgroup until released.
 	pidfdOnce  sync.Once
@@ -286,7 +285,9 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 		toClose = append(toClose, r, w)
 		return r, w
 	}
-	ctl, ctlJail, err := controlSocket()
+	// The control channel is a stream socket, so that descriptors can
+	// travel on it before the config.
+	ctl, ctlJail, err := socketPair(unix.SOCK_STREAM, "control")
 	toClose = append(toClose, ctl, ctlJail)
 	statusR, statusW := pipe()
 	stdinR, stdinW := pipe()
@@ -296,7 +297,7 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 	// a Unix socket (fdNotify in the jail); nil leaves that fd closed.
 	var notifyR, notifyW *os.File
 	if notify && err == nil {
-		notifyR, notifyW, err = socketPair()
+		notifyR, notifyW, err = socketPair(unix.SOCK_SEQPACKET, "notify")
 		toClose = append(toClose, notifyR, notifyW)
 	}
 	// The cgroup guard's pipe (fd 6 in the first step).
@@ -323,7 +324,7 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 		hostUID, hostGID, setgroups = hostJailID, hostJailID, "allow"
 	}
 	j := &jailRun{pidfd: -1, control: ctl, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR,
-		notify: notifyR, guardW: guardW, joinsCgroup: !waitCgroup, awaitingCgroup: waitCgroup, stage1Done: make(chan struct{})}
+		notify: notifyR, guard: &cgroupGuard{w: guardW}, joinsCgroup: !waitCgroup, awaitingCgroup: waitCgroup, stage1Done: make(chan struct{})}
 	j.cmd = &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode},
@@ -388,26 +389,31 @@ func (j *jailRun) configure(cfg *initConfig, trees []*os.File, lim *jailLimits) 
 func (j *jailRun) sendCgroup(fd int) error {
 	j.awaitingCgroup = false
 	j.joinsCgroup = fd < 0
-	var oob []byte
+	var fds []int
 	if fd >= 0 {
-		oob = unix.UnixRights(fd)
+		fds = []int{fd}
 	}
-	raw, err := j.control.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = raw.Write(func(s uintptr) bool {
-		serr = unix.Sendmsg(int(s), []byte("cgr!"), oob, nil, unix.MSG_NOSIGNAL)
-		return serr != unix.EAGAIN
-	})
-	if err == nil {
-		err = serr
-	}
-	if err != nil {
+	if err := sendMsg(j.control, []byte("cgr!"), fds...); err != nil {
 		return fmt.Errorf("pass the jail's cgroup to init: %w", err)
 	}
 	return nil
+}
+
+// receivePidfd takes the init's pidfd from the first step, once; false
+// when the first step ended without one.
+func (j *jailRun) receivePidfd() bool {
+	j.pidfdOnce.Do(func() {
+		buf := make([]byte, 4)
+		n, fd, err := recvFD(j.control, buf)
+		if err != nil || n != 4 || string(buf) != "pid!" || fd < 0 {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return
+		}
+		j.pidfd = fd
+	})
+	return j.pidfd >= 0
 }
 
 // firstStepError is the error the init stage's first step reported, when
@@ -430,41 +436,6 @@ func (j *jailRun) firstStepError() string {
 		}
 	}
 	return ""
-}
-
-// receivePidfd takes the init's pidfd from the first step, once; false
-// when the first step ended without one.
-func (j *jailRun) receivePidfd() bool {
-	j.pidfdOnce.Do(func() {
-		buf := make([]byte, 4)
-		oob := make([]byte, unix.CmsgSpace(4))
-		raw, err := j.control.SyscallConn()
-		if err != nil {
-			return
-		}
-		var n, oobn int
-		var rerr error
-		err = raw.Read(func(fd uintptr) bool {
-			n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
-			return rerr != unix.EAGAIN
-		})
-		if err != nil || rerr != nil || n != 4 || string(buf) != "pid!" {
-			return
-		}
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil || len(msgs) != 1 {
-			return
-		}
-		fds, err := unix.ParseUnixRights(&msgs[0])
-		if err != nil || len(fds) != 1 {
-			for _, fd := range fds {
-				unix.Close(fd)
-			}
-			return
-		}
-		j.pidfd = fds[0]
-	})
-	return j.pidfd >= 0
 }
 
 // waitInit waits for the jail's init to end (or, when there never was
@@ -540,48 +511,6 @@ func (j *jailRun) abort() {
 	if j.pidfd >= 0 {
 		unix.Close(j.pidfd)
 	}
-}
-
-// namespaceAttrs are the clone settings of the init stage: every
-// namespace in one clone, the jail user mapped to an unprivileged host id,
-// and (as ambient capabilities) the rights init needs in its own user
-// namespace to build the jail, which it drops before the payload runs.
-func namespaceAttrs(root bool, capLast int, pidfd *int) *syscall.SysProcAttr {
-	ambient := make([]uintptr, 0, capLast+1)
-	for c := 0; c <= capLast; c++ {
-		ambient = append(ambient, uintptr(c))
-	}
-	hostUID, hostGID := os.Getuid(), os.Getgid()
-	if root {
-		hostUID, hostGID = hostJailID, hostJailID
-	}
-	return &syscall.SysProcAttr{
-		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: JailUID, HostID: hostUID, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: JailGID, HostID: hostGID, Size: 1}},
-		GidMappingsEnableSetgroups: root,
-		// As root the supplementary groups (root's among them) are cleared;
-		// rootless, setgroups is denied and the user's own groups stay,
-		// which grant nothing the user could not do.
-		Credential:  &syscall.Credential{Uid: JailUID, Gid: JailGID, Groups: []uint32{}, NoSetGroups: !root},
-		AmbientCaps: ambient,
-		Setsid:      true,
-		PidFD:       pidfd,
-	}
-}
-
-// startError turns a failed clone into one actionable line.
-func startError(err error) error {
-	switch {
-	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("cannot create the jail's namespaces: %w; see rljail check", unwrapPathError(err))
-	case errors.Is(err, unix.ENOSPC):
-		return fmt.Errorf("cannot create the jail's namespaces: the per-user namespace limit is reached (user.max_user_namespaces): %w", unwrapPathError(err))
-	case errors.Is(err, unix.EUSERS):
-		return fmt.Errorf("cannot create the jail's namespaces: too many nested user namespaces: %w", unwrapPathError(err))
-	}
-	return fmt.Errorf("start the jail: %w", err)
 }
 
 // kill ends the jail: SIGKILL to init through its pidfd, and the kernel
@@ -778,59 +707,29 @@ func (j *jailRun) verdict(ctx context.Context, spec *Spec, res Result, got []ini
 	return res, errors.New(res.Error), true
 }
 
-// socketPair makes a connected pair of Unix sockets for passing a
-// descriptor.
-func socketPair() (*os.File, *os.File, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+// socketPair makes a Unix socket pair of type typ: this process's end and
+// the jail's.
+func socketPair(typ int, name string) (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create a socket pair: %w", err)
 	}
-	return os.NewFile(uintptr(fds[0]), "notify"), os.NewFile(uintptr(fds[1]), "notify-jail"), nil
+	return os.NewFile(uintptr(fds[0]), name), os.NewFile(uintptr(fds[1]), name+"-jail"), nil
 }
-
-// controlSocket is the control channel's two ends: a stream socket, so
-// that descriptors can travel on it before the config.
-func controlSocket() (*os.File, *os.File, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("create a socket pair: %w", err)
-	}
-	return os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control-jail"), nil
-}
-
-// fdChunk is how many descriptors one message carries (the kernel takes
-// at most 253).
-const fdChunk = 200
 
 // sendFDs sends fds to init in messages of a 4-byte little-endian count
 // and that many descriptors (SCM_RIGHTS), then a count of 0 (init.c,
 // receive_fds).
 func sendFDs(sock *os.File, fds []*os.File) error {
-	raw, err := sock.SyscallConn()
-	if err != nil {
-		return err
-	}
 	for {
 		n := min(len(fds), fdChunk)
 		ints := make([]int, n)
 		for i, f := range fds[:n] {
 			ints[i] = int(f.Fd())
 		}
-		var oob []byte
-		if n > 0 {
-			oob = unix.UnixRights(ints...)
-		}
 		var count [4]byte
 		binary.LittleEndian.PutUint32(count[:], uint32(n))
-		var serr error
-		err := raw.Write(func(fd uintptr) bool {
-			serr = unix.Sendmsg(int(fd), count[:], oob, nil, unix.MSG_NOSIGNAL)
-			return serr != unix.EAGAIN
-		})
-		if err == nil {
-			err = serr
-		}
-		if err != nil {
+		if err := sendMsg(sock, count[:], ints...); err != nil {
 			return fmt.Errorf("send descriptors to init: %w", err)
 		}
 		fds = fds[n:]
@@ -840,25 +739,87 @@ func sendFDs(sock *os.File, fds []*os.File) error {
 	}
 }
 
-// receiveFD reads one descriptor sent with SCM_RIGHTS; EOF (every sender
-// gone) is an error.
-func receiveFD(sock *os.File) (*os.File, error) {
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("receive the seccomp listener: %w", err)
+// sendMsg sends data with fds (SCM_RIGHTS, none when empty) in one
+// message; a peer that is gone is EPIPE, not SIGPIPE.
+func sendMsg(sock *os.File, data []byte, fds ...int) error {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
 	}
-	if n == 0 {
-		return nil, errors.New("receive the seccomp listener: the jail closed the socket")
+	raw, err := sock.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = raw.Write(func(s uintptr) bool {
+		serr = unix.Sendmsg(int(s), data, oob, nil, unix.MSG_NOSIGNAL)
+		return serr != unix.EAGAIN
+	})
+	if err == nil {
+		err = serr
+	}
+	return err
+}
+
+// recvFD reads one message of up to len(buf) bytes with at most one
+// descriptor (SCM_RIGHTS, close-on-exec). It returns the number of bytes
+// (0 at EOF) and the descriptor, -1 when the message carried none; a
+// message with more than one is an error, and they are closed.
+func recvFD(sock *os.File, buf []byte) (int, int, error) {
+	oob := make([]byte, unix.CmsgSpace(4))
+	raw, err := sock.SyscallConn()
+	if err != nil {
+		return 0, -1, err
+	}
+	var n, oobn int
+	var rerr error
+	err = raw.Read(func(s uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(s), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		return rerr != unix.EAGAIN
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return 0, -1, err
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) == 0 {
-		return nil, fmt.Errorf("receive the seccomp listener: no descriptor in the message (%v)", err)
+	if err != nil {
+		return n, -1, err
 	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return nil, fmt.Errorf("receive the seccomp listener: %v", err)
+	var fds []int
+	for i := range msgs {
+		if got, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, got...)
+		}
 	}
-	return os.NewFile(uintptr(fds[0]), "seccomp-listener"), nil
+	switch len(fds) {
+	case 0:
+		return n, -1, nil
+	case 1:
+		return n, fds[0], nil
+	}
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	return n, -1, fmt.Errorf("%d descriptors in one message", len(fds))
 }
+
+// receiveFD reads the seccomp listener, sent with SCM_RIGHTS; EOF (every
+// sender gone) is an error.
+func receiveFD(sock *os.File) (*os.File, error) {
+	n, fd, err := recvFD(sock, make([]byte, 1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("receive the seccomp listener: %w", err)
+	case n == 0 && fd < 0:
+		return nil, errors.New("receive the seccomp listener: the jail closed the socket")
+	case fd < 0:
+		return nil, errors.New("receive the seccomp listener: no descriptor in the message")
+	}
+	return os.NewFile(uintptr(fd), "seccomp-listener"), nil
+}
+
+// fdChunk is how many descriptors one message carries (the kernel takes
+// at most 253).
+const fdChunk = 200
