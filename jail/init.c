@@ -40,6 +40,7 @@
 #define FD_NOTIFY 5  // seccomp listener socket to the supervisor
 #define FD_GUARD 6   // the first step only: the cgroup guard's pipe
 #define SKELETON "/tmp"
+#define JAIL_HOSTNAME "rljail" // jail.Hostname
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
 #ifndef MNT_DETACH
@@ -68,12 +69,12 @@ enum {
 	T_NOTIFY = 8,
 	T_RLIMIT = 9,
 	T_UNSHARE_CGROUP = 10,
-	T_HOSTNAME = 11,
+	// 11 was the hostname, now fixed (JAIL_HOSTNAME)
 	T_NICE = 12,
 	T_CGROUP_TASKS = 13,
 };
 
-enum { M_DIR = 1, M_WRITABLE = 2, M_DEVICE = 4 };
+enum { M_DIR = 1, M_WRITABLE = 2 }; // 4 was a device node: init makes those itself
 
 struct mnt {
 	int fd;
@@ -91,7 +92,6 @@ struct config {
 	char **envp;
 	int envc;
 	char *workdir;
-	char *hostname;
 	long long tmpsize;
 	struct mnt *mounts;
 	int nmounts;
@@ -312,21 +312,36 @@ static void read_config(struct config *c)
 	c->tmpsize = 64 << 20;
 	int nfds;
 	int *fds = receive_fds(&nfds);
+	// The config comes whole, after its length, so that one read takes it
+	// (protocol.go: encode); it is never freed.
+	unsigned char size[4];
+	if (read_full(FD_CONTROL, size, sizeof size) < 0)
+		_exit(125); // the supervisor is gone: nothing to report to
+	uint32_t total = (uint32_t)size[0] | (uint32_t)size[1] << 8 | (uint32_t)size[2] << 16 | (uint32_t)size[3] << 24;
+	if (total > (64u << 20))
+		die(125, "read the jail config: %u bytes", total);
+	char *buf = xrealloc(NULL, (size_t)total + 1);
+	if (read_full(FD_CONTROL, buf, total) < 0)
+		_exit(125);
+	char *at = buf, *stop = buf + total;
 	for (;;) {
-		unsigned char hdr[5];
-		if (read_full(FD_CONTROL, hdr, sizeof hdr) < 0)
-			_exit(125); // the supervisor is gone: nothing to report to
+		if (stop - at < 5)
+			die(125, "read the jail config: it ends within a record");
+		const unsigned char *hdr = (const unsigned char *)at;
+		int tag = hdr[0];
 		uint32_t len = (uint32_t)hdr[1] | (uint32_t)hdr[2] << 8 | (uint32_t)hdr[3] << 16 | (uint32_t)hdr[4] << 24;
-		if (hdr[0] == T_END)
+		if (tag == T_END)
 			break;
-		if (len > (16u << 20))
+		if (len > (uint32_t)(stop - at - 5))
 			die(125, "read the jail config: a record of %u bytes", len);
-		char *p = xrealloc(NULL, len + 1);
-		if (len && read_full(FD_CONTROL, p, len) < 0)
-			_exit(125);
+		// Each record's bytes move forward over its header, which leaves
+		// room for the NUL that ends its last field.
+		char *p = at;
+		memmove(p, at + 5, len);
 		p[len] = 0;
+		at += 5 + len;
 		char *cur = p, *end = p + len;
-		switch (hdr[0]) {
+		switch (tag) {
 		case T_ARG:
 			c->argv = xrealloc(c->argv, sizeof(char *) * (size_t)(c->argc + 2));
 			c->argv[c->argc++] = p;
@@ -339,9 +354,6 @@ static void read_config(struct config *c)
 			break;
 		case T_WORKDIR:
 			c->workdir = p;
-			break;
-		case T_HOSTNAME:
-			c->hostname = p;
 			break;
 		case T_TMPSIZE:
 			c->tmpsize = atoll(p);
@@ -389,7 +401,7 @@ static void read_config(struct config *c)
 			c->tasks[c->ntasks++] = fd_at(fds, nfds, atoi(p));
 			break;
 		default:
-			die(125, "read the jail config: unknown record %d", hdr[0]);
+			die(125, "read the jail config: unknown record %d", tag);
 		}
 	}
 	if (c->argc == 0 || c->workdir == NULL)
@@ -466,16 +478,18 @@ static int clone_tree(int dfd, const char *path, const char *name, uint64_t attr
 	return fd;
 }
 
-// clone_host_path: see cloneHostPath in mount.go.
-static int clone_host_path(const char *path, uint64_t attrs)
+// clone_host_path: see cloneHostPath in mount.go; path is resolved from
+// dfd, name is what errors call it.
+static int clone_host_path(int dfd, const char *path, const char *name, uint64_t attrs)
 {
-	int fd = sys_openat2(AT_FDCWD, path, O_PATH | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+	int fd = path[0] ? sys_openat2(dfd, path, O_PATH | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+			 : (int)fcntl(dfd, F_DUPFD_CLOEXEC, 0);
 	if (fd < 0) {
 		if (errno == ELOOP)
-			die(125, "open %s: a component became a symlink after it was checked", path);
-		die(125, "open %s: %s", path, errstr(errno));
+			die(125, "open %s: a component became a symlink after it was checked", name);
+		die(125, "open %s: %s", name, errstr(errno));
 	}
-	int t = clone_tree(fd, "", path, attrs);
+	int t = clone_tree(fd, "", name, attrs);
 	close(fd);
 	return t;
 }
@@ -516,7 +530,7 @@ static void attach(int fd, int target, const char *what);
 // overlayfs takes private clones of its layers (clone_private_mount),
 // which before Linux 6.15 must be attached in the caller's mount
 // namespace. So the tree is first attached in `stage`, a tmpfs that
-// build_root mounted in the old root, below the skeleton: it leaves with
+// prepare_root mounted in the old root, below the skeleton: it leaves with
 // the old root in the one detach after pivot_root, so staging costs no
 // unmount (each of which waits for an RCU grace period) and leaves
 // nothing in the jail. Returns the overlay's mount fd, or -1 with errno
@@ -714,13 +728,85 @@ static void mount_proc(int root)
 	}
 }
 
-static void build_root(struct config *c)
+// skeleton is the jail's root while init builds it.
+struct skeleton {
+	int host_tmp; // the host's SKELETON, opened before the stage covered it
+	int stage;    // overlay_of's tmpfs, at SKELETON
+	int empty;    // the stage's empty directory, every overlay's second layer
+	int root;     // the jail's root tmpfs, stacked on the stage
+};
+
+// prepare_root does the part of the jail's root that no config decides,
+// while the supervisor still prepares that config (the cgroup, the mount
+// trees): the skeleton with /etc, /dev and its device nodes, and /proc
+// with its masks. The stage and the skeleton cover the host's SKELETON in
+// this mount namespace; granted paths below it are found through
+// host_tmp, opened first (clone_granted).
+static void prepare_root(struct skeleton *s)
 {
 	// Nothing mounted from now on may propagate to the host, and nothing
 	// the host mounts later may appear here.
 	if (syscall(SYS_mount, "", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		die(125, "make the mount tree private: %s", errstr(errno));
-	// Every granted tree is opened before anything covers host paths.
+	s->host_tmp = open(SKELETON, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (s->host_tmp < 0)
+		die(125, "open the host's %s: %s", SKELETON, errstr(errno));
+	// The stage of overlay_of: a tmpfs at SKELETON, then covered by the
+	// skeleton; its directory "empty" is the second layer of every overlay.
+	s->stage = new_fs("tmpfs", "0700", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	if (sys_move_mount(s->stage, "", AT_FDCWD, SKELETON, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		die(125, "attach the staging tmpfs at %s: %s", SKELETON, errstr(errno));
+	if (mkdirat(s->stage, "empty", 0500) < 0)
+		die(125, "create the empty layer: %s", errstr(errno));
+	s->empty = openat(s->stage, "empty", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s->empty < 0)
+		die(125, "open the empty layer: %s", errstr(errno));
+	s->root = new_fs("tmpfs", "0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (sys_move_mount(s->root, "", s->stage, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		die(125, "attach the root skeleton: %s", errstr(errno));
+	write_etc(s->root, JAIL_HOSTNAME);
+	tmpfs_at(s->root, "/dev", "0755", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+	// The only devices, bind-mounted from the host's /dev (a user
+	// namespace cannot mknod): read-only so that they cannot be chmod-ed,
+	// and not nodev.
+	static const char *devices[] = {"null", "zero", "full", "random", "urandom", NULL};
+	char path[64];
+	for (const char **d = devices; *d; d++) {
+		snprintf(path, sizeof path, "/dev/%s", *d);
+		attach_at(s->root, clone_host_path(AT_FDCWD, path, path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC), path, 0);
+	}
+	int dev = resolve_in_root(s->root, "/dev", O_DIRECTORY | O_RDONLY);
+	if (dev < 0)
+		die(125, "open /dev: %s", errstr(errno));
+	const char *links[][2] = {{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}};
+	for (int i = 0; i < 4; i++) {
+		if (symlinkat(links[i][0], dev, links[i][1]) < 0)
+			die(125, "create /dev/%s: %s", links[i][1], errstr(errno));
+	}
+	close(dev);
+	mount_proc(s->root);
+}
+
+// clone_granted clones a granted host path (rootless: the supervisor
+// passes none) in this mount namespace, where the stage covers SKELETON:
+// a path below it is resolved from the host's, opened before.
+static int clone_granted(struct skeleton *s, const char *path, uint64_t attrs)
+{
+	size_t n = strlen(SKELETON);
+	if (strncmp(path, SKELETON, n) == 0 && (path[n] == 0 || path[n] == '/')) {
+		const char *rel = path + n;
+		while (*rel == '/')
+			rel++;
+		return clone_host_path(s->host_tmp, *rel ? rel : "", path, attrs);
+	}
+	return clone_host_path(AT_FDCWD, path, path, attrs);
+}
+
+// finish_root mounts what the config asks for into the skeleton and pivots
+// into it: the root is then read-only and the host's tree detached.
+static void finish_root(struct config *c, struct skeleton *s)
+{
+	// Every granted tree is opened before anything is mounted in the jail.
 	int *trees = xrealloc(NULL, sizeof(int) * (size_t)(c->nmounts + 1));
 	for (int i = 0; i < c->nmounts; i++) {
 		struct mnt *m = &c->mounts[i];
@@ -729,40 +815,20 @@ static void build_root(struct config *c)
 			continue;
 		}
 		uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | ((m->flags & M_WRITABLE) ? 0 : MOUNT_ATTR_RDONLY);
-		if (m->flags & M_DEVICE)
-			attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC;
-		trees[i] = clone_host_path(m->src, attrs);
+		trees[i] = clone_granted(s, m->src, attrs);
 	}
-	// The stage of overlay_of: a tmpfs at SKELETON, then covered by the
-	// skeleton; its directory "empty" is the second layer of every overlay.
-	int stage = new_fs("tmpfs", "0700", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-	if (sys_move_mount(stage, "", AT_FDCWD, SKELETON, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		die(125, "attach the staging tmpfs at %s: %s", SKELETON, errstr(errno));
-	if (mkdirat(stage, "empty", 0500) < 0)
-		die(125, "create the empty layer: %s", errstr(errno));
-	int empty = openat(stage, "empty", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (empty < 0)
-		die(125, "open the empty layer: %s", errstr(errno));
-	int skel = new_fs("tmpfs", "0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-	if (sys_move_mount(skel, "", AT_FDCWD, SKELETON, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		die(125, "attach the root skeleton at %s: %s", SKELETON, errstr(errno));
-	close(skel);
-	int root = open(SKELETON, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		die(125, "open the root skeleton: %s", errstr(errno));
+	int root = s->root;
 	for (int i = 0; i < c->nlinks; i++) {
 		if (symlinkat(c->links[i].target, root, c->links[i].name) < 0)
 			die(125, "create /%s -> %s: %s", c->links[i].name, c->links[i].target, errstr(errno));
 	}
-	write_etc(root, c->hostname ? c->hostname : "rljail");
-	tmpfs_at(root, "/dev", "0755", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
 	tmpfs_at(root, "/tmp", "1777", c->tmpsize, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	int staged = 0;
 	for (int i = 0; i < c->nmounts; i++) {
 		struct mnt *m = &c->mounts[i];
 		int fd = trees[i];
-		if ((m->flags & (M_DIR | M_WRITABLE | M_DEVICE)) == M_DIR) {
-			int o = overlay_of(stage, empty, &trees[i], staged++);
+		if ((m->flags & (M_DIR | M_WRITABLE)) == M_DIR) {
+			int o = overlay_of(s->stage, s->empty, &trees[i], staged++);
 			if (o >= 0)
 				fd = o;
 			else {
@@ -774,25 +840,16 @@ static void build_root(struct config *c)
 		attach_at(root, fd, m->dest, m->flags & M_DIR);
 	}
 	for (int i = 0; i < c->nmounts; i++) {
-		if (trees[i] >= 0 && (c->mounts[i].flags & (M_DIR | M_WRITABLE | M_DEVICE)) == M_DIR)
+		if (trees[i] >= 0 && (c->mounts[i].flags & (M_DIR | M_WRITABLE)) == M_DIR)
 			close(trees[i]);
 	}
 	free(trees);
-	int dev = resolve_in_root(root, "/dev", O_DIRECTORY | O_RDONLY);
-	if (dev < 0)
-		die(125, "open /dev: %s", errstr(errno));
-	const char *links[][2] = {{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}};
-	for (int i = 0; i < 4; i++) {
-		if (symlinkat(links[i][0], dev, links[i][1]) < 0)
-			die(125, "create /dev/%s: %s", links[i][1], errstr(errno));
-	}
-	close(dev);
 	tmpfs_at(root, "/dev/shm", "1777", c->tmpsize, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	read_only_at(root, "/dev");
-	mount_proc(root);
 
 	// pivot_root(".", ".") stacks the old root on the new one; the lazy
-	// unmount then drops it with every host mount below it (pivot_root(2)).
+	// unmount then drops it with every host mount below it, the stage
+	// among them (pivot_root(2)): staging costs no unmount of its own.
 	if (fchdir(root) < 0)
 		die(125, "chdir into the new root: %s", errstr(errno));
 	if (syscall(SYS_pivot_root, ".", ".") < 0)
@@ -805,9 +862,10 @@ static void build_root(struct config *c)
 	// are mounts of their own and keep their flags.
 	if (sys_mount_setattr(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY) < 0)
 		die(125, "make / read-only: %s", errstr(errno));
-	close(root);
-	close(empty);
-	close(stage);
+	close(s->root);
+	close(s->empty);
+	close(s->stage);
+	close(s->host_tmp);
 }
 
 // ---- namespaces without a filesystem
@@ -1030,13 +1088,20 @@ static int init_main(void)
 	if (sfd < 0)
 		die(125, "signalfd: %s", errstr(errno));
 
+	// What no config decides is done while the supervisor makes it.
+	int caps = cap_last();
+	setup_namespaces(JAIL_HOSTNAME);
+	struct skeleton sk;
+	prepare_root(&sk);
+
 	struct config c;
 	read_config(&c);
-	// cgroup v1: init joins the jail's cgroups itself, first, so that all
-	// it does from here on is counted. It is single-threaded (no Go
-	// runtime has started), so writing "0" to "tasks" moves it without
-	// the global lock whose RCU grace period makes a move by pid cost
-	// several ms (cgroup.Cgroup.TaskFiles).
+	// cgroup v1: init joins the jail's cgroups itself, first thing after
+	// its config, so that the payload and all it does are counted (what
+	// init did before is a fixed few pages of mounts). It is
+	// single-threaded (no Go runtime has started), so writing "0" to
+	// "tasks" moves it without the global lock whose RCU grace period
+	// makes a move by pid cost several ms (cgroup.Cgroup.TaskFiles).
 	for (int i = 0; i < c.ntasks; i++) {
 		if (write(c.tasks[i], "0", 1) != 1)
 			die(125, "join the jail's cgroup: %s", errstr(errno));
@@ -1044,10 +1109,7 @@ static int init_main(void)
 	}
 	if (c.unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
 		die(125, "enter a new cgroup namespace: %s", errstr(errno));
-	int caps = cap_last();
-	const char *hostname = c.hostname ? c.hostname : "rljail";
-	setup_namespaces(hostname);
-	build_root(&c);
+	finish_root(&c, &sk);
 	int code = 0;
 	char *exe = look_path(c.argv[0], c.envp, &code);
 	pid_t pid = start_payload(&c, exe, caps);

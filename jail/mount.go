@@ -31,10 +31,6 @@ import (
 // kernel without overlayfs in user namespaces), the tree is bound as it
 // is, with a warning on stderr and in the result.
 
-// deviceNodes are the only devices the jail sees, bind-mounted from the
-// host's /dev (a user namespace cannot mknod).
-var deviceNodes = []string{"null", "zero", "full", "random", "urandom"}
-
 // cloneTree makes a detached copy of the mount at path (not its submounts:
 // a recursive copy could carry /proc or /sys of the host into the jail),
 // with the given MOUNT_ATTR_* flags set.
@@ -90,10 +86,6 @@ func bindAttrs(writable bool) uint64 {
 	return a
 }
 
-// deviceAttrs are the flags for a bind-mounted device node: read-only so it
-// cannot be chmod-ed, and it must not be nodev.
-const deviceAttrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NOEXEC
-
 // newFS creates a detached filesystem mount (tmpfs, proc) with options.
 func newFS(fstype string, opts [][2]string, attrs int) (int, error) {
 	fsfd, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
@@ -119,23 +111,3 @@ func newFS(fstype string, opts [][2]string, attrs int) (int, error) {
 func tmpfs(mode string, size int64, attrs int) (int, error) {
 	return newFS("tmpfs", [][2]string{{"mode", mode}, {"size", strconv.FormatInt(size, 10)}}, attrs)
 }
-
-// attach moves the detached mount fd onto the mountpoint fd and closes fd.
-// resolveInRoot opens p (absolute, inside the jail) relative to root
-// without ever leaving root, whatever symlinks say.
-// mountpoint returns an O_PATH descriptor of dest inside root, creating it
-// (a directory, or an empty file when dir is false) and its parents where
-// they are missing.
-// attachAt attaches the detached mount fd at dest inside root.
-// openGrantedTrees returns a detached mount for every bindMount: the one
-// the supervisor passed, or (rootless) a clone made here, with the user's
-// own rights. All of them are opened before anything is mounted over the
-// host's paths.
-// buildRoot assembles the jail's root filesystem and pivots into it. On
-// return the process's root is the new root, read-only, and the host's
-// mount tree is detached.
-// populateDev adds the symlinks and /dev/shm; the device nodes themselves
-// are bind mounts listed in cfg.Mounts.
-// readOnlyAt makes the mount at dest (not its submounts) read-only.
-// pivotInto makes root the process's root and detaches the host's tree.
-// writeEtc writes the jail's minimal /etc into the skeleton.

@@ -75,7 +75,6 @@ type bindMount struct {
 	FD       int
 	Dir      bool
 	Writable bool
-	Device   bool // a device node: read-only, noexec, but not nodev
 	// Granted is the workspace or a volume: as root, its owner is mapped to
 	// the jail's user (idmap.go).
 	Granted bool
@@ -116,24 +115,25 @@ const (
 	tagNotify        = 8
 	tagRlimit        = 9
 	tagUnshareCgroup = 10
-	tagHostname      = 11
-	tagNice          = 12
-	tagCgroupTasks   = 13
+	// 11 was the hostname: init.c's JAIL_HOSTNAME is Hostname
+	tagNice        = 12
+	tagCgroupTasks = 13
 )
 
 // Flags of a tagMount record.
 const (
 	mountDir      = 1
 	mountWritable = 2
-	mountDevice   = 4
+	// 4 was a device node: init mounts the devices itself, before its config
 )
 
-// encode writes the config as records of a tag byte, a little-endian
-// 32-bit length and the payload; fields within a payload are separated by
+// encode writes the config as a little-endian 32-bit length of all that
+// follows, then records of a tag byte, a little-endian 32-bit length and
+// the payload; fields within a payload are separated by
 // NUL bytes, which no path, argument or environment entry may contain
 // (Validate refuses them). C can read that without a parser.
 func (c *initConfig) encode() []byte {
-	var b []byte
+	b := make([]byte, 4, 1024) // the length of all records, so that init reads them at once
 	rec := func(tag byte, fields ...string) {
 		payload := strings.Join(fields, "\x00")
 		b = append(b, tag)
@@ -147,7 +147,6 @@ func (c *initConfig) encode() []byte {
 		rec(tagEnv, e)
 	}
 	rec(tagWorkdir, c.Workdir)
-	rec(tagHostname, Hostname)
 	rec(tagTmpSize, strconv.FormatInt(c.TmpSize, 10))
 	for _, m := range c.Mounts {
 		flags := 0
@@ -156,9 +155,6 @@ func (c *initConfig) encode() []byte {
 		}
 		if m.Writable {
 			flags |= mountWritable
-		}
-		if m.Device {
-			flags |= mountDevice
 		}
 		rec(tagMount, strconv.Itoa(m.FD), strconv.Itoa(flags), m.Source, m.Dest)
 	}
@@ -184,5 +180,6 @@ func (c *initConfig) encode() []byte {
 		rec(tagNice, strconv.Itoa(c.Nice))
 	}
 	rec(tagEnd)
+	binary.LittleEndian.PutUint32(b, uint32(len(b)-4))
 	return b
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -81,7 +80,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			return setupFailed(ExitSetupError, err)
 		}
 	}
-	lim, err := setupLimits(&spec, res.RunID, j.guard.announce, []int{j.cmd.Process.Pid})
+	lim, err := setupLimits(&spec, res.RunID, j.guard.announce, []int{j.stage1Pid})
 	if err != nil {
 		j.guard.release() // Create removed what it made
 		if errors.Is(err, syscall.EPIPE) {
@@ -184,9 +183,6 @@ func prepareConfig(spec *Spec, root bool, warn func(string)) (*initConfig, []*os
 			cfg.Mounts = append(cfg.Mounts, bindMount{Source: full, Dest: "/" + name, Dir: true})
 		}
 	}
-	for _, d := range deviceNodes {
-		cfg.Mounts = append(cfg.Mounts, bindMount{Source: "/dev/" + d, Dest: "/dev/" + d, Device: true})
-	}
 	if spec.Workspace != "" {
 		cfg.Mounts = append(cfg.Mounts, bindMount{Source: spec.Workspace, Dest: WorkspaceDir, Dir: true, Granted: true})
 	}
@@ -212,11 +208,7 @@ func prepareConfig(spec *Spec, root bool, warn func(string)) (*initConfig, []*os
 		if !root {
 			continue
 		}
-		attrs := bindAttrs(m.Writable)
-		if m.Device {
-			attrs = deviceAttrs
-		}
-		fd, err := cloneHostPath(m.Source, attrs)
+		fd, err := cloneHostPath(m.Source, bindAttrs(m.Writable))
 		if err == nil && m.Granted && !m.Writable {
 			if ierr := ids.apply(fd, m.Source); ierr != nil {
 				// The filesystem cannot be idmapped (tmpfs before Linux
@@ -245,25 +237,30 @@ const hostJailID = 65534
 
 // jailRun is a started jail.
 type jailRun struct {
-	cmd     *exec.Cmd
-	pidfd   int
-	control *os.File // descriptors, config, then signal requests; closed when the run ends
-	statusR *os.File
-	stdinW  *os.File
-	stdoutR *os.File
-	stderrR *os.File
-	notify  *os.File // receives the seccomp listener, in the notify modes
+	// The first step, started with vfork and exec (spawnInit): its pid,
+	// and its pidfd while it has not been reaped (under stage1Mu).
+	stage1Pid   int
+	stage1Mu    sync.Mutex
+	stage1PidFD int
+	pidfd       int
+	control     *os.File // descriptors, config, then signal requests; closed when the run ends
+	statusR     *os.File
+	stdinW      *os.File
+	stdoutR     *os.File
+	stderrR     *os.File
+	notify      *os.File // receives the seccomp listener, in the notify modes
 	// joinsCgroup: init was not born in its cgroup and joins it itself.
 	joinsCgroup bool
 	// awaitingCgroup: the first step waits for sendCgroup.
 	awaitingCgroup bool
 	guard          *cgroupGuard // the first step, once it has made the init
-	// The first step (cmd) hands over the init's pidfd, then guards the
+	// The first step hands over the init's pidfd, then guards the
 	// cgroup until released.
-	pidfdOnce  sync.Once
-	stage1Done chan struct{}
-	stage1Err  error
-	killOnce   sync.Once
+	pidfdOnce   sync.Once
+	stage1Done  chan struct{}
+	stage1Err   error
+	stage1Usage *syscall.Rusage
+	killOnce    sync.Once
 }
 
 // spawnInit starts the init stage's first step (stage1_main in init.c):
@@ -325,23 +322,34 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 	}
 	j := &jailRun{pidfd: -1, control: ctl, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR,
 		notify: notifyR, guard: &cgroupGuard{w: guardW}, joinsCgroup: !waitCgroup, awaitingCgroup: waitCgroup, stage1Done: make(chan struct{})}
-	j.cmd = &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode},
-		Env:        initEnv,
-		Stdin:      stdinR,
-		Stdout:     stdoutW,
-		Stderr:     stderrW,
-		ExtraFiles: extra,
-		// No parent-death signal: should this process die, the first step
-		// (the cgroup's guard by then) cleans up after it.
+	// syscall's fork and exec rather than os/exec's: os/exec first checks,
+	// once per process, that pidfds work by forking a child of its own.
+	files := make([]uintptr, 0, 7)
+	for _, f := range append([]*os.File{stdinR, stdoutW, stderrW}, extra...) {
+		if f == nil {
+			files = append(files, ^uintptr(0)) // closed in the first step
+			continue
+		}
+		files = append(files, f.Fd())
 	}
-	if err := j.cmd.Start(); err != nil {
+	j.stage1PidFD = -1
+	pid, err := syscall.ForkExec("/proc/self/exe",
+		[]string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode},
+		// No parent-death signal: should this process die, the first
+		// step (the cgroup's guard by then) cleans up after it.
+		&syscall.ProcAttr{Env: initEnv, Files: files, Sys: &syscall.SysProcAttr{PidFD: &j.stage1PidFD}})
+	if err != nil {
 		closeFiles(toClose)
 		return nil, fmt.Errorf("start the jail: %w", err)
 	}
+	j.stage1Pid = pid
 	go func() {
-		j.stage1Err = j.cmd.Wait()
+		usage, err := waitPidfd(j.stage1PidFD)
+		j.stage1Mu.Lock()
+		unix.Close(j.stage1PidFD)
+		j.stage1PidFD = -1
+		j.stage1Usage, j.stage1Err = usage, err
+		j.stage1Mu.Unlock()
 		close(j.stage1Done)
 	}()
 	// Only the jail keeps the child ends.
@@ -444,18 +452,28 @@ func (j *jailRun) firstStepError() string {
 func (j *jailRun) waitInit() (*syscall.Rusage, error) {
 	if j.pidfd < 0 {
 		<-j.stage1Done
-		usage, _ := j.cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		return usage, j.stage1Err
+		return j.stage1Usage, j.stage1Err
 	}
+	usage, err := waitPidfd(j.pidfd)
+	if usage == nil {
+		return nil, fmt.Errorf("wait for the jail's init: %w", err)
+	}
+	return usage, err
+}
+
+// waitPidfd reaps the child of pidfd and returns how it ended, as
+// exec.Cmd.Wait would, with its resource usage (and its reaped
+// descendants'); the usage is nil when it could not be waited for.
+func waitPidfd(pidfd int) (*syscall.Rusage, error) {
 	var info unix.Siginfo
 	var ru unix.Rusage
 	for {
-		err := unix.Waitid(unix.P_PIDFD, j.pidfd, &info, unix.WEXITED, &ru)
+		err := unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED, &ru)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("wait for the jail's init: %w", err)
+			return nil, err
 		}
 		break
 	}
@@ -519,8 +537,13 @@ func (j *jailRun) kill() {
 	j.killOnce.Do(func() {
 		if j.pidfd >= 0 {
 			_ = unix.PidfdSendSignal(j.pidfd, unix.SIGKILL, nil, 0)
-		} else if j.cmd.Process != nil {
-			_ = j.cmd.Process.Kill() // no init yet: end the first step
+		} else {
+			// No init yet: end the first step, unless it is reaped.
+			j.stage1Mu.Lock()
+			if j.stage1PidFD >= 0 {
+				_ = unix.PidfdSendSignal(j.stage1PidFD, unix.SIGKILL, nil, 0)
+			}
+			j.stage1Mu.Unlock()
 		}
 	})
 }
