@@ -251,6 +251,28 @@ for p, mode in (("/data/new.txt", "w"), ("/data/in.txt", "a")):
 			}
 		}
 	}},
+	{"volume_of_the_host_tmp", func(t *testing.T, m mode) {
+		// Init builds the jail's root over the host's /tmp in its own
+		// mount namespace before its config arrives; a grant of /tmp
+		// itself, or of a path below it, must still be the host's.
+		dir, err := os.MkdirTemp("/tmp", "it-tmpgrant-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		content := randomToken("tmpgrant")
+		writeFile(t, filepath.Join(dir, "in.txt"), content, 0o644)
+		inJail := "/hosttmp/" + filepath.Base(dir) + "/in.txt"
+		for _, v := range []string{"/tmp:/hosttmp", dir + ":/hosttmp/" + filepath.Base(dir)} {
+			out := jailOK(t, m, runOpts{}, []string{"-v", v}, readArgCode, inJail)
+			if got, _ := lineValue(out, "CONTENT "); got != content {
+				t.Errorf("-v %s: %s does not read as the host's file:\n%s", v, inJail, out)
+			}
+		}
+	}},
 	{"volume_rw", func(t *testing.T, m mode) {
 		src := newOpenDir(t)
 		content := randomToken("rw")
