@@ -103,8 +103,8 @@ test-vm: rootfs vm-kernel
 
 test: build vet staticcheck unit integration test-vm
 
-# bench: start-up of a jailed python3 -c pass against bare python3 (ratio
-# in the same run), and the cost of compiling a profile at run time (which
+# bench: start-up of a jailed python3 -c pass and true against bare runs
+# (the rootfs's own python3) and bubblewrap (ratios in the same run), and the cost of compiling a profile at run time (which
 # embedded profiles avoid: they are compiled at build time).
 bench: rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Startup -benchtime 100x -timeout 30m ./integration/
