@@ -104,8 +104,9 @@ test-vm: rootfs vm-kernel
 test: build vet staticcheck unit integration test-vm
 
 # bench: start-up of a jailed python3 -c pass and true against bare runs
-# (the rootfs's own python3) and bubblewrap (ratios in the same run), and the cost of compiling a profile at run time (which
-# embedded profiles avoid: they are compiled at build time).
+# (the rootfs's own python3) and bubblewrap (ratios in the same run), and
+# the cost of compiling a profile at run time (which embedded profiles
+# avoid: they are compiled at build time).
 bench: rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Startup -benchtime 100x -timeout 30m ./integration/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./seccomp/
