@@ -649,23 +649,20 @@ static void write_file_at(int dir, const char *name, const char *content)
 }
 
 // write_etc writes the jail's minimal /etc (see README: user rljail 1000).
-static void write_etc(int root, const char *hostname)
+static void write_etc(int root)
 {
 	if (mkdirat(root, "etc", 0755) < 0)
 		die(125, "create /etc: %s", errstr(errno));
 	int etc = openat(root, "etc", O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (etc < 0)
 		die(125, "open /etc: %s", errstr(errno));
-	char hosts[256], hn[128];
-	snprintf(hosts, sizeof hosts, "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost ip6-loopback\n", hostname);
-	snprintf(hn, sizeof hn, "%s\n", hostname);
 	write_file_at(etc, "passwd",
 		      "root:x:0:0:root:/root:/usr/sbin/nologin\n"
 		      "rljail:x:1000:1000:rljail:/tmp:/usr/sbin/nologin\n"
 		      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
 	write_file_at(etc, "group", "root:x:0:\nrljail:x:1000:\nnogroup:x:65534:\n");
-	write_file_at(etc, "hosts", hosts);
-	write_file_at(etc, "hostname", hn);
+	write_file_at(etc, "hosts", "127.0.0.1\tlocalhost " JAIL_HOSTNAME "\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+	write_file_at(etc, "hostname", JAIL_HOSTNAME "\n");
 	write_file_at(etc, "nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\n");
 	close(etc);
 }
@@ -764,7 +761,7 @@ static void prepare_root(struct skeleton *s)
 	s->root = new_fs("tmpfs", "0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (sys_move_mount(s->root, "", s->stage, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 		die(125, "attach the root skeleton: %s", errstr(errno));
-	write_etc(s->root, JAIL_HOSTNAME);
+	write_etc(s->root);
 	tmpfs_at(s->root, "/dev", "0755", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
 	// The only devices, bind-mounted from the host's /dev (a user
 	// namespace cannot mknod): read-only so that they cannot be chmod-ed,
@@ -870,9 +867,9 @@ static void finish_root(struct config *c, struct skeleton *s)
 
 // ---- namespaces without a filesystem
 
-static void setup_namespaces(const char *hostname)
+static void setup_namespaces(void)
 {
-	if (sethostname(hostname, strlen(hostname)) < 0)
+	if (sethostname(JAIL_HOSTNAME, strlen(JAIL_HOSTNAME)) < 0)
 		die(125, "set the hostname: %s", errstr(errno));
 	if (setdomainname("(none)", 6) < 0)
 		die(125, "set the domain name: %s", errstr(errno));
@@ -1090,7 +1087,7 @@ static int init_main(void)
 
 	// What no config decides is done while the supervisor makes it.
 	int caps = cap_last();
-	setup_namespaces(JAIL_HOSTNAME);
+	setup_namespaces();
 	struct skeleton sk;
 	prepare_root(&sk);
 
