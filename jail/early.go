@@ -15,6 +15,7 @@ import (
 type Early struct {
 	root    bool
 	unified bool
+	ready   chan struct{} // closed when the start below returned
 	j       *jailRun
 	err     error
 	used    bool
@@ -23,22 +24,37 @@ type Early struct {
 // StartEarly starts an init stage for a Run by this process, as this
 // process's user. A failure is kept: Run then starts its own and reports
 // why that one failed.
+//
+// The start itself runs in a goroutine: the fork blocks its thread until
+// the init stage's exec is done (about half a millisecond), which the
+// caller spends reading its flags instead.
 func StartEarly() *Early {
-	e := &Early{root: os.Geteuid() == 0, unified: cgroup.Unified()}
-	e.j, e.err = spawnInit(e.root, e.unified, true)
+	e := &Early{root: os.Geteuid() == 0, unified: cgroup.Unified(), ready: make(chan struct{})}
+	go func() {
+		defer close(e.ready)
+		e.j, e.err = spawnInit(e.root, e.unified, true)
+	}()
 	return e
 }
 
 // usable tells whether Run may take e over: started, not taken, and for
 // the same user.
 func (e *Early) usable(root bool) bool {
-	return e != nil && !e.used && e.err == nil && e.j != nil && e.root == root
+	if e == nil || e.used {
+		return false
+	}
+	<-e.ready
+	return e.err == nil && e.j != nil && e.root == root
 }
 
 // Close ends the init stage when no Run took it over: nothing of it is
 // left when Close returns. Safe on nil and after Run.
 func (e *Early) Close() {
-	if e == nil || e.used || e.j == nil {
+	if e == nil || e.used {
+		return
+	}
+	<-e.ready
+	if e.j == nil {
 		return
 	}
 	e.used = true

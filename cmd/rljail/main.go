@@ -61,7 +61,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// (jail.Early); whatever happens next, nothing of it outlives run.
 		early := jail.StartEarly()
 		defer early.Close()
-		app.Metadata = map[string]any{earlyKey: early}
+		relay := catchSignals()
+		defer relay.stop()
+		app.Metadata = map[string]any{earlyKey: early, signalsKey: relay}
 	}
 	err := app.Run(args)
 	if err == nil {

@@ -142,10 +142,12 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
 		// Warnings about fallbacks are printed even with --quiet.
 		spec.Warn = func(msg string) { fmt.Fprintln(stderr, "rljail: warning: "+msg) }
-		sigs := make(chan os.Signal, 4)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-		defer signal.Stop(sigs)
-		spec.Signals = sigs
+		relay, _ := c.App.Metadata[signalsKey].(*signalRelay)
+		if relay == nil {
+			relay = catchSignals()
+			defer relay.stop()
+		}
+		spec.Signals = relay.channel()
 	}
 
 	var res jail.Result
@@ -333,8 +335,42 @@ func workspaceDir() (string, string, error) {
 }
 
 // earlyKey is where run puts the init stage it started early
-// (jail.StartEarly) in the app's Metadata.
-const earlyKey = "rljail.early"
+// (jail.StartEarly) in the app's Metadata, signalsKey its signalRelay.
+const (
+	earlyKey   = "rljail.early"
+	signalsKey = "rljail.signals"
+)
+
+// signalRelay catches SIGINT, SIGTERM and SIGHUP for the payload. The
+// first signal.Notify of a process starts a thread of its own and hands
+// each signal to it in turn (about 0.3 ms, more while the init stage
+// starts beside it), so run starts it in a goroutine while the flags are
+// read, and the jail waits for it only when it needs the channel.
+type signalRelay struct {
+	ch    chan os.Signal
+	ready chan struct{}
+}
+
+func catchSignals() *signalRelay {
+	r := &signalRelay{ch: make(chan os.Signal, 4), ready: make(chan struct{})}
+	go func() {
+		defer close(r.ready)
+		signal.Notify(r.ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	}()
+	return r
+}
+
+// channel returns the signals caught, once they are.
+func (r *signalRelay) channel() <-chan os.Signal {
+	<-r.ready
+	return r.ch
+}
+
+// stop restores the signals' default handling.
+func (r *signalRelay) stop() {
+	<-r.ready
+	signal.Stop(r.ch)
+}
 
 // flagsSet names every flag given on the command line or by its
 // environment variable, under each of its names. It stands in for
