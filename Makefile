@@ -6,7 +6,11 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN       := bin/rljail
 # Static binary: cgo (the payload spawn, libseccomp) linked statically.
 GOFLAGS_STATIC := -trimpath -tags netgo,osusergo,urfave_cli_no_docs
-LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags -static
+# The ELF entry is the init stage's (jail/stage/entry.S): it runs before
+# libc's start when the binary is re-executed as a jail's init.
+LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags "-static -Wl,-e,rljail_entry"
+# The init stage, built apart from cgo without libc (jail/stage/build.sh).
+STAGE     := jail/zstage_linux_amd64.syso
 STATICCHECK_VERSION := v0.8.2
 # Debian packages the build and the tests need.
 # qemu-system-x86 and busybox-static run the cgroup v2 tests in a VM (test-vm).
@@ -34,7 +38,10 @@ deps:
 generate: deps
 	cd profiles && CGO_ENABLED=1 $(GO) run ./gen -out precompiled.go
 
-build: deps generate
+$(STAGE): jail/stage/build.sh jail/stage/*.c jail/stage/*.h jail/stage/*.S
+	jail/stage/build.sh $@
+
+build: deps generate $(STAGE)
 	@mkdir -p bin
 	CGO_ENABLED=1 $(GO) build $(GOFLAGS_STATIC) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rljail
 	@file -L $(BIN) | grep -q 'statically linked' || { echo "$(BIN) is not statically linked"; exit 1; }

@@ -8,8 +8,8 @@ import (
 
 // cgroupGuard removes the jail's cgroup even if the supervisor is killed
 // with SIGKILL, which leaves it no chance to. The guardian is the init
-// stage's first step (stage1_main in init.c, then rljail_guardian in
-// spawn.c): a small process with no Go runtime that outlives its work of
+// stage's first step (stage1_main in stage/init.c, then rljail_guardian in
+// stage/spawn.c): a small process with no Go runtime that outlives its work of
 // making the init and then holds the read end of a pipe. Each cgroup
 // directory is announced to it before it is created, so there is no moment
 // at which a killed supervisor leaves one behind; release sends it home,

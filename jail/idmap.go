@@ -1,7 +1,7 @@
 package jail
 
 /*
-#include "spawn.h"
+#include "userns.h"
 */
 import "C"
 

@@ -1,14 +1,16 @@
 // The jail's init (PID 1 of its namespaces), in C.
 //
 // The supervisor re-executes the rljail binary with argv[0] "rljail-init".
-// A constructor catches that before the Go runtime starts and runs the
-// whole init stage here: a second Go runtime start costs a few
-// milliseconds on every run, and its threads stall while cgroup v1 moves
-// the process (runc's nsexec runs its namespace setup in C before the Go
-// runtime for the same reason). Init reads its config from the supervisor,
-// builds the jail's root filesystem with the new mount API, starts the
-// payload (spawn.c), forwards the signals the supervisor asks for, reaps
-// every process and reports the payload's end. It never returns to Go.
+// The binary's ELF entry point (entry.S) catches that before libc and the
+// Go runtime start, and runs the whole init stage here, on its own small
+// runtime (rt.c): a second Go runtime start costs a few milliseconds on
+// every run, its threads stall while cgroup v1 moves the process (runc's
+// nsexec runs its namespace setup in C before the Go runtime for the same
+// reason), and a static libc's start costs another millisecond of CPU in
+// a VM. Init reads its config from the supervisor, builds the jail's root
+// filesystem with the new mount API, starts the payload (spawn.c),
+// forwards the signals the supervisor asks for, reaps every process and
+// reports the payload's end. It never returns.
 #define _GNU_SOURCE
 #include "spawn.h"
 
@@ -406,24 +408,6 @@ static void read_config(struct config *c)
 	}
 	if (c->argc == 0 || c->workdir == NULL)
 		die(125, "read the jail config: no command or working directory");
-}
-
-// read_line reads one control line (unbuffered: nothing after it is lost).
-static int read_line(char *buf, size_t cap)
-{
-	size_t n = 0;
-	while (n + 1 < cap) {
-		ssize_t r = read(FD_CONTROL, buf + n, 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		if (buf[n] == '\n')
-			break;
-		n++;
-	}
-	buf[n] = 0;
-	return 0;
 }
 
 // ---- mounts (the new mount API; see mount.go for the design)
@@ -1040,9 +1024,10 @@ __attribute__((noreturn)) static void serve(pid_t payload, int sfd)
 			char *nl;
 			while ((nl = memchr(buf, '\n', have)) != NULL) {
 				*nl = 0;
-				int sig;
-				if (sscanf(buf, "signal %d", &sig) == 1 && sig > 0 && sig < NSIG)
-					kill(payload, sig);
+				char *end;
+				long sig = strncmp(buf, "signal ", 7) == 0 ? strtol(buf + 7, &end, 10) : 0;
+				if (sig > 0 && sig < NSIG && end != buf + 7)
+					kill(payload, (int)sig);
 				size_t used = (size_t)(nl - buf) + 1;
 				memmove(buf, nl + 1, have - used);
 				have -= used;
@@ -1269,11 +1254,12 @@ static int stage1_main(int argc, char **argv)
 	rljail_guardian(FD_GUARD);
 }
 
-// rljail_init_ctor runs before the Go runtime: in the init stage it never
-// lets it start.
-__attribute__((constructor)) static void rljail_init_ctor(int argc, char **argv, char **envp)
+// rljail_stage_select is called by the binary's entry point (entry.S)
+// before libc's start: in the init stage it runs the stage and never
+// returns; otherwise it returns at once and libc and Go start as usual.
+void rljail_stage_select(int argc, char **argv);
+void rljail_stage_select(int argc, char **argv)
 {
-	(void)envp;
 	if (argc >= 1 && argv[0] && strcmp(argv[0], "rljail-init") == 0)
 		_exit(stage1_main(argc, argv));
 }

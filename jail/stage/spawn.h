@@ -56,13 +56,6 @@ enum {
 int rljail_spawn(const struct rljail_spawn *s);
 
 
-// rljail_userns_child creates a user namespace that no process stays in:
-// a child made in it exits at once and is left unreaped, so that the caller
-// can still write the namespace's id maps and open it through
-// /proc/PID/uid_map, gid_map and ns/user (a zombie keeps its credentials
-// until reaped), then reap it. Returns the pid, or -errno.
-int rljail_userns_child(void);
-
 // rljail_guardian is the guardian of the jail's cgroup, run by the init
 // stage's first step once the init is made: it reads lines from pipe_rd,
 // "dir PATH" before each cgroup directory is created and "done" when the

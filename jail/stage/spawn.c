@@ -1,6 +1,6 @@
-// The payload's confinement between fork and execve. Only raw system calls
-// run in the child: it is a fork of a multi-threaded Go process, so nothing
-// that takes a lock or touches the Go runtime may run there.
+// The payload's confinement between fork and execve, run by the init stage
+// (init.c) in the child it forks for the payload, and the cgroup guardian
+// of the first step.
 #define _GNU_SOURCE
 #include "spawn.h"
 
@@ -62,8 +62,8 @@ static int send_fd(int sock, int fd)
 
 static void child(const struct rljail_spawn *s)
 {
-	// Every handler back to the default: handlers and ignored signals of the
-	// init (a Go program) must not leak into the payload.
+	// Every handler back to the default: the signals init ignores must not
+	// stay ignored in the payload.
 	for (int sig = 1; sig < NSIG; sig++) {
 		if (sig == SIGKILL || sig == SIGSTOP)
 			continue;
@@ -160,41 +160,14 @@ static void child(const struct rljail_spawn *s)
 
 int rljail_spawn(const struct rljail_spawn *s)
 {
-	// Block every signal across fork so that no Go signal handler can run
-	// in the child before the handlers are reset.
+	// Block every signal across fork so that none is delivered to the
+	// child before its handlers are reset.
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
 	if (pid == 0)
 		child(s);
-	int saved = errno;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (pid < 0)
-		return -saved;
-	return pid;
-}
-
-static int exit_at_once(void *arg)
-{
-	(void)arg;
-	return 0;
-}
-
-int rljail_userns_child(void)
-{
-	// CLONE_VM | CLONE_VFORK: no copy of the supervisor's page tables, and
-	// the supervisor waits, suspended, until the child is gone, so the
-	// child can run on a stack taken from this frame. The child does
-	// nothing but return (glibc's clone then calls exit): it touches no
-	// memory the Go runtime uses. Every signal stays blocked meanwhile, so
-	// no Go handler runs on that stack. (posix_spawn runs its child the
-	// same way.)
-	_Alignas(16) char stack[8192];
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid_t pid = clone(exit_at_once, stack + sizeof stack, CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | SIGCHLD, NULL);
 	int saved = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)
