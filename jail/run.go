@@ -127,6 +127,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	cfg.Rlimits = lim.rlimits
 	cfg.Nice = lim.nice
+	if spec.SignalsReady != nil {
+		<-spec.SignalsReady // the config lets the payload start
+	}
 	err = j.configure(cfg, trees, lim)
 	closeFiles(trees)
 	if err != nil {

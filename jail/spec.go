@@ -109,6 +109,12 @@ type Spec struct {
 	// Signals, when set, carries signals for the payload (the CLI forwards
 	// SIGINT, SIGTERM and SIGHUP here); the jail's init passes them on.
 	Signals <-chan os.Signal
+	// SignalsReady, when set, is closed once Signals receives what it
+	// should (the CLI catches the signals in a goroutine: the first
+	// signal.Notify takes a while). Run waits for it before the payload
+	// may start, so that a signal meant for the payload cannot end rljail
+	// instead.
+	SignalsReady <-chan struct{}
 }
 
 // Resources are a run's resource limits. Every limit is always on: a zero

@@ -147,7 +147,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 			relay = catchSignals()
 			defer relay.stop()
 		}
-		spec.Signals = relay.channel()
+		spec.Signals, spec.SignalsReady = relay.ch, relay.ready
 	}
 
 	var res jail.Result
@@ -343,9 +343,11 @@ const (
 
 // signalRelay catches SIGINT, SIGTERM and SIGHUP for the payload. The
 // first signal.Notify of a process starts a thread of its own and hands
-// each signal to it in turn (about 0.3 ms, more while the init stage
-// starts beside it), so run starts it in a goroutine while the flags are
-// read, and the jail waits for it only when it needs the channel.
+// each signal to it in turn (about 0.3 ms, over a millisecond while the
+// init stage starts beside it), so it runs in a goroutine while the flags
+// are read and the jail is set up; the jail waits for it (ready) only
+// before the payload may start. Until then a signal has its default
+// effect, as before any Notify: it ends rljail, and its jail with it.
 type signalRelay struct {
 	ch    chan os.Signal
 	ready chan struct{}
@@ -358,12 +360,6 @@ func catchSignals() *signalRelay {
 		signal.Notify(r.ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	}()
 	return r
-}
-
-// channel returns the signals caught, once they are.
-func (r *signalRelay) channel() <-chan os.Signal {
-	<-r.ready
-	return r.ch
 }
 
 // stop restores the signals' default handling.
