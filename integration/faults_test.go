@@ -12,6 +12,7 @@ package integration
 // and after, and the kill trials time the cleanup.
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	mrand "math/rand/v2"
@@ -177,7 +178,14 @@ func TestFaultsSupervisorKilled(t *testing.T) {
 		slowest = max(slowest, took)
 		if len(alive) > 0 || len(cgLeft) > 0 {
 			failures++
-			t.Errorf("trial %d (SIGKILL %v after start, during %s): 1 s later, alive:%s\n\tcgroups left: %v", i, delay, phase, procList(alive), cgLeft)
+			var guards []proc
+			for _, q := range allProcs() {
+				if strings.HasPrefix(q.cmdline, "rljail-guard") {
+					guards = append(guards, q)
+				}
+			}
+			t.Errorf("trial %d (SIGKILL %v after start, during %s): 1 s later, alive:%s\n\tcgroups left: %v%s\n\tguards:%s",
+				i, delay, phase, procList(alive), cgLeft, cgroupTasks(cgLeft), procList(guards))
 			for _, q := range alive {
 				_ = syscall.Kill(q.pid, syscall.SIGKILL)
 			}
@@ -506,4 +514,41 @@ func TestFaultsSetup(t *testing.T) {
 			})
 		}
 	}
+}
+
+// cgroupTasks describes what each cgroup still holds: its tasks, with
+// their state (a zombie keeps a v1 cgroup busy until reaped).
+func cgroupTasks(dirs []string) string {
+	var b strings.Builder
+	parents := map[string]bool{}
+	for _, d := range dirs {
+		data, err := os.ReadFile(filepath.Join(d, "tasks"))
+		if err != nil {
+			fmt.Fprintf(&b, "\n\t%s: %v", d, err)
+			continue
+		}
+		fmt.Fprintf(&b, "\n\t%s: tasks", d)
+		for _, f := range strings.Fields(string(data)) {
+			stat, _ := os.ReadFile("/proc/" + f + "/stat")
+			fmt.Fprintf(&b, " [%s %s]", f, strings.TrimSpace(string(stat)))
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 {
+				if fs := strings.Fields(string(stat[i+1:])); len(fs) > 1 {
+					parents[fs[1]] = true
+				}
+			}
+		}
+	}
+	// The parents: the supervisor, if it is not yet gone, and what its
+	// threads are doing in the kernel.
+	for pp := range parents {
+		stat, _ := os.ReadFile("/proc/" + pp + "/stat")
+		fmt.Fprintf(&b, "\n\tparent %s: %s", pp, strings.TrimSpace(string(stat)))
+		tasks, _ := filepath.Glob("/proc/" + pp + "/task/*")
+		for _, td := range tasks {
+			st, _ := os.ReadFile(td + "/stat")
+			stack, _ := os.ReadFile(td + "/stack")
+			fmt.Fprintf(&b, "\n\t  thread %s: %s\n\t    %s", filepath.Base(td), strings.TrimSpace(string(st)), strings.ReplaceAll(strings.TrimSpace(string(stack)), "\n", " | "))
+		}
+	}
+	return b.String()
 }
