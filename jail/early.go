@@ -25,11 +25,17 @@ type Early struct {
 // process's user. A failure is kept: Run then starts its own and reports
 // why that one failed.
 //
-// The start itself runs in a goroutine: the fork blocks its thread until
-// the init stage's exec is done (about half a millisecond), which the
-// caller spends reading its flags instead.
+// The binary's entry has usually started it already, before the Go
+// runtime (stage/prestart.c); StartEarly then takes that one over.
+// Otherwise the start runs in a goroutine: the fork blocks its thread
+// until the init stage's exec is done (about half a millisecond), which
+// the caller spends reading its flags instead.
 func StartEarly() *Early {
 	e := &Early{root: os.Geteuid() == 0, unified: cgroup.Unified(), ready: make(chan struct{})}
+	if e.j = takePrestarted(e.root, e.unified); e.j != nil {
+		close(e.ready)
+		return e
+	}
 	go func() {
 		defer close(e.ready)
 		e.j, e.err = spawnInit(e.root, e.unified, true)

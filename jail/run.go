@@ -315,16 +315,7 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 		closeFiles(toClose)
 		return nil, err
 	}
-	// The jail's user (JailUID) maps to nobody as root, to the user
-	// rootless. As root the supplementary groups (root's among them) are
-	// cleared; rootless, setgroups is denied and the user's own groups
-	// stay, which grant nothing the user could not do.
-	hostUID, hostGID, setgroups := os.Getuid(), os.Getgid(), "deny"
-	if root {
-		hostUID, hostGID, setgroups = hostJailID, hostJailID, "allow"
-	}
-	j := &jailRun{pidfd: -1, control: ctl, statusR: statusR, stdinW: stdinW, stdoutR: stdoutR, stderrR: stderrR,
-		notify: notifyR, guard: &cgroupGuard{w: guardW}, joinsCgroup: !waitCgroup, awaitingCgroup: waitCgroup, stage1Done: make(chan struct{})}
+	hostUID, hostGID, setgroups := jailHostIDs(root)
 	// syscall's fork and exec rather than os/exec's: os/exec first checks,
 	// once per process, that pidfds work by forking a child of its own.
 	files := make([]uintptr, 0, 7)
@@ -335,33 +326,61 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 		}
 		files = append(files, f.Fd())
 	}
-	j.stage1PidFD = -1
+	pidfd := -1
 	pid, err := syscall.ForkExec("/proc/self/exe",
 		[]string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode},
 		// No parent-death signal: should this process die, the first
 		// step (the cgroup's guard by then) cleans up after it.
-		&syscall.ProcAttr{Env: initEnv, Files: files, Sys: &syscall.SysProcAttr{PidFD: &j.stage1PidFD}})
+		&syscall.ProcAttr{Env: initEnv, Files: files, Sys: &syscall.SysProcAttr{PidFD: &pidfd}})
 	if err != nil {
 		closeFiles(toClose)
 		return nil, fmt.Errorf("start the jail: %w", err)
 	}
-	j.stage1Pid = pid
-	go func() {
-		usage, err := waitPidfd(j.stage1PidFD)
-		j.stage1Mu.Lock()
-		unix.Close(j.stage1PidFD)
-		j.stage1PidFD = -1
-		j.stage1Usage, j.stage1Err = usage, err
-		j.stage1Mu.Unlock()
-		close(j.stage1Done)
-	}()
 	// Only the jail keeps the child ends.
 	for _, f := range []*os.File{ctlJail, statusW, stdinR, stdoutW, stderrW, notifyW, guardR} {
 		if f != nil {
 			f.Close()
 		}
 	}
-	return j, nil
+	return newJailRun(stage1Ends{ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW}, waitCgroup, pid, pidfd), nil
+}
+
+// jailHostIDs returns the host uid and gid the jail's user (JailUID) maps
+// to, nobody as root and the user rootless, and the first step's
+// setgroups: as root the supplementary groups (root's among them) are
+// cleared; rootless, setgroups is denied and the user's own groups stay,
+// which grant nothing the user could not do.
+func jailHostIDs(root bool) (uid, gid int, setgroups string) {
+	if root {
+		return hostJailID, hostJailID, "allow"
+	}
+	return os.Getuid(), os.Getgid(), "deny"
+}
+
+// stage1Ends are the supervisor's ends of what a first step was started
+// with: the control socket, the status pipe, the payload's stdin, stdout
+// and stderr, the seccomp listener socket (nil: none) and the cgroup
+// guard's pipe.
+type stage1Ends struct {
+	ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW *os.File
+}
+
+// newJailRun makes the jailRun of a first step started with ends, and
+// reaps that step when it ends.
+func newJailRun(e stage1Ends, waitCgroup bool, pid, pidfd int) *jailRun {
+	j := &jailRun{pidfd: -1, control: e.ctl, statusR: e.statusR, stdinW: e.stdinW, stdoutR: e.stdoutR, stderrR: e.stderrR,
+		notify: e.notifyR, guard: &cgroupGuard{w: e.guardW}, joinsCgroup: !waitCgroup, awaitingCgroup: waitCgroup,
+		stage1Done: make(chan struct{}), stage1Pid: pid, stage1PidFD: pidfd}
+	go func() {
+		usage, err := waitPidfd(pidfd)
+		j.stage1Mu.Lock()
+		unix.Close(pidfd)
+		j.stage1PidFD = -1
+		j.stage1Usage, j.stage1Err = usage, err
+		j.stage1Mu.Unlock()
+		close(j.stage1Done)
+	}()
+	return j
 }
 
 // configure sends init the descriptors it needs (the mount trees and, on

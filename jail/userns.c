@@ -2,6 +2,7 @@
 // is in stage/, built apart from cgo.
 #define _GNU_SOURCE
 #include "userns.h"
+#include "stage/prestart.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -34,3 +35,16 @@ int rljail_userns_child(void)
 	return pid;
 }
 
+
+// The first step the binary's entry started (stage/prestart.c): defined
+// there, absent (weak, NULL) from a binary linked without the init stage.
+extern struct rljail_prestart rljail_prestarted __attribute__((weak));
+
+int rljail_take_prestart(struct rljail_prestart *out)
+{
+	if (&rljail_prestarted == NULL || !rljail_prestarted.ok)
+		return 0;
+	*out = rljail_prestarted;
+	rljail_prestarted.ok = 0;
+	return 1;
+}

@@ -8,4 +8,10 @@
 // until reaped), then reap it. Returns the pid, or -errno.
 int rljail_userns_child(void);
 
+struct rljail_prestart;
+
+// rljail_take_prestart copies out the init stage's first step that the
+// binary's entry started, once: 1 when there was one, else 0.
+int rljail_take_prestart(struct rljail_prestart *out);
+
 #endif

@@ -56,6 +56,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		args = append([]string{args[0], "run"}, args[1:]...)
 	}
 	app := newApp(stdin, stdout, stderr)
+	if args[1] != "run" {
+		// The binary's entry starts an init stage for what it takes for
+		// a run, before Go starts; none is needed here.
+		jail.DiscardPrestarted()
+	}
 	if args[1] == "run" {
 		// The jail's init stage starts now, while the flags are read
 		// (jail.Early); whatever happens next, nothing of it outlives run.

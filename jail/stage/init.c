@@ -1254,12 +1254,17 @@ static int stage1_main(int argc, char **argv)
 	rljail_guardian(FD_GUARD);
 }
 
+void rljail_prestart(int argc, char **argv); // prestart.c
+
 // rljail_stage_select is called by the binary's entry point (entry.S)
 // before libc's start: in the init stage it runs the stage and never
-// returns; otherwise it returns at once and libc and Go start as usual.
+// returns; otherwise it starts the first step of a run's init stage
+// (prestart.c) when the command line asks for a run, and returns for libc
+// and Go to start as usual.
 void rljail_stage_select(int argc, char **argv);
 void rljail_stage_select(int argc, char **argv)
 {
 	if (argc >= 1 && argv[0] && strcmp(argv[0], "rljail-init") == 0)
 		_exit(stage1_main(argc, argv));
+	rljail_prestart(argc, argv);
 }

@@ -29,6 +29,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -104,6 +105,8 @@ int symlinkat(const char *t, int dfd, const char *p) { return (int)S3(SYS_symlin
 int pipe2(int fds[2], int flags) { return (int)S2(SYS_pipe2, fds, flags); }
 int poll(struct pollfd *f, nfds_t n, int ms) { return (int)S3(SYS_poll, f, n, ms); }
 int socket(int d, int t, int p) { return (int)S3(SYS_socket, d, t, p); }
+int socketpair(int d, int t, int p, int sv[2]) { return (int)S4(SYS_socketpair, d, t, p, sv); }
+int statfs(const char *p, struct statfs *st) { return (int)S2(SYS_statfs, p, st); }
 ssize_t recvmsg(int fd, struct msghdr *m, int fl) { return S3(SYS_recvmsg, fd, m, fl); }
 ssize_t sendmsg(int fd, const struct msghdr *m, int fl) { return S3(SYS_sendmsg, fd, m, fl); }
 int sethostname(const char *n, size_t l) { return (int)S2(SYS_sethostname, n, l); }

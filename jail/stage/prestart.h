@@ -1,0 +1,17 @@
+// The init stage's first step started at the binary's entry (prestart.c),
+// as the supervisor (jail.StartEarly, through userns.c) takes it over.
+#ifndef RLJAIL_PRESTART_H
+#define RLJAIL_PRESTART_H
+
+struct rljail_prestart {
+	int ok;            // 1: a first step was started and not yet taken
+	int pid, pidfd;    // the first step
+	int uid, gid;      // the host ids the jail's user maps to
+	int root, unified; // as root; on a cgroup v2 host
+	// The supervisor's ends: the control socket, the status pipe, the
+	// payload's stdin, stdout and stderr, the seccomp listener socket and
+	// the cgroup guard's pipe.
+	int ctl, status_r, stdin_w, stdout_r, stderr_r, notify_r, guard_w;
+};
+
+#endif
