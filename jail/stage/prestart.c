@@ -49,6 +49,12 @@ void rljail_prestart(int argc, char **argv)
 {
 	if (!is_run(argc, argv))
 		return;
+	// With 0, 1 or 2 closed, a pipe made here would take its number, and
+	// the supervisor would write its own output into the jail: the
+	// supervisor's own start copes with that case.
+	for (int i = 0; i < 3; i++)
+		if (fcntl(i, F_GETFD) < 0)
+			return;
 	// Pairs: [0] is read or the supervisor's socket end, [1] write or the jail's.
 	enum { CTL, STATUS, IN, OUT, ERR, NOTIFY, GUARD, NPAIRS };
 	int fd[NPAIRS][2];
