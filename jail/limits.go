@@ -184,12 +184,24 @@ func (l *jailLimits) watchCPU(kill func(), stop <-chan struct{}) {
 	}
 }
 
-// collect reads the cgroup's statistics into the result and decides
-// whether a limit ended the run; it reports true when one did. It runs
-// after the jail is gone and before the cgroup is removed. vanished: init
-// died without a report.
-func (l *jailLimits) collect(res *Result, usage *syscall.Rusage, vanished bool) bool {
+// jailStats are the cgroup's statistics at the payload's end.
+type jailStats struct {
+	st  cgroup.Stats
+	err error
+}
+
+// stats reads the cgroup's statistics, once the payload ended.
+func (l *jailLimits) stats() *jailStats {
 	st, err := l.cg.Stats()
+	return &jailStats{st, err}
+}
+
+// collect puts the cgroup's statistics, read when the payload ended, into
+// the result and decides whether a limit ended the run; it reports true
+// when one did. It runs after the jail is gone and before the cgroup is
+// removed. vanished: init died without a report.
+func (l *jailLimits) collect(res *Result, usage *syscall.Rusage, vanished bool, stats *jailStats) bool {
+	st, err := stats.st, stats.err
 	if err == nil {
 		res.CPUUserMS, res.CPUSystemMS = st.CPUUserMS, st.CPUSystemMS
 		res.MemoryPeakBytes, res.PidsPeak, res.OOMKills = st.MemoryPeakBytes, st.PidsPeak, st.OOMKills

@@ -627,7 +627,12 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		close(supDone)
 	}
 
+	// Init reports the payload's end before it exits itself, and its exit
+	// (the teardown of the jail's mounts) takes longer than reading the
+	// cgroup's statistics: they are read meanwhile, when nothing of the
+	// jail but init on its way out is left to count.
 	msgs := make(chan []initMessage, 1)
+	var ended *jailStats
 	go func() {
 		var got []initMessage
 		sc := bufio.NewScanner(j.statusR)
@@ -636,6 +641,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 			if json.Unmarshal(sc.Bytes(), &m) == nil {
 				if m.Warning != "" && spec.Warn != nil {
 					spec.Warn(m.Warning)
+				}
+				if m.Exited && ended == nil {
+					ended = lim.stats()
 				}
 				got = append(got, m)
 			}
@@ -692,7 +700,10 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		report = &r
 	}
 	res, err, vanished := j.verdict(ctx, spec, res, got, waitErr, timedOut, report)
-	if lim.collect(&res, usage, vanished) {
+	if ended == nil { // read after msgs was received: no race
+		ended = lim.stats()
+	}
+	if lim.collect(&res, usage, vanished, ended) {
 		err = nil // a limit ended the run: a result, not a failure of rljail
 	}
 	if err == nil && (res.StdoutTruncated || res.StderrTruncated) && (res.Status == StatusOK || res.Status == StatusExitNonzero) {

@@ -37,7 +37,9 @@ func main() {
 		jail.InitMain()
 		return
 	}
-	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+	// The process exits at once: the signals stay caught until then
+	// (restoring them costs a hand-over to Go's signal thread per signal).
+	os.Exit(runCLI(os.Args, os.Stdin, os.Stdout, os.Stderr, false))
 }
 
 // subcommands are the words that select a subcommand in argv[1]; anything
@@ -47,7 +49,13 @@ var subcommands = map[string]bool{
 	"-h": true, "--help": true, "-v": false,
 }
 
+// run runs the CLI as main does, and restores the signals' handling after
+// a run (tests call it in turn).
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runCLI(args, stdin, stdout, stderr, true)
+}
+
+func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSignals bool) int {
 	if len(args) < 2 {
 		fmt.Fprintln(stderr, "rljail: no command given: usage: rljail [flags] -- CMD [ARG...] (see rljail --help)")
 		return jail.ExitSetupError
@@ -67,7 +75,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		early := jail.StartEarly()
 		defer early.Close()
 		relay := catchSignals()
-		defer relay.stop()
+		if restoreSignals {
+			defer relay.stop()
+		}
 		app.Metadata = map[string]any{earlyKey: early, signalsKey: relay}
 	}
 	err := app.Run(args)
