@@ -187,6 +187,8 @@ type Cgroup struct {
 	created []string
 
 	announce func(dir string) error
+	// swept is closed when the sweep of stale cgroups (sweep) ended.
+	swept chan struct{}
 
 	mu        sync.Mutex
 	destroyed bool
@@ -443,6 +445,9 @@ func (c *Cgroup) Kill() error {
 func (c *Cgroup) Destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.swept != nil {
+		<-c.swept // the sweep started in setupV1 or setupV2
+	}
 	if c.destroyed {
 		return nil
 	}

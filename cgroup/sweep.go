@@ -44,3 +44,14 @@ func sweepStale(parent string, now time.Time) {
 		_ = os.Remove(dir)
 	}
 }
+
+// sweep runs f, a sweep of stale cgroups, in the background; Destroy waits
+// for it to end.
+func (c *Cgroup) sweep(f func(now time.Time)) {
+	done := make(chan struct{})
+	c.swept = done
+	go func(now time.Time) {
+		defer close(done)
+		f(now)
+	}(time.Now())
+}

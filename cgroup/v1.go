@@ -21,9 +21,13 @@ const userHZ = 100
 // fallback lines.
 func (c *Cgroup) setupV1(p *plan, name string, l Limits) ([]string, error) {
 	dirs, paths, mk := v1Layout(p, name)
-	for _, dir := range mk {
-		sweepStale(filepath.Dir(dir), time.Now())
-	}
+	// Leftovers of earlier runs (sweepStale) are removed while the jail
+	// runs: nothing here needs them gone; Destroy waits for the sweep.
+	c.sweep(func(now time.Time) {
+		for _, dir := range mk {
+			sweepStale(filepath.Dir(dir), now)
+		}
+	})
 	for _, dir := range mk {
 		if err := c.mkdirJail(dir); err != nil {
 			return nil, fmt.Errorf("cgroup: create %s: %w", dir, err)

@@ -46,7 +46,7 @@ func (c *Cgroup) setupV2(h host, p *plan, name string, l Limits) ([]string, erro
 		enableControllers(dir, p)
 	}
 
-	sweepStale(p.v2Parent, time.Now())
+	c.sweep(func(now time.Time) { sweepStale(p.v2Parent, now) }) // as in setupV1
 	leaf := filepath.Join(p.v2Parent, name)
 	if err := c.mkdirJail(leaf); err != nil {
 		return nil, fmt.Errorf("cgroup: create %s: %w", leaf, err)
