@@ -64,7 +64,5 @@ func (e *Early) Close() {
 		return
 	}
 	e.used = true
-	e.j.guard.release()
-	e.j.abort()
-	<-e.j.stage1Done
+	e.j.discard()
 }

@@ -49,8 +49,6 @@ func takePrestarted(root, unified bool) *jailRun {
 // does not run one after all; nothing of it is left when it returns.
 func DiscardPrestarted() {
 	if j := takePrestarted(os.Geteuid() == 0, cgroup.Unified()); j != nil {
-		j.guard.release()
-		j.abort()
-		<-j.stage1Done
+		j.discard()
 	}
 }

@@ -525,6 +525,14 @@ func siginfoStatus(info *unix.Siginfo) (code int, status int) {
 	return int(info.Code), int(*(*int32)(p))
 }
 
+// discard ends an init stage that no Run took over (it made no cgroup):
+// the guard goes home, init is killed and reaped, and the first step too.
+func (j *jailRun) discard() {
+	j.guard.release()
+	j.abort()
+	<-j.stage1Done
+}
+
 // abort ends a jail that never got to run: it kills init, reaps it and
 // closes every channel. A nil j is nothing to abort.
 func (j *jailRun) abort() {

@@ -68,8 +68,7 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 		// The binary's entry starts an init stage for what it takes for
 		// a run, before Go starts; none is needed here.
 		jail.DiscardPrestarted()
-	}
-	if args[1] == "run" {
+	} else {
 		// The jail's init stage starts now, while the flags are read
 		// (jail.Early); whatever happens next, nothing of it outlives run.
 		early := jail.StartEarly()

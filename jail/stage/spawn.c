@@ -70,7 +70,6 @@ static void child(const struct rljail_spawn *s)
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_handler = SIG_DFL;
-		// Signals reserved by libc fail with EINVAL; that is harmless.
 		sigaction(sig, &sa, NULL);
 	}
 
