@@ -4,12 +4,13 @@
 GO        ?= go
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN       := bin/rljail
-# Static binary: cgo (the payload spawn, libseccomp) linked statically.
+# A static pure-Go binary (no cgo, so no C library start on every run),
+# linked by Go's own linker. Its ELF entry is jail/entry_amd64.s: it runs
+# the init stage (C, without libc) before the Go runtime starts when the
+# binary is re-executed as a jail's init, and prestarts one for a run.
 GOFLAGS_STATIC := -trimpath -tags netgo,osusergo,urfave_cli_no_docs
-# The ELF entry is the init stage's (jail/stage/entry.S): it runs before
-# libc's start when the binary is re-executed as a jail's init.
-LDFLAGS   := -s -w -X main.version=$(VERSION) -linkmode external -extldflags "-static -Wl,-e,rljail_entry"
-# The init stage, built apart from cgo without libc (jail/stage/build.sh).
+LDFLAGS   := -s -w -X main.version=$(VERSION) -E rljail_entry
+# The init stage as a relocation-free blob in a .syso (jail/stage/build.sh).
 STAGE     := jail/zstage_linux_amd64.syso
 STATICCHECK_VERSION := v0.8.2
 # Debian packages the build and the tests need.
@@ -18,7 +19,7 @@ APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system
 # Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
 export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
 
-.PHONY: all build deps generate rootfs demo test unit integration vet staticcheck bench clean vm-kernel test-vm
+.PHONY: all build deps generate syscall-table rootfs demo test unit integration vet staticcheck bench clean vm-kernel test-vm
 
 all: build
 
@@ -36,15 +37,22 @@ deps:
 
 # generate compiles the embedded seccomp profiles to BPF (profiles/precompiled.go).
 generate: deps
-	cd profiles && CGO_ENABLED=1 $(GO) run ./gen -out precompiled.go
+	cd profiles && $(GO) run ./gen -out precompiled.go
 
-$(STAGE): jail/stage/build.sh jail/stage/*.c jail/stage/*.h jail/stage/*.S
+# syscall-table rewrites seccomp/syscalls_table.go, the x86_64 call names,
+# from libseccomp's table (cgo; the rljail binary itself does not link
+# libseccomp). Its test fails when the committed table and libseccomp differ.
+syscall-table: deps
+	cd seccomp && CGO_ENABLED=1 $(GO) run ./internal/tablegen -out syscalls_table.go
+
+$(STAGE): jail/stage/build.sh jail/stage/blob.ld jail/stage/*.c jail/stage/*.h
 	jail/stage/build.sh $@
 
 build: deps generate $(STAGE)
 	@mkdir -p bin
-	CGO_ENABLED=1 $(GO) build $(GOFLAGS_STATIC) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rljail
+	CGO_ENABLED=0 $(GO) build $(GOFLAGS_STATIC) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rljail
 	@file -L $(BIN) | grep -q 'statically linked' || { echo "$(BIN) is not statically linked"; exit 1; }
+	@$(BIN) version >/dev/null || { echo "$(BIN) does not start (its entry, jail/entry_amd64.s, failed)"; exit 1; }
 
 # rootfs builds the Python root filesystem once (rljail would on first use too).
 rootfs: build
@@ -63,7 +71,8 @@ staticcheck:
 	$$($(GO) env GOPATH)/bin/staticcheck ./...
 	$$($(GO) env GOPATH)/bin/staticcheck -tags rljailvm ./integration/vm/guest ./integration/
 
-unit: deps
+# The jail package links the init stage's .syso, so its tests need it.
+unit: deps $(STAGE)
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
 .PHONY: attack faults soak

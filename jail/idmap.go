@@ -1,10 +1,5 @@
 package jail
 
-/*
-#include "userns.h"
-*/
-import "C"
-
 import (
 	"fmt"
 	"os"
@@ -67,12 +62,12 @@ func (m *idmapper) close() {
 
 // ownerUserns returns a user namespace fd whose map sends uid to
 // hostJailID and gid to hostJailID. The namespace is made by a child that
-// exits at once (rljail_userns_child); its maps are written and the
+// exits at once (usernsChild); its maps are written and the
 // namespace opened while the child is a zombie, then it is reaped.
 func ownerUserns(uid, gid int) (int, error) {
-	pid := int(C.rljail_userns_child())
+	pid, errno := usernsChild()
 	if pid < 0 {
-		return -1, fmt.Errorf("create an id-mapping user namespace: %w", unix.Errno(-pid))
+		return -1, fmt.Errorf("create an id-mapping user namespace: %w", unix.Errno(errno))
 	}
 	defer func() {
 		var ws unix.WaitStatus
@@ -95,3 +90,10 @@ func ownerUserns(uid, gid int) (int, error) {
 	}
 	return fd, nil
 }
+
+// usernsChild creates a user namespace that no process stays in: a child
+// made in it exits at once and is left unreaped, so that the caller can
+// still write the namespace's id maps and open it through /proc/PID
+// (a zombie keeps its credentials until reaped), then reap it. It returns
+// the pid, or -1 and the errno (entry_amd64.s).
+func usernsChild() (pid, errno int)

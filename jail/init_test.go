@@ -28,7 +28,7 @@ func TestInitStageWithoutEntry(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != ExitSetupError {
 		t.Fatalf("as %s: %v, want exit %d; output %q", initArg0, err, ExitSetupError, out)
 	}
-	if !strings.Contains(string(out), "linked without -e rljail_entry") {
+	if !strings.Contains(string(out), "linked without -E rljail_entry") {
 		t.Errorf("as %s: output %q does not say why it stopped", initArg0, out)
 	}
 }

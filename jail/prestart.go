@@ -1,13 +1,8 @@
 package jail
 
-/*
-#include "userns.h"
-#include "stage/prestart.h"
-*/
-import "C"
-
 import (
 	"os"
+	"unsafe"
 
 	"github.com/rljail/rljail/cgroup"
 	"golang.org/x/sys/unix"
@@ -19,19 +14,23 @@ import (
 // cgroup layout than Run would use (which the entry and Go decide alike,
 // so this should not happen) is ended, and nil returned.
 func takePrestarted(root, unified bool) *jailRun {
-	var p C.struct_rljail_prestart
-	if C.rljail_take_prestart(&p) == 0 {
+	rec := (*prestartRec)(prestartRecord())
+	if rec.ok == 0 {
 		return nil
 	}
-	file := func(fd C.int, name string) *os.File { return os.NewFile(uintptr(fd), name) }
+	// Only a binary started from its entry can get here, and the entry
+	// made the record writable; a test binary's record is read-only zero.
+	p := *rec
+	rec.ok = 0
+	file := func(fd int32, name string) *os.File { return os.NewFile(uintptr(fd), name) }
 	ends := stage1Ends{
 		ctl:     file(p.ctl, "control"),
-		statusR: file(p.status_r, "status"),
-		stdinW:  file(p.stdin_w, "stdin"),
-		stdoutR: file(p.stdout_r, "stdout"),
-		stderrR: file(p.stderr_r, "stderr"),
-		notifyR: file(p.notify_r, "notify"),
-		guardW:  file(p.guard_w, "guard"),
+		statusR: file(p.statusR, "status"),
+		stdinW:  file(p.stdinW, "stdin"),
+		stdoutR: file(p.stdoutR, "stdout"),
+		stderrR: file(p.stderrR, "stderr"),
+		notifyR: file(p.notifyR, "notify"),
+		guardW:  file(p.guardW, "guard"),
 	}
 	uid, gid, _ := jailHostIDs(root)
 	if (p.root != 0) != root || (p.unified != 0) != unified || int(p.uid) != uid || int(p.gid) != gid {
@@ -52,3 +51,14 @@ func DiscardPrestarted() {
 		j.discard()
 	}
 }
+
+// prestartRec is struct rljail_prestart (stage/prestart.h), field for
+// field.
+type prestartRec struct {
+	ok, pid, pidfd, uid, gid, root, unified                int32
+	ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW int32
+}
+
+// prestartRecord returns the address of the stage's rljail_prestarted
+// (entry_amd64.s).
+func prestartRecord() unsafe.Pointer

@@ -1,13 +1,13 @@
 // The jail's init (PID 1 of its namespaces), in C.
 //
 // The supervisor re-executes the rljail binary with argv[0] "rljail-init".
-// The binary's ELF entry point (entry.S) catches that before libc and the
-// Go runtime start, and runs the whole init stage here, on its own small
-// runtime (rt.c): a second Go runtime start costs a few milliseconds on
-// every run, its threads stall while cgroup v1 moves the process (runc's
-// nsexec runs its namespace setup in C before the Go runtime for the same
-// reason), and a static libc's start costs another millisecond of CPU in
-// a VM. Init reads its config from the supervisor, builds the jail's root
+// The binary's ELF entry point (jail/entry_amd64.s) catches that before
+// the Go runtime starts, and runs the whole init stage here, on its own
+// small runtime (rt.c): a second Go runtime start costs a few milliseconds
+// on every run, its threads stall while cgroup v1 moves the process
+// (runc's nsexec runs its namespace setup in C before the Go runtime for
+// the same reason), and a static libc's start costs another millisecond
+// of CPU in a VM. Init reads its config from the supervisor, builds the jail's root
 // filesystem with the new mount API, starts the payload (spawn.c),
 // forwards the signals the supervisor asks for, reaps every process and
 // reports the payload's end. It never returns.
@@ -1256,7 +1256,7 @@ static int stage1_main(int argc, char **argv)
 
 void rljail_prestart(int argc, char **argv); // prestart.c
 
-// rljail_stage_select is called by the binary's entry point (entry.S)
+// rljail_stage_select is called by the binary's entry point (entry_amd64.s)
 // before libc's start: in the init stage it runs the stage and never
 // returns; otherwise it starts the first step of a run's init stage
 // (prestart.c) when the command line asks for a run, and returns for libc

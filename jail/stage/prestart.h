@@ -1,5 +1,5 @@
 // The init stage's first step started at the binary's entry (prestart.c),
-// as the supervisor (jail.StartEarly, through userns.c) takes it over.
+// as the supervisor (jail.StartEarly, through prestart.go) takes it over.
 #ifndef RLJAIL_PRESTART_H
 #define RLJAIL_PRESTART_H
 

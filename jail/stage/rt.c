@@ -9,7 +9,7 @@
 // x86-64 match the kernel's where they meet it); the definitions are here,
 // and build.sh checks that the stage links against nothing else. No
 // thread-local storage and no stack protector: the stage starts before
-// anything would set them up (entry.S).
+// anything would set them up (jail/entry_amd64.s).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
