@@ -22,7 +22,12 @@ func takePrestarted(root, unified bool) *jailRun {
 	// made the record writable; a test binary's record is read-only zero.
 	p := *rec
 	rec.ok = 0
-	file := func(fd int32, name string) *os.File { return os.NewFile(uintptr(fd), name) }
+	// Non-blocking, so that os.File waits in Go's poller (see
+	// awaitExit); each end is its own open file, shared with no one.
+	file := func(fd int32, name string) *os.File {
+		_ = unix.SetNonblock(int(fd), true)
+		return os.NewFile(uintptr(fd), name)
+	}
 	ends := stage1Ends{
 		ctl:     file(p.ctl, "control"),
 		statusR: file(p.statusR, "status"),
