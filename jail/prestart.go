@@ -60,7 +60,7 @@ func DiscardPrestarted() {
 // prestartRec is struct rljail_prestart (stage/prestart.h), field for
 // field.
 type prestartRec struct {
-	ok, pid, pidfd, uid, gid, root, unified                int32
+	ok, pid, pidfd, uid, gid, root, unified                 int32
 	ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW int32
 }
 
