@@ -9,13 +9,13 @@ import (
 	"log"
 	"os"
 
-	"github.com/rljail/rljail/profiles"
+	"github.com/rljail/rljail/profiles/internal/precompile"
 )
 
 func main() {
 	out := flag.String("out", "precompiled.go", "file to write")
 	flag.Parse()
-	src, err := profiles.PrecompiledSource()
+	src, err := precompile.Source()
 	if err != nil {
 		log.Fatal(err)
 	}
