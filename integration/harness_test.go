@@ -294,12 +294,15 @@ func randomToken(prefix string) string {
 
 // runOpts are the options of one rljail invocation.
 type runOpts struct {
-	dir      string        // working directory of rljail; default a fresh 0755 dir
-	stdin    string        // fed to rljail's stdin (default: /dev/null)
-	env      []string      // added to rljail's own environment
-	noRootfs bool          // do not pass --rootfs
-	noResult bool          // do not pass --result
-	deadline time.Duration // the harness kills rljail after this (default 60s)
+	dir   string // working directory of rljail; default a fresh 0755 dir
+	stdin string // fed to rljail's stdin (default: /dev/null)
+	// stdinFile, when set, is rljail's stdin itself (a pipe the test
+	// holds open, say), rather than a copy of stdin.
+	stdinFile *os.File
+	env       []string      // added to rljail's own environment
+	noRootfs  bool          // do not pass --rootfs
+	noResult  bool          // do not pass --result
+	deadline  time.Duration // the harness kills rljail after this (default 60s)
 	// moveInto, when set, is a cgroup directory (such as
 	// /sys/fs/cgroup/x) that rljail starts in: a helper shell of the
 	// mode's user is moved there by the harness (as root, as systemd moves
@@ -354,6 +357,9 @@ func launch(m mode, o runOpts, resultDir string, args ...string) (*jailProc, err
 	cmd.Env = append(modeEnv(m), o.env...)
 	if o.stdin != "" {
 		cmd.Stdin = strings.NewReader(o.stdin)
+	}
+	if o.stdinFile != nil {
+		cmd.Stdin = o.stdinFile
 	}
 	cmd.Stdout = p.stdout
 	cmd.Stderr = p.stderr

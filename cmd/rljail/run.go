@@ -137,7 +137,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	spec, err := buildSpec(c, notice)
 	var hashedStdin *hashingReader
 	if err == nil {
-		hashedStdin = newHashingReader(stdin)
+		in, closeIn := pollableStdin(stdin)
+		defer closeIn()
+		hashedStdin = newHashingReader(in)
 		spec.Stdin, spec.Stdout, spec.Stderr = hashedStdin, stdout, stderr
 		spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
 		// Warnings about fallbacks are printed even with --quiet.

@@ -1,0 +1,87 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestStdinWaitsInPoller gives rljail a stdin pipe that the test holds
+// open while the payload sleeps, and looks at rljail's threads from
+// outside: none may sit in read on descriptor 0 (the supervisor reads a
+// second, non-blocking open of the pipe in Go's poller, so that no thread
+// is held in a system call for the run). What the test then writes must
+// still reach the payload, and its close must end the payload's input.
+//
+// The pipe is a FIFO that the jail's user may open: a pipe the test made
+// would be root's, mode 0600, and rljail running as another user could
+// not open it again (it then reads it as it is, blocking, as a harness
+// that hands rljail another user's pipe would see).
+func TestStdinWaitsInPoller(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			fifo := filepath.Join(newOpenDir(t), "stdin")
+			if err := unix.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(fifo, 0o666); err != nil {
+				t.Fatal(err)
+			}
+			// Both ends without blocking, then the read end blocking again,
+			// as a pipe's read end is.
+			r, err := os.OpenFile(fifo, os.O_RDONLY|unix.O_NONBLOCK, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			rc, err := r.SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nbErr error
+			if err := rc.Control(func(fd uintptr) { nbErr = unix.SetNonblock(int(fd), false) }); err != nil || nbErr != nil {
+				t.Fatalf("make the read end blocking: %v %v", err, nbErr)
+			}
+			p := startJail(t, m, runOpts{stdinFile: r},
+				"--", "python3", "-c", "import sys, time; time.sleep(1.5); print('got', sys.stdin.read())")
+			r.Close()
+			time.Sleep(700 * time.Millisecond)
+			var blocked []string
+			tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/task/*/syscall")
+			for _, f := range tasks {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					continue
+				}
+				// read(2) is call 0; its first argument the descriptor.
+				if fields := strings.Fields(string(b)); len(fields) > 1 && fields[0] == "0" && fields[1] == "0x0" {
+					blocked = append(blocked, filepath.Base(filepath.Dir(f)))
+				}
+			}
+			if len(tasks) == 0 {
+				t.Errorf("no threads of rljail (pid %d) found in /proc", p.cmd.Process.Pid)
+			}
+			if len(blocked) > 0 {
+				t.Errorf("rljail's threads %v sit in read on its stdin", blocked)
+			}
+			if _, err := w.WriteString("hello"); err != nil {
+				p.wait()
+				t.Fatalf("write rljail's stdin: %v (rljail: exit %d, stderr %q)", err, p.exit, p.stderr.String())
+			}
+			w.Close()
+			p.wait()
+			if p.exit != 0 || p.stdout.String() != "got hello\n" {
+				t.Errorf("exit %d, stdout %q, want 0 and \"got hello\\n\" (stderr %q)", p.exit, p.stdout.String(), p.stderr.String())
+			}
+		})
+	}
+}
