@@ -147,10 +147,11 @@ func SyscallName(nr int) string {
 // an outcome, then each conditionally allowed call's argument checks.
 //
 // rljail compiles its own programs (it used libseccomp before) so that
-// the binary needs no cgo, and so no C library start-up, on every run;
-// TestCompileMatchesLibseccomp checks, on the embedded profiles and on
-// random policies, that each program decides every call as libseccomp's
-// program for the same policy does.
+// the binary needs no cgo, and so no C library start-up, on every run.
+// The tests (equiv_test.go) run each program on every call number and on
+// argument values around every compared value: it must decide as the
+// policy says, on the embedded profiles and on random policies, and
+// libseccomp's program for each embedded profile must decide the same.
 func Compile(p *Policy) (Program, error) {
 	if err := p.Validate(); err != nil {
 		return Program{}, err
