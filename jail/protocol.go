@@ -12,8 +12,9 @@ import (
 // cgroup v2, the cgroup to clone the init into ("cgr!", SCM_RIGHTS:
 // sendCgroup); the first step sends the init's pidfd ("pid!":
 // receivePidfd); then the supervisor sends the descriptors
-// init needs (mount trees and cgroup files: sendFDs), one initConfig as
-// tagged records (encode), then control lines ("signal N"), and closes it
+// init needs for its root (mount trees: sendFDs) and one initConfig as
+// tagged records (encode), then the cgroup's files and one initLimits the
+// same way (sendLimits), then control lines ("signal N"), and closes it
 // when the run ends. init writes initMessage lines (JSON) on the status
 // pipe. Init starts before the supervisor has made those descriptors
 // (Run), so they cannot be inherited. Nothing the payload can reach is on
@@ -40,6 +41,13 @@ type initConfig struct {
 	// Notify: the filter has a user-notification listener, which the
 	// payload's child sends to the supervisor over fdNotify.
 	Notify bool
+}
+
+// initLimits are the payload's limits and the jail's cgroup, sent after
+// the config (sendLimits): init builds the jail's root from the config
+// while the supervisor still makes the cgroup, then waits for these before
+// it starts the payload.
+type initLimits struct {
 	// Rlimits are the payload's resource limits.
 	Rlimits []rlimit
 	// UnshareCgroup: init was not born in its cgroup (v1, where clone
@@ -48,7 +56,7 @@ type initConfig struct {
 	// /proc/self/cgroup shows no host path, before the payload starts.
 	UnshareCgroup bool
 	// CgroupTasks are the indexes, among the descriptors sent before the
-	// config, of the v1 "tasks" files init writes "0" to
+	// limits, of the v1 "tasks" files init writes "0" to
 	// (cgroup.Cgroup.TaskFiles says why).
 	CgroupTasks []int
 	// Nice lowers the payload's priority where no cgroup caps its CPU
@@ -133,53 +141,65 @@ const (
 // NUL bytes, which no path, argument or environment entry may contain
 // (Validate refuses them). C can read that without a parser.
 func (c *initConfig) encode() []byte {
+	return encodeRecords(func(rec func(byte, ...string)) {
+		for _, a := range c.Command {
+			rec(tagArg, a)
+		}
+		for _, e := range c.Env {
+			rec(tagEnv, e)
+		}
+		rec(tagWorkdir, c.Workdir)
+		rec(tagTmpSize, strconv.FormatInt(c.TmpSize, 10))
+		for _, m := range c.Mounts {
+			flags := 0
+			if m.Dir {
+				flags |= mountDir
+			}
+			if m.Writable {
+				flags |= mountWritable
+			}
+			rec(tagMount, strconv.Itoa(m.FD), strconv.Itoa(flags), m.Source, m.Dest)
+		}
+		for _, l := range c.Symlinks {
+			rec(tagSymlink, l.Name, l.Target)
+		}
+		if len(c.Filter) > 0 {
+			rec(tagFilter, string(c.Filter))
+		}
+		if c.Notify {
+			rec(tagNotify)
+		}
+	})
+}
+
+// encode writes the limits as encode writes a config.
+func (l *initLimits) encode() []byte {
+	return encodeRecords(func(rec func(byte, ...string)) {
+		for _, r := range l.Rlimits {
+			rec(tagRlimit, strconv.Itoa(r.Resource), strconv.FormatUint(r.Soft, 10), strconv.FormatUint(r.Hard, 10))
+		}
+		if l.UnshareCgroup {
+			rec(tagUnshareCgroup)
+		}
+		for _, fd := range l.CgroupTasks {
+			rec(tagCgroupTasks, strconv.Itoa(fd))
+		}
+		if l.Nice > 0 {
+			rec(tagNice, strconv.Itoa(l.Nice))
+		}
+	})
+}
+
+// encodeRecords frames the records that fill writes (see encode).
+func encodeRecords(fill func(rec func(tag byte, fields ...string))) []byte {
 	b := make([]byte, 4, 1024) // the length of all records, so that init reads them at once
-	rec := func(tag byte, fields ...string) {
+	fill(func(tag byte, fields ...string) {
 		payload := strings.Join(fields, "\x00")
 		b = append(b, tag)
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
 		b = append(b, payload...)
-	}
-	for _, a := range c.Command {
-		rec(tagArg, a)
-	}
-	for _, e := range c.Env {
-		rec(tagEnv, e)
-	}
-	rec(tagWorkdir, c.Workdir)
-	rec(tagTmpSize, strconv.FormatInt(c.TmpSize, 10))
-	for _, m := range c.Mounts {
-		flags := 0
-		if m.Dir {
-			flags |= mountDir
-		}
-		if m.Writable {
-			flags |= mountWritable
-		}
-		rec(tagMount, strconv.Itoa(m.FD), strconv.Itoa(flags), m.Source, m.Dest)
-	}
-	for _, l := range c.Symlinks {
-		rec(tagSymlink, l.Name, l.Target)
-	}
-	if len(c.Filter) > 0 {
-		rec(tagFilter, string(c.Filter))
-	}
-	if c.Notify {
-		rec(tagNotify)
-	}
-	for _, r := range c.Rlimits {
-		rec(tagRlimit, strconv.Itoa(r.Resource), strconv.FormatUint(r.Soft, 10), strconv.FormatUint(r.Hard, 10))
-	}
-	if c.UnshareCgroup {
-		rec(tagUnshareCgroup)
-	}
-	for _, fd := range c.CgroupTasks {
-		rec(tagCgroupTasks, strconv.Itoa(fd))
-	}
-	if c.Nice > 0 {
-		rec(tagNice, strconv.Itoa(c.Nice))
-	}
-	rec(tagEnd)
+	})
+	b = append(b, tagEnd, 0, 0, 0, 0)
 	binary.LittleEndian.PutUint32(b, uint32(len(b)-4))
 	return b
 }

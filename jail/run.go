@@ -80,6 +80,29 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			return setupFailed(ExitSetupError, err)
 		}
 	}
+	// On cgroup v2 the init is cloned into its cgroup, so the cgroup comes
+	// first. On v1 (or without a cgroup) the init joins its cgroups itself
+	// just before it starts the payload: it gets its config first and
+	// builds the jail's root while this process makes the cgroup. Either
+	// way the limits come last, and the payload starts on them.
+	configFirst := !unified
+	var prepWarnings []string
+	sendConfig := func() error {
+		cfg, trees, err := prepareConfig(&spec, root, func(msg string) { prepWarnings = append(prepWarnings, msg) })
+		if err == nil {
+			err = j.configure(cfg, trees)
+		}
+		closeFiles(trees)
+		return err
+	}
+	if configFirst {
+		if err := sendConfig(); err != nil {
+			j.guard.release() // no cgroup yet
+			j.abort()
+			<-j.stage1Done
+			return setupFailed(ExitSetupError, err)
+		}
+	}
 	lim, err := setupLimits(&spec, res.RunID, j.guard.announce, []int{j.stage1Pid})
 	if err != nil {
 		j.guard.release() // Create removed what it made
@@ -120,19 +143,19 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		spec.Warn(line)
 	}
 	lim.report(&res.Limits)
-	cfg, trees, err := prepareConfig(&spec, root, warn)
-	if err != nil {
-		j.abort()
-		return setupFailed(ExitSetupError, err)
+	if !configFirst {
+		if err := sendConfig(); err != nil {
+			j.abort()
+			return setupFailed(ExitSetupError, err)
+		}
 	}
-	cfg.Rlimits = lim.rlimits
-	cfg.Nice = lim.nice
+	for _, msg := range prepWarnings {
+		warn(msg)
+	}
 	if spec.SignalsReady != nil {
-		<-spec.SignalsReady // the config lets the payload start
+		<-spec.SignalsReady // the limits let the payload start
 	}
-	err = j.configure(cfg, trees, lim)
-	closeFiles(trees)
-	if err != nil {
+	if err := j.sendLimits(lim); err != nil {
 		j.abort()
 		return setupFailed(ExitSetupError, err)
 	}
@@ -383,23 +406,39 @@ func newJailRun(e stage1Ends, waitCgroup bool, pid, pidfd int) *jailRun {
 	return j
 }
 
-// configure sends init the descriptors it needs (the mount trees and, on
-// cgroup v1, the files through which it joins its cgroups) and its config.
+// configure sends init the descriptors of its mount trees and its config.
 // An init that died meanwhile is not an error here: wait reports why.
-func (j *jailRun) configure(cfg *initConfig, trees []*os.File, lim *jailLimits) error {
+func (j *jailRun) configure(cfg *initConfig, trees []*os.File) error {
 	if !j.receivePidfd() {
 		return nil // the first step failed and said why on the status pipe
 	}
-	fds := append([]*os.File(nil), trees...)
+	if err := sendFDs(j.control, trees); err != nil {
+		j.kill()
+		return nil
+	}
+	if _, err := j.control.Write(cfg.encode()); err != nil {
+		j.kill()
+	}
+	return nil
+}
+
+// sendLimits sends init the payload's limits and, on cgroup v1, the files
+// through which it joins its cgroups; init starts the payload on them.
+func (j *jailRun) sendLimits(lim *jailLimits) error {
+	if j.pidfd < 0 {
+		return nil // the first step failed and said why on the status pipe
+	}
+	l := &initLimits{Rlimits: lim.rlimits, Nice: lim.nice}
+	var fds []*os.File
 	if j.joinsCgroup {
-		cfg.UnshareCgroup = true
+		l.UnshareCgroup = true
 		tasks, err := lim.cg.TaskFiles()
 		if err != nil {
 			return fmt.Errorf("place the jail in its cgroup: %w", err)
 		}
 		defer closeFiles(tasks)
 		for _, f := range tasks {
-			cfg.CgroupTasks = append(cfg.CgroupTasks, len(fds))
+			l.CgroupTasks = append(l.CgroupTasks, len(fds))
 			fds = append(fds, f)
 		}
 	}
@@ -407,7 +446,7 @@ func (j *jailRun) configure(cfg *initConfig, trees []*os.File, lim *jailLimits) 
 		j.kill()
 		return nil
 	}
-	if _, err := j.control.Write(cfg.encode()); err != nil {
+	if _, err := j.control.Write(l.encode()); err != nil {
 		j.kill()
 	}
 	return nil

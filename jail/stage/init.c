@@ -308,14 +308,15 @@ static int fd_at(const int *fds, int n, int index)
 	return fds[index];
 }
 
-static void read_config(struct config *c)
+// read_message reads one message of the supervisor into c: its
+// descriptors, then its records. The config comes first (initConfig in
+// protocol.go), the limits later (initLimits: sendLimits in run.go).
+static void read_message(struct config *c)
 {
-	memset(c, 0, sizeof *c);
-	c->tmpsize = 64 << 20;
 	int nfds;
 	int *fds = receive_fds(&nfds);
-	// The config comes whole, after its length, so that one read takes it
-	// (protocol.go: encode); it is never freed.
+	// The message comes whole, after its length, so that one read takes it
+	// (protocol.go: encodeRecords); it is never freed.
 	unsigned char size[4];
 	if (read_full(FD_CONTROL, size, sizeof size) < 0)
 		_exit(125); // the supervisor is gone: nothing to report to
@@ -406,8 +407,6 @@ static void read_config(struct config *c)
 			die(125, "read the jail config: unknown record %d", tag);
 		}
 	}
-	if (c->argc == 0 || c->workdir == NULL)
-		die(125, "read the jail config: no command or working directory");
 }
 
 // ---- mounts (the new mount API; see mount.go for the design)
@@ -1041,7 +1040,7 @@ __attribute__((noreturn)) static void serve(pid_t payload, int sfd)
 static int init_main(void)
 {
 	// Die with the supervisor, even when it is SIGKILLed. The race (the
-	// supervisor dying before this line) is closed by read_config: its
+	// supervisor dying before this line) is closed by read_message: its
 	// control pipe then reads as EOF and init exits.
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	// Non-dumpable: the payload, though it runs with the same uid, cannot
@@ -1077,13 +1076,21 @@ static int init_main(void)
 	prepare_root(&sk);
 
 	struct config c;
-	read_config(&c);
-	// cgroup v1: init joins the jail's cgroups itself, first thing after
-	// its config, so that the payload and all it does are counted (what
-	// init did before is a fixed few pages of mounts). It is
-	// single-threaded (no Go runtime has started), so writing "0" to
-	// "tasks" moves it without the global lock whose RCU grace period
-	// makes a move by pid cost several ms (cgroup.Cgroup.TaskFiles).
+	memset(&c, 0, sizeof c);
+	c.tmpsize = 64 << 20;
+	read_message(&c);
+	if (c.argc == 0 || c.workdir == NULL)
+		die(125, "read the jail config: no command or working directory");
+	// The root is built while the supervisor makes the cgroup (cgroup v1),
+	// then the limits come.
+	finish_root(&c, &sk);
+	read_message(&c);
+	// cgroup v1: init joins the jail's cgroups itself, before the payload,
+	// so that the payload and all it does are counted (what init did
+	// before is a fixed few pages of mounts). It is single-threaded (no Go
+	// runtime has started), so writing "0" to "tasks" moves it without the
+	// global lock whose RCU grace period makes a move by pid cost several
+	// ms (cgroup.Cgroup.TaskFiles).
 	for (int i = 0; i < c.ntasks; i++) {
 		if (write(c.tasks[i], "0", 1) != 1)
 			die(125, "join the jail's cgroup: %s", errstr(errno));
@@ -1091,7 +1098,6 @@ static int init_main(void)
 	}
 	if (c.unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
 		die(125, "enter a new cgroup namespace: %s", errstr(errno));
-	finish_root(&c, &sk);
 	int code = 0;
 	char *exe = look_path(c.argv[0], c.envp, &code);
 	pid_t pid = start_payload(&c, exe, caps);
