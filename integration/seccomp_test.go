@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -762,7 +763,7 @@ print("SOCKETPAIR", b.recv(2).decode(), flush=True)
 						t.Errorf("exit status %d, want %d\nstderr:\n%s", exit, 128+int(unix.SIGSYS), stderr)
 					}
 					v, _ := sc["violation"].(string)
-					if !contains(c.violations, v) {
+					if !slices.Contains(c.violations, v) {
 						t.Errorf("result seccomp.violation = %q, want one of %v (report %v)", v, c.violations, sc)
 					}
 					if v != "" && !strings.Contains(stderr, v) {
@@ -772,15 +773,6 @@ print("SOCKETPAIR", b.recv(2).decode(), flush=True)
 			}
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestSeccompAddRemove checks the one-off flags: --seccomp-remove denies a

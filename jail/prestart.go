@@ -37,15 +37,14 @@ func takePrestarted(root, unified bool) *jailRun {
 		notifyR: file(p.notifyR, "notify"),
 		guardW:  file(p.guardW, "guard"),
 	}
+	// The first step waits for a cgroup as it decided (p.unified).
+	j := newJailRun(ends, p.unified != 0, int(p.pid), int(p.pidfd))
 	uid, gid, _ := jailHostIDs(root)
 	if (p.root != 0) != root || (p.unified != 0) != unified || int(p.uid) != uid || int(p.gid) != gid {
-		_ = unix.PidfdSendSignal(int(p.pidfd), unix.SIGKILL, nil, 0)
-		_, _ = waitPidfd(int(p.pidfd))
-		unix.Close(int(p.pidfd))
-		closeFiles([]*os.File{ends.ctl, ends.statusR, ends.stdinW, ends.stdoutR, ends.stderrR, ends.notifyR, ends.guardW})
+		j.discard()
 		return nil
 	}
-	return newJailRun(ends, unified, int(p.pid), int(p.pidfd))
+	return j
 }
 
 // DiscardPrestarted ends the init stage's first step that the binary's

@@ -97,9 +97,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	if configFirst {
 		if err := sendConfig(); err != nil {
-			j.guard.release() // no cgroup yet
-			j.abort()
-			<-j.stage1Done
+			j.discard() // no cgroup yet
 			return setupFailed(ExitSetupError, err)
 		}
 	}
@@ -412,13 +410,7 @@ func (j *jailRun) configure(cfg *initConfig, trees []*os.File) error {
 	if !j.receivePidfd() {
 		return nil // the first step failed and said why on the status pipe
 	}
-	if err := sendFDs(j.control, trees); err != nil {
-		j.kill()
-		return nil
-	}
-	if _, err := j.control.Write(cfg.encode()); err != nil {
-		j.kill()
-	}
+	j.send(trees, cfg.encode())
 	return nil
 }
 
@@ -442,14 +434,20 @@ func (j *jailRun) sendLimits(lim *jailLimits) error {
 			fds = append(fds, f)
 		}
 	}
+	j.send(fds, l.encode())
+	return nil
+}
+
+// send sends init one message: its descriptors, then its records. An init
+// that cannot take it is killed; wait reports why it ended.
+func (j *jailRun) send(fds []*os.File, records []byte) {
 	if err := sendFDs(j.control, fds); err != nil {
 		j.kill()
-		return nil
+		return
 	}
-	if _, err := j.control.Write(l.encode()); err != nil {
+	if _, err := j.control.Write(records); err != nil {
 		j.kill()
 	}
-	return nil
 }
 
 // sendCgroup tells the first step, waiting on cgroup v2, which cgroup to

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/rljail/rljail/profiles"
@@ -309,7 +310,7 @@ func decide(p *seccomp.Policy, d *seccompData) uint32 {
 		return deny
 	}
 	name := seccomp.SyscallName(int(d.nr))
-	if contains(p.NoSys, name) {
+	if slices.Contains(p.NoSys, name) {
 		return unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	}
 	for _, r := range p.Rules {
@@ -394,7 +395,7 @@ func TestCompileMatchesLibseccompOnRandomPolicies(t *testing.T) {
 				used[n] = true
 				continue
 			}
-			if contains(p.NoSys, n) {
+			if slices.Contains(p.NoSys, n) {
 				continue
 			}
 			used[n] = true
@@ -418,15 +419,6 @@ func TestCompileMatchesLibseccompOnRandomPolicies(t *testing.T) {
 			}
 		})
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestTableMatchesLibseccomp checks the committed table of call names
