@@ -24,6 +24,22 @@ TEXT rljail_entry(SB),NOSPLIT|NOFRAME,$0
 	MOVQ	0(SP), DI	// argc
 	LEAQ	8(SP), SI	// argv
 	CALL	rljail_stage_select(SB)	// the stack is 16-byte aligned here, as C wants
+	// The Go runtime reads many of its variables before it first writes
+	// them. Each such page would then fault twice, and the second fault
+	// (a copy on write) flushes the page's TLB entry on every CPU that runs
+	// a thread of this process: an IPI, dear in a VM, once Go has started
+	// its threads. Writing every page of the data and bss now, while
+	// there is one thread, makes each page private at once. The result is
+	// not checked: before Linux 5.14 the pages fault as they would have.
+	LEAQ	runtime·noptrdata(SB), DI
+	ANDQ	$~4095, DI
+	LEAQ	runtime·ebss(SB), SI
+	ADDQ	$4095, SI
+	ANDQ	$~4095, SI
+	SUBQ	DI, SI
+	MOVQ	$23, DX	// MADV_POPULATE_WRITE
+	MOVQ	$28, AX	// madvise
+	SYSCALL
 	JMP	_rt0_amd64_linux(SB)
 broken:
 	MOVQ	$2, DI
