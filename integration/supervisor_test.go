@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,6 +82,67 @@ func TestStdinWaitsInPoller(t *testing.T) {
 			p.wait()
 			if p.exit != 0 || p.stdout.String() != "got hello\n" {
 				t.Errorf("exit %d, stdout %q, want 0 and \"got hello\\n\" (stderr %q)", p.exit, p.stdout.String(), p.stderr.String())
+			}
+		})
+	}
+}
+
+// TestTimerSlack starts rljail with an unusual timer slack and looks from
+// outside: the supervisor's threads run with a slack of 1 ms (its Go
+// runtime's sysmon then wakes far less often beside the jail), and the
+// payload gets the caller's slack, as it would outside rljail.
+func TestTimerSlack(t *testing.T) {
+	const callerSlack = 123457
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			// rljail is forked from this thread, and inherits its slack.
+			p := func() *jailProc {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				own, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Prctl(unix.PR_SET_TIMERSLACK, callerSlack, 0, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(own), 0, 0, 0) }()
+				return startJail(t, m, runOpts{stdinFile: r},
+					"--", "python3", "-c", "import sys; print(open('/proc/self/timerslack_ns').read().strip(), flush=True); sys.stdin.read()")
+			}()
+			r.Close()
+			if !p.stdout.waitFor("\n", 10*time.Second) {
+				w.Close()
+				p.wait()
+				t.Fatalf("the payload printed nothing: exit %d, stderr %q", p.exit, p.stderr.String())
+			}
+			tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/task/*")
+			var wrong []string
+			for _, task := range tasks {
+				tid := filepath.Base(task)
+				b, err := os.ReadFile("/proc/" + tid + "/timerslack_ns")
+				if err != nil {
+					continue // the thread ended
+				}
+				if s := strings.TrimSpace(string(b)); s != "1000000" {
+					wrong = append(wrong, tid+": "+s)
+				}
+			}
+			w.Close()
+			p.wait()
+			if len(tasks) == 0 {
+				t.Errorf("no threads of rljail (pid %d) found in /proc", p.cmd.Process.Pid)
+			}
+			if len(wrong) > 0 {
+				t.Errorf("rljail's threads have a timer slack other than 1000000 ns: %v", wrong)
+			}
+			if got := strings.TrimSpace(p.stdout.String()); got != strconv.Itoa(callerSlack) || p.exit != 0 {
+				t.Errorf("payload's timer slack %q, exit %d; want %d and 0 (stderr %q)", got, p.exit, callerSlack, p.stderr.String())
 			}
 		})
 	}

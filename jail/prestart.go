@@ -1,7 +1,9 @@
 package jail
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"unsafe"
 
 	"github.com/rljail/rljail/cgroup"
@@ -61,6 +63,35 @@ func DiscardPrestarted() {
 type prestartRec struct {
 	ok, pid, pidfd, uid, gid, root, unified                 int32
 	ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW int32
+	callerSlack                                             int64
+}
+
+// callerTimerSlack is the timer slack, in ns, that rljail was started
+// with, when the binary's entry raised this process's own
+// (RLJAIL_SUPERVISOR_SLACK_NS in stage/prestart.h); 0 when it did not. An
+// init stage this process starts itself gets the caller's (spawnInit).
+func callerTimerSlack() int64 {
+	return (*prestartRec)(prestartRecord()).callerSlack
+}
+
+// withTimerSlack runs fork on this goroutine's thread with the thread's
+// timer slack set to slack (ns), so that a process forked there inherits
+// it, and then puts the thread's own back. A slack of 0 leaves it alone.
+func withTimerSlack(slack int64, fork func() error) error {
+	if slack <= 0 {
+		return fork()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	own, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		return fmt.Errorf("read the timer slack: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack), 0, 0, 0); err != nil {
+		return fmt.Errorf("set the timer slack to %d ns: %w", slack, err)
+	}
+	defer func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(own), 0, 0, 0) }()
+	return fork()
 }
 
 // prestartRecord returns the address of the stage's rljail_prestarted

@@ -347,12 +347,17 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 		}
 		files = append(files, f.Fd())
 	}
-	pidfd := -1
-	pid, err := syscall.ForkExec("/proc/self/exe",
-		[]string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode},
-		// No parent-death signal: should this process die, the first
-		// step (the cgroup's guard by then) cleans up after it.
-		&syscall.ProcAttr{Env: initEnv, Files: files, Sys: &syscall.SysProcAttr{PidFD: &pidfd}})
+	pidfd, pid := -1, 0
+	// The jail gets the timer slack rljail was started with, not the
+	// supervisor's (callerTimerSlack).
+	err = withTimerSlack(callerTimerSlack(), func() (ferr error) {
+		pid, ferr = syscall.ForkExec("/proc/self/exe",
+			[]string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode},
+			// No parent-death signal: should this process die, the first
+			// step (the cgroup's guard by then) cleans up after it.
+			&syscall.ProcAttr{Env: initEnv, Files: files, Sys: &syscall.SysProcAttr{PidFD: &pidfd}})
+		return ferr
+	})
 	if err != nil {
 		closeFiles(toClose)
 		return nil, fmt.Errorf("start the jail: %w", err)

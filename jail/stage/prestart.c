@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -116,5 +117,12 @@ void rljail_prestart(int argc, char **argv)
 	p->stderr_r = fd[ERR][0];
 	p->notify_r = fd[NOTIFY][0];
 	p->guard_w = fd[GUARD][1];
+	// Every thread the Go runtime starts inherits this slack; the first
+	// step, forked above, keeps the caller's, and so do the jail and its
+	// payload. The supervisor gives the caller's to any init it starts
+	// itself (jail.callerTimerSlack).
+	long slack = syscall(SYS_prctl, PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	if (slack > 0 && syscall(SYS_prctl, PR_SET_TIMERSLACK, RLJAIL_SUPERVISOR_SLACK_NS, 0, 0, 0) == 0)
+		p->caller_slack = slack;
 	p->ok = 1;
 }

@@ -12,6 +12,17 @@ struct rljail_prestart {
 	// payload's stdin, stdout and stderr, the seccomp listener socket and
 	// the cgroup guard's pipe.
 	int ctl, status_r, stdin_w, stdout_r, stderr_r, notify_r, guard_w;
+	// The timer slack (ns) rljail was started with, once the supervisor's
+	// own was raised to RLJAIL_SUPERVISOR_SLACK_NS; 0 when it was not.
+	long caller_slack;
 };
+
+// The supervisor's timer slack: 1 ms. Go's sysmon thread sleeps 20 us at
+// a time while the supervisor works, and each wake-up is a timer interrupt
+// and two context switches on the CPU where the jail's init runs; with a
+// slack of 1 ms the kernel lets those wake-ups coalesce. Nothing in the
+// supervisor needs its timers finer: its kill timer may fire up to 1 ms
+// late.
+#define RLJAIL_SUPERVISOR_SLACK_NS 1000000L
 
 #endif
