@@ -352,7 +352,7 @@ func Unified() bool {
 // closes them.
 func (c *Cgroup) TaskFiles() ([]*os.File, error) {
 	if c.v2Leaf != "" {
-		f, err := os.OpenFile(filepath.Join(c.v2Leaf, "cgroup.procs"), os.O_WRONLY|unix.O_CLOEXEC, 0)
+		f, err := openWriter(filepath.Join(c.v2Leaf, "cgroup.procs"))
 		if err != nil {
 			return nil, fmt.Errorf("cgroup: open %s for the jail to join: %w", c.v2Leaf, err)
 		}
@@ -367,7 +367,7 @@ func (c *Cgroup) TaskFiles() ([]*os.File, error) {
 	slices.Sort(dirs)
 	var out []*os.File
 	for _, dir := range dirs {
-		f, err := os.OpenFile(filepath.Join(dir, "tasks"), os.O_WRONLY|unix.O_CLOEXEC, 0)
+		f, err := openWriter(filepath.Join(dir, "tasks"))
 		if err != nil {
 			for _, g := range out {
 				g.Close()

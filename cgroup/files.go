@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -10,19 +11,84 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The files of cgroupfs and procfs are read and written with plain system
+// calls: os.Open would register each descriptor with Go's poller (these
+// files support poll), make it non-blocking and, for ReadFile, stat it,
+// which is five more system calls per file and a poller event that wakes
+// another thread; a run reads and writes some twenty of them.
+
+// openFile opens a kernel file (cgroupfs, procfs); errors are *os.PathError
+// as os.OpenFile's.
+func openFile(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// openWriter opens a kernel file for writing as an *os.File that Go's
+// poller leaves alone (it is passed on, not written here).
+func openWriter(path string) (*os.File, error) {
+	fd, err := openFile(path, unix.O_WRONLY)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// readFile reads a whole kernel file (cgroupfs, procfs), as os.ReadFile.
+func readFile(path string) ([]byte, error) {
+	fd, err := openFile(path, unix.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	b := make([]byte, 0, 512)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		switch {
+		case err == unix.EINTR:
+		case err != nil:
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return b, nil
+		default:
+			b = b[:len(b)+n]
+		}
+	}
+}
+
 // writeFile writes value to a cgroup control file in one write(2), as the
 // kernel parses each write on its own.
 func writeFile(path, value string) error {
 	if err := hook("write " + path); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	fd, err := openFile(path, unix.O_WRONLY)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteString(value)
-	if cerr := f.Close(); err == nil {
+	var n int
+	for {
+		n, err = unix.Write(fd, []byte(value))
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if cerr := unix.Close(fd); err == nil && cerr != nil {
 		err = cerr
+	}
+	if err == nil && n != len(value) {
+		err = io.ErrShortWrite
 	}
 	if err != nil {
 		return fmt.Errorf("write %q to %s: %w", value, path, err)
@@ -33,7 +99,7 @@ func writeFile(path, value string) error {
 // readKV reads a flat keyed file ("key value" lines: cpu.stat,
 // memory.events, cgroup.events, memory.oom_control, pids.events).
 func readKV(path string) (map[string]int64, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +127,7 @@ func parseKV(text, name string) (map[string]int64, error) {
 
 // readInt reads a file holding one integer.
 func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return 0, err
 	}
@@ -74,7 +140,7 @@ func readInt(path string) (int64, error) {
 
 // readPids reads cgroup.procs: one pid a line.
 func readPids(path string) ([]int, error) {
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +181,7 @@ func mkdirCgroup(dir string, shared bool) error {
 // hostHasSwap reports whether any swap is active, which decides whether a
 // missing swap limit is worth announcing.
 func hostHasSwap() bool {
-	b, err := os.ReadFile("/proc/swaps")
+	b, err := readFile("/proc/swaps")
 	if err != nil {
 		return true // cannot tell: announce rather than hide
 	}
@@ -169,7 +235,7 @@ func ignoreESRCH(err error) error {
 // inCgroup reports whether pid is in the cgroup at path (or below it) of
 // the hierarchy of controller ("" for cgroup2).
 func inCgroup(pid int, controller, path string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	b, err := readFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return false
 	}

@@ -287,7 +287,7 @@ func probe(parent string, lay layout) (host, error) {
 	if h.topName == "" {
 		h.topName = topLevelName
 	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	b, err := readFile("/proc/self/mountinfo")
 	if err != nil {
 		return h, fmt.Errorf("cgroup: %w", err)
 	}
@@ -295,7 +295,7 @@ func probe(parent string, lay layout) (host, error) {
 	if err != nil {
 		return h, fmt.Errorf("cgroup: %w", err)
 	}
-	b, err = os.ReadFile("/proc/self/cgroup")
+	b, err = readFile("/proc/self/cgroup")
 	if err != nil {
 		return h, fmt.Errorf("cgroup: %w", err)
 	}
@@ -364,7 +364,7 @@ func readV2Candidate(dir string) v2Candidate {
 	c.isRoot = errors.Is(err, os.ErrNotExist)
 	c.writable = writableCgroup(dir, "cgroup.procs", "cgroup.subtree_control")
 	c.procs, _ = readPids(filepath.Join(dir, "cgroup.procs"))
-	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers")); err == nil {
+	if b, err := readFile(filepath.Join(dir, "cgroup.controllers")); err == nil {
 		c.controllers = strings.Fields(string(b))
 	}
 	return c

@@ -35,7 +35,7 @@ func sweepStale(parent string, now time.Time) {
 		if err != nil || now.Sub(info.ModTime()) < staleAfter {
 			continue
 		}
-		procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		procs, err := readFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil || strings.TrimSpace(string(procs)) != "" {
 			continue
 		}

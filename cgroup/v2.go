@@ -60,7 +60,7 @@ func (c *Cgroup) setupV2(h host, p *plan, name string, l Limits) ([]string, erro
 	c.v2Path = h.v2Mount.cgroupPath(rel)
 
 	// What the leaf really got is what its cgroup.controllers says.
-	b, err := os.ReadFile(filepath.Join(leaf, "cgroup.controllers"))
+	b, err := readFile(filepath.Join(leaf, "cgroup.controllers"))
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
@@ -94,7 +94,7 @@ func (p *plan) drop(ctl, why string) {
 // nothing for a controller that is enabled already.
 func enableControllers(dir string, p *plan) {
 	path := filepath.Join(dir, "cgroup.subtree_control")
-	b, err := os.ReadFile(path)
+	b, err := readFile(path)
 	if err != nil {
 		for _, ctl := range slices.Clone(p.use) {
 			p.drop(ctl, fmt.Sprintf("cannot read %s: %v", path, err))
