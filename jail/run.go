@@ -115,14 +115,11 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		<-j.stage1Done
 		return setupFailed(ExitSetupError, err)
 	}
-	// The cgroup goes last, whatever happened: after the jail is gone and
-	// its statistics are read. If the supervisor dies before, the guard
-	// removes it.
+	// The cgroup goes last, whatever happened: after the jail's processes
+	// are gone and its statistics are read (removeCgroup). If the
+	// supervisor dies before, the guard removes it.
 	defer func() {
-		if derr := lim.cg.Destroy(); derr != nil && spec.Warn != nil {
-			spec.Warn("remove the jail's cgroup: " + derr.Error())
-		}
-		j.guard.release()
+		j.removeCgroup(lim, spec.Warn)
 		<-j.stage1Done
 	}()
 	if unified {
@@ -273,8 +270,10 @@ type jailRun struct {
 	stdoutR     *os.File
 	stderrR     *os.File
 	notify      *os.File // receives the seccomp listener, in the notify modes
-	// joinsCgroup: init was not born in its cgroup and joins it itself.
+	// joinsCgroup: init was not born in its cgroup; the payload's child
+	// joins it, and init stays out.
 	joinsCgroup bool
+	cgroupOnce  sync.Once // removeCgroup
 	// awaitingCgroup: the first step waits for sendCgroup.
 	awaitingCgroup bool
 	guard          *cgroupGuard // the first step, once it has made the init
@@ -420,7 +419,8 @@ func (j *jailRun) configure(cfg *initConfig, trees []*os.File) error {
 }
 
 // sendLimits sends init the payload's limits and, on cgroup v1, the files
-// through which it joins its cgroups; init starts the payload on them.
+// through which the payload's child joins its cgroups; init starts the
+// payload on them.
 func (j *jailRun) sendLimits(lim *jailLimits) error {
 	if j.pidfd < 0 {
 		return nil // the first step failed and said why on the status pipe
@@ -453,6 +453,21 @@ func (j *jailRun) send(fds []*os.File, records []byte) {
 	if _, err := j.control.Write(records); err != nil {
 		j.kill()
 	}
+}
+
+// removeCgroup removes the jail's cgroup and then releases its guard,
+// once. Where init is not in the cgroup (joinsCgroup) it runs as soon as
+// init reports the payload's end, which init sends once it has reaped
+// every other process of the jail: the removal then runs beside init's own
+// exit (the teardown of the jail's namespaces and mounts). Otherwise it
+// runs after init's exit.
+func (j *jailRun) removeCgroup(lim *jailLimits, warn func(string)) {
+	j.cgroupOnce.Do(func() {
+		if err := lim.cg.Destroy(); err != nil && warn != nil {
+			warn("remove the jail's cgroup: " + err.Error())
+		}
+		j.guard.release()
+	})
 }
 
 // sendCgroup tells the first step, waiting on cgroup v2, which cgroup to
@@ -715,7 +730,8 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	// Init reports the payload's end before it exits itself, and its exit
 	// (the teardown of the jail's mounts) takes longer than reading the
 	// cgroup's statistics: they are read meanwhile, when nothing of the
-	// jail but init on its way out is left to count.
+	// jail but init on its way out is left to count. Where init is not in
+	// the cgroup, the cgroup is removed meanwhile too.
 	msgs := make(chan []initMessage, 1)
 	var ended *jailStats
 	go func() {
@@ -729,6 +745,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				}
 				if m.Exited && ended == nil {
 					ended = lim.stats()
+					if j.joinsCgroup {
+						j.removeCgroup(lim, spec.Warn)
+					}
 				}
 				got = append(got, m)
 			}

@@ -914,13 +914,14 @@ static char *look_path(const char *name, char **envp, int *code)
 static const char *step_name(int step)
 {
 	switch (step) {
+	case RLJAIL_STEP_CGROUP: return "join the jail's cgroup";
+	case RLJAIL_STEP_CGROUPNS: return "enter a new cgroup namespace";
 	case RLJAIL_STEP_SETSID: return "setsid";
 	case RLJAIL_STEP_CLOSE_FDS: return "close inherited descriptors";
 	case RLJAIL_STEP_CHDIR: return "chdir to the working directory";
 	case RLJAIL_STEP_RLIMIT: return "set the resource limits";
 	case RLJAIL_STEP_NICE: return "lower the payload's priority";
 	case RLJAIL_STEP_SECUREBITS: return "lock securebits";
-	case RLJAIL_STEP_BOUNDING: return "drop the capability bounding set";
 	case RLJAIL_STEP_AMBIENT: return "clear ambient capabilities";
 	case RLJAIL_STEP_CAPSET: return "drop capabilities";
 	case RLJAIL_STEP_NO_NEW_PRIVS: return "set no_new_privs";
@@ -941,7 +942,7 @@ static int cap_last(void)
 	return atoi(buf);
 }
 
-static pid_t start_payload(struct config *c, const char *exe, int caps)
+static pid_t start_payload(struct config *c, const char *exe)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
@@ -953,15 +954,19 @@ static pid_t start_payload(struct config *c, const char *exe, int caps)
 		.envp = c->envp,
 		.workdir = c->workdir,
 		.errfd = p[1],
-		.cap_last = caps,
 		.filter = c->filter_len ? &prog : NULL,
 		.notify_sock = c->notify ? FD_NOTIFY : -1,
 		.nrlimits = c->nrl,
 		.rlimits = c->rl,
 		.nice = c->nice,
+		.tasks = c->tasks,
+		.ntasks = c->ntasks,
+		.unshare_cgroup = c->unshare_cgroup,
 	};
 	int pid = rljail_spawn(&s);
 	close(p[1]);
+	for (int i = 0; i < c->ntasks; i++)
+		close(c->tasks[i]);
 	if (pid < 0)
 		die(125, "fork the payload: %s", errstr(-pid));
 	struct rljail_spawn_error e;
@@ -1009,8 +1014,19 @@ __attribute__((noreturn)) static void serve(pid_t payload, int sfd)
 					snprintf(line, sizeof line, "{\"exited\":true,\"signal\":%d}", WTERMSIG(st));
 				else
 					snprintf(line, sizeof line, "{\"exited\":true,\"code\":%d}", WEXITSTATUS(st));
+				// Whatever the payload left running ends before the report,
+				// so that the jail's cgroup is empty when the supervisor
+				// reads it: on cgroup v1 init is not in it, and the
+				// supervisor removes it while init exits. kill(-1) reaches
+				// every process of the jail's PID namespace but init; a
+				// fork that races it fails, as its parent has SIGKILL
+				// pending.
+				for (;;) {
+					kill(-1, SIGKILL);
+					if (waitpid(-1, &st, 0) < 0 && errno == ECHILD)
+						break;
+				}
 				report(line);
-				// Exiting as PID 1 kills whatever the payload left running.
 				_exit(0);
 			}
 		}
@@ -1047,18 +1063,22 @@ static int init_main(void)
 	// ptrace init, read its memory or open /proc/1/exe (the host binary,
 	// CVE-2019-5736).
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	// Every signal the payload could send is ignored (the kernel already
-	// drops SIGKILL and SIGSTOP sent to PID 1 from inside); SIGCHLD is
-	// blocked and read from a signalfd. Signals for the payload arrive as
-	// control lines from the supervisor.
-	for (int sig = 1; sig < 32; sig++) {
-		if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD)
-			signal(sig, SIG_IGN);
+	// Every signal is blocked, with its default handler: one the payload
+	// sends to PID 1 is dropped by the kernel (a namespace's init gets no
+	// signal it has no handler for from inside), one from the host stays
+	// pending; SIGCHLD is read from a signalfd. Signals for the payload
+	// arrive as control lines from the supervisor. The payload's child
+	// inherits the default handlers (none that rljail's caller ignored
+	// stays ignored) and only clears the mask before execve.
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
 	}
-	sigset_t chld;
+	sigset_t all, chld;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, NULL);
 	int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
 	if (getpid() != 1 || fcntl(FD_STATUS, F_GETFD) < 0) {
 		static const char msg[] = "rljail: the init stage only runs inside a jail started by rljail\n";
@@ -1070,7 +1090,11 @@ static int init_main(void)
 		die(125, "signalfd: %s", errstr(errno));
 
 	// What no config decides is done while the supervisor makes it.
-	int caps = cap_last();
+	// The payload can gain no capability at execve: the bounding set is
+	// emptied here, beside the supervisor's work, rather than in the
+	// payload's child; init keeps the capabilities it holds.
+	if (rljail_drop_bounding(cap_last()) < 0)
+		die(125, "drop the capability bounding set: %s", errstr(errno));
 	setup_namespaces();
 	struct skeleton sk;
 	prepare_root(&sk);
@@ -1085,22 +1109,11 @@ static int init_main(void)
 	// then the limits come.
 	finish_root(&c, &sk);
 	read_message(&c);
-	// cgroup v1: init joins the jail's cgroups itself, before the payload,
-	// so that the payload and all it does are counted (what init did
-	// before is a fixed few pages of mounts). It is single-threaded (no Go
-	// runtime has started), so writing "0" to "tasks" moves it without the
-	// global lock whose RCU grace period makes a move by pid cost several
-	// ms (cgroup.Cgroup.TaskFiles).
-	for (int i = 0; i < c.ntasks; i++) {
-		if (write(c.tasks[i], "0", 1) != 1)
-			die(125, "join the jail's cgroup: %s", errstr(errno));
-		close(c.tasks[i]);
-	}
-	if (c.unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
-		die(125, "enter a new cgroup namespace: %s", errstr(errno));
+	// cgroup v1 (init not born in a cgroup): the payload's child joins the
+	// jail's cgroups and enters a new cgroup namespace (rljail_spawn).
 	int code = 0;
 	char *exe = look_path(c.argv[0], c.envp, &code);
-	pid_t pid = start_payload(&c, exe, caps);
+	pid_t pid = start_payload(&c, exe);
 	report("{\"started\":true}");
 	serve(pid, sfd);
 }

@@ -62,16 +62,21 @@ static int send_fd(int sock, int fd)
 
 static void child(const struct rljail_spawn *s)
 {
-	// Every handler back to the default: the signals init ignores must not
-	// stay ignored in the payload.
-	for (int sig = 1; sig < NSIG; sig++) {
-		if (sig == SIGKILL || sig == SIGSTOP)
-			continue;
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = SIG_DFL;
-		sigaction(sig, &sa, NULL);
-	}
+	// Into the jail's cgroups first, so that all the payload does is
+	// counted and limited. The child is single-threaded, so writing "0" to
+	// "tasks" moves it without the global lock whose RCU grace period
+	// makes a move by pid cost several ms (cgroup.Cgroup.TaskFiles). Init
+	// itself stays out of them: once it has reaped the jail's last process
+	// the cgroup is empty, and the supervisor removes it while init exits.
+	for (int i = 0; i < s->ntasks; i++)
+		if (write(s->tasks[i], "0", 1) != 1)
+			fail(s, RLJAIL_STEP_CGROUP);
+	// A cgroup namespace rooted there: /proc/self/cgroup shows no host path.
+	if (s->unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
+		fail(s, RLJAIL_STEP_CGROUPNS);
+
+	// Every handler is the default already, and every signal blocked, as
+	// init keeps them (init_main); the mask is cleared just before execve.
 
 	// Its own session: no controlling terminal, and the payload cannot
 	// signal init's process group.
@@ -114,12 +119,9 @@ static void child(const struct rljail_spawn *s)
 		  0, 0, 0) < 0)
 		fail(s, RLJAIL_STEP_SECUREBITS);
 
-	// Drop every capability: bounding set (needs CAP_SETPCAP, so first),
-	// ambient, then inheritable, permitted and effective.
-	for (int cap = 0; cap <= s->cap_last; cap++) {
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			fail(s, RLJAIL_STEP_BOUNDING);
-	}
+	// Drop every capability: the bounding set is empty already (init
+	// emptied its own, which the child inherits: rljail_drop_bounding),
+	// then ambient, inheritable, permitted and effective.
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
 		fail(s, RLJAIL_STEP_AMBIENT);
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
@@ -155,6 +157,15 @@ static void child(const struct rljail_spawn *s)
 
 	execve(s->path, s->argv, s->envp);
 	fail(s, RLJAIL_STEP_EXECVE);
+}
+
+int rljail_drop_bounding(int cap_last)
+{
+	for (int cap = 0; cap <= cap_last; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -1;
+	}
+	return 0;
 }
 
 int rljail_spawn(const struct rljail_spawn *s)

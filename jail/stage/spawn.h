@@ -18,13 +18,15 @@ struct rljail_spawn {
 	char *const *envp;
 	const char *workdir;
 	int errfd;                 // O_CLOEXEC pipe: the child writes a failure here
-	int cap_last;              // /proc/sys/kernel/cap_last_cap
 	struct sock_fprog *filter; // seccomp filter, or NULL
 	int notify_sock;           // >= 0: install the filter with a user-notification
 	                           // listener and send the listener over this socket
 	int nrlimits;              // resource limits to set (lowered only)
 	struct rljail_rlimit *rlimits;
 	int nice;                  // > 0: lower the payload's priority by this much
+	const int *tasks;          // cgroup v1 "tasks" files the child writes "0" to
+	int ntasks;
+	int unshare_cgroup;        // then a new cgroup namespace, rooted there
 };
 
 
@@ -36,13 +38,14 @@ struct rljail_spawn_error {
 
 enum {
 	RLJAIL_STEP_SIGNALS = 1,
+	RLJAIL_STEP_CGROUP,
+	RLJAIL_STEP_CGROUPNS,
 	RLJAIL_STEP_SETSID,
 	RLJAIL_STEP_CLOSE_FDS,
 	RLJAIL_STEP_CHDIR,
 	RLJAIL_STEP_RLIMIT,
 	RLJAIL_STEP_NICE,
 	RLJAIL_STEP_SECUREBITS,
-	RLJAIL_STEP_BOUNDING,
 	RLJAIL_STEP_AMBIENT,
 	RLJAIL_STEP_CAPSET,
 	RLJAIL_STEP_NO_NEW_PRIVS,
@@ -52,8 +55,15 @@ enum {
 };
 
 // rljail_spawn forks; the child confines itself and execs s->path. It
-// returns the child's pid, or -errno when fork failed.
+// returns the child's pid, or -errno when fork failed. The caller has
+// emptied its capability bounding set (rljail_drop_bounding), set every
+// signal's handler to the default and blocked every signal.
 int rljail_spawn(const struct rljail_spawn *s);
+
+// rljail_drop_bounding empties this process's capability bounding set
+// (capabilities 0 to cap_last), which its children inherit; -1 on failure.
+// It takes nothing from the capabilities the process holds.
+int rljail_drop_bounding(int cap_last);
 
 
 // rljail_guardian is the guardian of the jail's cgroup, run by the init
