@@ -231,17 +231,15 @@ void rljail_guardian(int pipe_rd)
 				close(null);
 		}
 	}
-	for (int sig = 1; sig < NSIG; sig++) {
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_IGN);
-	}
+	// Every signal blocked: none but SIGKILL can end the guard, and one
+	// call does what a handler per signal would.
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
 	setsid();
 	int keep = pipe_rd;
 	syscall(SYS_close_range, 3, keep > 3 ? keep - 1 : 2, 0);
 	syscall(SYS_close_range, keep + 1, ~0U, 0);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
 
 	// Read every line until "done" or EOF; keep the announced directories.
 	enum { MAXDIRS = 16, MAXLINE = 4096 };
