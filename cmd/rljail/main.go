@@ -69,11 +69,14 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 		// a run, before Go starts; none is needed here.
 		jail.DiscardPrestarted()
 	} else {
+		// The signals are caught first: the goroutine that does it waits
+		// for threads of its own (signal.Notify's first call starts two),
+		// and the payload may not start before it is done (Spec.SignalsReady).
+		relay := catchSignals()
 		// The jail's init stage starts now, while the flags are read
 		// (jail.Early); whatever happens next, nothing of it outlives run.
 		early := jail.StartEarly()
 		defer early.Close()
-		relay := catchSignals()
 		if restoreSignals {
 			defer relay.stop()
 		}
