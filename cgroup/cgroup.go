@@ -112,11 +112,12 @@ type Options struct {
 	// jail's cgroup is never shared.
 	Name   string
 	Limits Limits
-	// Announce, when set, is called with each directory of the jail's
-	// cgroup just before it is created, so that a caller can arrange its
+	// Announce, when set, is called with the directories of the jail's
+	// cgroup (one on v2, one per v1 hierarchy) just before they are
+	// created, once for all of them, so that a caller can arrange their
 	// removal even if it is killed right after (rljail's cgroup guard).
 	// An error stops Create.
-	Announce func(dir string) error `json:"-"`
+	Announce func(dirs ...string) error `json:"-"`
 	// Helpers are processes of the caller's own that sit in its cgroup
 	// beside it (rljail's init stage, which is also the cgroup guard): they
 	// do not keep the caller from taking its own delegated cgroup over, and
@@ -186,7 +187,7 @@ type Cgroup struct {
 	// them in reverse.
 	created []string
 
-	announce func(dir string) error
+	announce func(dirs ...string) error
 	// swept is closed when the sweep of stale cgroups (sweep) ended.
 	swept chan struct{}
 
@@ -529,11 +530,17 @@ func Preview(opts Options) (Placement, map[string]Mechanism, []string, error) {
 }
 
 // mkdirJail creates one directory of the jail's cgroup, announced first.
-func (c *Cgroup) mkdirJail(dir string) error {
+func (c *Cgroup) mkdirJail(dirs ...string) error {
 	if c.announce != nil {
-		if err := c.announce(dir); err != nil {
-			return err
+		if err := c.announce(dirs...); err != nil {
+			return fmt.Errorf("cgroup: create %s: %w", strings.Join(dirs, ", "), err)
 		}
 	}
-	return mkdirCgroup(dir, false)
+	for _, dir := range dirs {
+		if err := mkdirCgroup(dir, false); err != nil {
+			return fmt.Errorf("cgroup: create %s: %w", dir, err)
+		}
+		c.created = append(c.created, dir)
+	}
+	return nil
 }

@@ -28,11 +28,8 @@ func (c *Cgroup) setupV1(p *plan, name string, l Limits) ([]string, error) {
 			sweepStale(filepath.Dir(dir), now)
 		}
 	})
-	for _, dir := range mk {
-		if err := c.mkdirJail(dir); err != nil {
-			return nil, fmt.Errorf("cgroup: create %s: %w", dir, err)
-		}
-		c.created = append(c.created, dir)
+	if err := c.mkdirJail(mk...); err != nil {
+		return nil, err
 	}
 	c.v1Dirs, c.v1Paths = dirs, paths
 	return limitV1(dirs, l)

@@ -49,9 +49,8 @@ func (c *Cgroup) setupV2(h host, p *plan, name string, l Limits) ([]string, erro
 	c.sweep(func(now time.Time) { sweepStale(p.v2Parent, now) }) // as in setupV1
 	leaf := filepath.Join(p.v2Parent, name)
 	if err := c.mkdirJail(leaf); err != nil {
-		return nil, fmt.Errorf("cgroup: create %s: %w", leaf, err)
+		return nil, err
 	}
-	c.created = append(c.created, leaf)
 	c.v2Leaf = leaf
 	rel, err := filepath.Rel(h.v2Mount.point, leaf)
 	if err != nil {

@@ -45,7 +45,7 @@ type jailLimits struct {
 // setupLimits creates the jail's cgroup and decides every mechanism. Each
 // limit weaker than asked is one warning; with Resources.Strict any of
 // them is an error (and nothing is left behind).
-func setupLimits(spec *Spec, runID string, announce func(dir string) error, helpers []int) (*jailLimits, error) {
+func setupLimits(spec *Spec, runID string, announce func(dirs ...string) error, helpers []int) (*jailLimits, error) {
 	r := spec.Resources
 	cg, err := cgroup.Create(cgroup.Options{
 		Parent:   r.CgroupParent,
