@@ -1,6 +1,10 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
 
 // urfave/cli v2 answers IsSet for a flag that was not given by walking
 // every flag and computing each one's names with a regular expression
@@ -15,27 +19,44 @@ import "github.com/urfave/cli/v2"
 func withFixedNames(flags []cli.Flag) []cli.Flag {
 	out := make([]cli.Flag, len(flags))
 	for i, f := range flags {
-		names := f.Names()
 		switch f := f.(type) {
 		case *cli.StringFlag:
-			out[i] = stringFlag{f, names}
+			out[i] = stringFlag{f, flagNames(f.Name, f.Aliases)}
 		case *cli.StringSliceFlag:
-			out[i] = stringSliceFlag{f, names}
+			out[i] = stringSliceFlag{f, flagNames(f.Name, f.Aliases)}
 		case *cli.Int64Flag:
-			out[i] = int64Flag{f, names}
+			out[i] = int64Flag{f, flagNames(f.Name, f.Aliases)}
 		case *cli.IntFlag:
-			out[i] = intFlag{f, names}
+			out[i] = intFlag{f, flagNames(f.Name, f.Aliases)}
 		case *cli.Float64Flag:
-			out[i] = float64Flag{f, names}
+			out[i] = float64Flag{f, flagNames(f.Name, f.Aliases)}
 		case *cli.BoolFlag:
 			if f.Hidden || f.DisableDefaultText {
 				out[i] = f
 			} else {
-				out[i] = boolFlag{f, names}
+				out[i] = boolFlag{f, flagNames(f.Name, f.Aliases)}
 			}
 		default:
 			out[i] = f
 		}
+	}
+	return out
+}
+
+// flagNames is what cli.FlagNames returns for a flag, without its regular
+// expression ("[, ]+.*", removed wherever it matches), whose first run in
+// a process costs more than the rest of this file: each line of each name
+// is cut at its first comma or space.
+func flagNames(name string, aliases []string) []string {
+	out := make([]string, 0, 1+len(aliases))
+	for _, n := range append([]string{name}, aliases...) {
+		lines := strings.Split(n, "\n")
+		for i, l := range lines {
+			if j := strings.IndexAny(l, ", "); j >= 0 {
+				lines[i] = l[:j]
+			}
+		}
+		out = append(out, strings.Join(lines, "\n"))
 	}
 	return out
 }

@@ -73,6 +73,51 @@ func TestWithFixedNames(t *testing.T) {
 	}
 }
 
+// TestFlagNames compares flagNames with urfave/cli's FlagNames on names
+// and aliases with the separators and blanks FlagNames cuts at, and on
+// every flag of every command of the CLI.
+func TestFlagNames(t *testing.T) {
+	cases := [][]string{
+		{"memory", "m"},
+		{"volume", "v", "vol"},
+		{"a, b", " c", "d e", ",x", "  ", ""},
+		{"", "q"},
+		{"tab\tname", "nl\nname", " lead", "trail ", "x,,y"},
+		{"a b\nc d", "a,\n,b", "\n", "x\ny z\n"},
+	}
+	for _, c := range cases {
+		if got, want := flagNames(c[0], c[1:]), cli.FlagNames(c[0], c[1:]); !slices.Equal(got, want) {
+			t.Errorf("flagNames(%q, %q) = %q, want %q", c[0], c[1:], got, want)
+		}
+	}
+	app := newApp(strings.NewReader(""), io.Discard, io.Discard)
+	for _, cmd := range app.Commands {
+		for _, f := range cmd.Flags {
+			var name string
+			var aliases []string
+			switch f := f.(type) {
+			case stringFlag:
+				name, aliases = f.Name, f.Aliases
+			case stringSliceFlag:
+				name, aliases = f.Name, f.Aliases
+			case int64Flag:
+				name, aliases = f.Name, f.Aliases
+			case intFlag:
+				name, aliases = f.Name, f.Aliases
+			case float64Flag:
+				name, aliases = f.Name, f.Aliases
+			case boolFlag:
+				name, aliases = f.Name, f.Aliases
+			default:
+				continue
+			}
+			if got, want := f.Names(), cli.FlagNames(name, aliases); !slices.Equal(got, want) {
+				t.Errorf("%s --%s: names %q, want %q", cmd.Name, name, got, want)
+			}
+		}
+	}
+}
+
 // BenchmarkCLIBuildSpec measures rljail's flag handling and spec building
 // up to the jail, which every start pays.
 func BenchmarkCLIBuildSpec(b *testing.B) {
