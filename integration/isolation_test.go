@@ -603,3 +603,59 @@ print("HOSTNAME", socket.gethostname())
 		}
 	}},
 }
+
+// TestIdmappedGrants (root): read-only grants are idmapped so that the
+// owner of the granted tree, and no one else, appears as the jail's user.
+// The workspace is a root-only directory (its namespace is made by the
+// init stage's first step, for the owner of rljail's working directory);
+// a read-only volume belongs to another user (its namespace is made by the
+// supervisor). In each, a private file of the tree's owner must be read,
+// and a private file of anyone else must not: decided from outside, by
+// which secrets appear in the output.
+func TestIdmappedGrants(t *testing.T) {
+	const otherUID = 4321
+	ws := newDir(t)
+	vol := newDir(t)
+	mine, theirs := randomToken("wsowner"), randomToken("wsother")
+	volMine, volTheirs := randomToken("volowner"), randomToken("volother")
+	writeFile(t, filepath.Join(ws, "mine"), mine+"\n", 0o600)
+	writeFile(t, filepath.Join(ws, "theirs"), theirs+"\n", 0o600)
+	writeFile(t, filepath.Join(vol, "mine"), volMine+"\n", 0o600)
+	writeFile(t, filepath.Join(vol, "theirs"), volTheirs+"\n", 0o600)
+	for _, c := range []struct {
+		path     string
+		uid, gid int
+	}{
+		{filepath.Join(ws, "theirs"), otherUID, otherUID},
+		{vol, otherUID, otherUID},
+		{filepath.Join(vol, "mine"), otherUID, otherUID},
+	} {
+		if err := os.Chown(c.path, c.uid, c.gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{ws, vol} {
+		if err := os.Chmod(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code := `
+import sys
+for p in sys.argv[1:]:
+    try:
+        print(p, open(p).read().strip())
+    except OSError as e:
+        print(p, "refused:", e.strerror)
+`
+	stdout, stderr, exit, _ := runJail(t, asRoot, runOpts{dir: ws}, append([]string{"-v", vol + ":/data"},
+		python(code, "/workspace/mine", "/workspace/theirs", "/data/mine", "/data/theirs")...)...)
+	t.Logf("exit %d\nstdout:\n%s\nstderr:\n%s", exit, stdout, stderr)
+	if exit != 0 {
+		t.Fatalf("exit %d, want 0", exit)
+	}
+	for secret, want := range map[string]bool{mine: true, theirs: false, volMine: true, volTheirs: false} {
+		if got := strings.Contains(stdout+stderr, secret); got != want {
+			t.Errorf("secret %s in the output: %v, want %v", secret, got, want)
+		}
+	}
+}

@@ -53,6 +53,27 @@ func (m *idmapper) apply(fd int, p string) error {
 	return nil
 }
 
+// idmapNS is a user namespace that maps uid and gid to hostJailID, made
+// by the init stage's first step (fd -1: none).
+type idmapNS struct {
+	uid, gid, fd int
+}
+
+// seed adds a namespace made elsewhere; m closes it with its own. Nothing
+// for fd -1.
+func (m *idmapper) seed(o idmapNS) {
+	if o.fd < 0 {
+		return
+	}
+	if m.byOwner == nil {
+		m.byOwner = map[[2]int]int{}
+	}
+	if old, ok := m.byOwner[[2]int{o.uid, o.gid}]; ok {
+		unix.Close(old)
+	}
+	m.byOwner[[2]int{o.uid, o.gid}] = o.fd
+}
+
 // close releases the user namespaces; mounts made with them keep theirs.
 func (m *idmapper) close() {
 	for _, fd := range m.byOwner {

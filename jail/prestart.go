@@ -40,7 +40,7 @@ func takePrestarted(root, unified bool) *jailRun {
 		guardW:  file(p.guardW, "guard"),
 	}
 	// The first step waits for a cgroup as it decided (p.unified).
-	j := newJailRun(ends, p.unified != 0, int(p.pid), int(p.pidfd))
+	j := newJailRun(ends, p.unified != 0, p.root != 0, int(p.pid), int(p.pidfd))
 	uid, gid, _ := jailHostIDs(root)
 	if (p.root != 0) != root || (p.unified != 0) != unified || int(p.uid) != uid || int(p.gid) != gid {
 		j.discard()

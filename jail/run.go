@@ -88,7 +88,10 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	configFirst := !unified
 	var prepWarnings []string
 	sendConfig := func() error {
-		cfg, trees, err := prepareConfig(&spec, root, func(msg string) { prepWarnings = append(prepWarnings, msg) })
+		// The first step's idmapping namespace comes with the init's pidfd.
+		j.receivePidfd()
+		owner, _ := j.takeOwnerUserns()
+		cfg, trees, err := prepareConfig(&spec, root, owner, func(msg string) { prepWarnings = append(prepWarnings, msg) })
 		if err == nil {
 			err = j.configure(cfg, trees)
 		}
@@ -172,7 +175,10 @@ func closeFiles(fs []*os.File) {
 // prepareConfig lists what init must mount. As root it also clones every
 // granted tree here, on the host, since the jail's unprivileged host uid
 // may not be able to reach them (a project below /root, say).
-func prepareConfig(spec *Spec, root bool, warn func(string)) (*initConfig, []*os.File, error) {
+func prepareConfig(spec *Spec, root bool, owner idmapNS, warn func(string)) (*initConfig, []*os.File, error) {
+	var ids idmapper
+	defer ids.close()
+	ids.seed(owner) // from the first step; closed with the rest
 	cfg := &initConfig{
 		Command: spec.Command,
 		Env:     payloadEnv(spec.Env),
@@ -221,8 +227,6 @@ func prepareConfig(spec *Spec, root bool, warn func(string)) (*initConfig, []*os
 	}
 
 	var trees []*os.File
-	var ids idmapper
-	defer ids.close()
 	for i := range cfg.Mounts {
 		m := &cfg.Mounts[i]
 		m.FD = -1
@@ -276,6 +280,10 @@ type jailRun struct {
 	cgroupOnce  sync.Once // removeCgroup
 	// awaitingCgroup: the first step waits for sendCgroup.
 	awaitingCgroup bool
+	// ownerMsg: the first step sends an idmapping user namespace after the
+	// pidfd (as root); owner is it, until taken (fd -1 when none).
+	ownerMsg bool
+	owner    idmapNS
 	guard          *cgroupGuard // the first step, once it has made the init
 	// The first step hands over the init's pidfd, then guards the
 	// cgroup until released.
@@ -367,7 +375,7 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 			f.Close()
 		}
 	}
-	return newJailRun(stage1Ends{ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW}, waitCgroup, pid, pidfd), nil
+	return newJailRun(stage1Ends{ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW}, waitCgroup, root, pid, pidfd), nil
 }
 
 // jailHostIDs returns the host uid and gid the jail's user (JailUID) maps
@@ -392,8 +400,8 @@ type stage1Ends struct {
 
 // newJailRun makes the jailRun of a first step started with ends, and
 // reaps that step when it ends.
-func newJailRun(e stage1Ends, waitCgroup bool, pid, pidfd int) *jailRun {
-	j := &jailRun{pidfd: -1, control: e.ctl, statusR: e.statusR, stdinW: e.stdinW, stdoutR: e.stdoutR, stderrR: e.stderrR,
+func newJailRun(e stage1Ends, waitCgroup, root bool, pid, pidfd int) *jailRun {
+	j := &jailRun{pidfd: -1, ownerMsg: root, owner: idmapNS{fd: -1}, control: e.ctl, statusR: e.statusR, stdinW: e.stdinW, stdoutR: e.stdoutR, stderrR: e.stderrR,
 		notify: e.notifyR, guard: &cgroupGuard{w: e.guardW}, joinsCgroup: !waitCgroup, awaitingCgroup: waitCgroup,
 		stage1Done: make(chan struct{}), stage1Pid: pid, stage1PidFD: pidfd}
 	go func() {
@@ -487,7 +495,9 @@ func (j *jailRun) sendCgroup(fd int) error {
 }
 
 // receivePidfd takes the init's pidfd from the first step, once; false
-// when the first step ended without one.
+// when the first step ended without one. As root it then takes the user
+// namespace the first step made for idmapping trees of the owner of the
+// current directory (send_owner_userns in init.c; takeOwnerUserns).
 func (j *jailRun) receivePidfd() bool {
 	j.pidfdOnce.Do(func() {
 		buf := make([]byte, 4)
@@ -499,8 +509,32 @@ func (j *jailRun) receivePidfd() bool {
 			return
 		}
 		j.pidfd = fd
+		if !j.ownerMsg {
+			return
+		}
+		msg := make([]byte, 12)
+		n, fd, err = recvFD(j.control, msg)
+		if err != nil || n != len(msg) || string(msg[:4]) != "own!" || fd < 0 {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return
+		}
+		j.owner = idmapNS{
+			uid: int(binary.LittleEndian.Uint32(msg[4:])),
+			gid: int(binary.LittleEndian.Uint32(msg[8:])),
+			fd:  fd,
+		}
 	})
 	return j.pidfd >= 0
+}
+
+// takeOwnerUserns hands over the user namespace the first step made for
+// idmapping (receivePidfd), if any; the caller closes it.
+func (j *jailRun) takeOwnerUserns() (idmapNS, bool) {
+	o := j.owner
+	j.owner = idmapNS{fd: -1}
+	return o, o.fd >= 0
 }
 
 // firstStepError is the error the init stage's first step reported, when
@@ -650,6 +684,9 @@ func (j *jailRun) abort() {
 	}
 	if j.pidfd >= 0 {
 		unix.Close(j.pidfd)
+	}
+	if o, ok := j.takeOwnerUserns(); ok {
+		unix.Close(o.fd)
 	}
 }
 

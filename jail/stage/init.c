@@ -1135,25 +1135,87 @@ static int write_proc(pid_t pid, const char *name, const char *value)
 	return n == (ssize_t)strlen(value) ? 0 : -1;
 }
 
-// send_pidfd hands the init's pidfd to the supervisor on the control socket
-// (receivePidfd in run.go): a 4-byte message "pid!" with the descriptor.
-static void send_pidfd(int pidfd)
+// send_msg sends the supervisor one message on the control socket: data,
+// with the descriptor fd (SCM_RIGHTS) unless it is -1. 0, or -1 when the
+// supervisor is gone.
+static int send_msg(const void *data, size_t len, int fd)
 {
-	char data[4] = {'p', 'i', 'd', '!'};
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} u;
 	memset(&u, 0, sizeof u);
-	struct iovec iov = {.iov_base = data, .iov_len = sizeof data};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-	struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
-	h->cmsg_level = SOL_SOCKET;
-	h->cmsg_type = SCM_RIGHTS;
-	h->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(h), &pidfd, sizeof(int));
-	if (sendmsg(FD_CONTROL, &msg, MSG_NOSIGNAL) != (ssize_t)sizeof data)
+	struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (fd >= 0) {
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof u.buf;
+		struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(h), &fd, sizeof(int));
+	}
+	return sendmsg(FD_CONTROL, &msg, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+// send_pidfd hands the init's pidfd to the supervisor (receivePidfd in
+// run.go): a 4-byte message "pid!" with the descriptor.
+static void send_pidfd(int pidfd)
+{
+	if (send_msg("pid!", 4, pidfd) < 0)
 		_exit(125); // the supervisor is gone; the init dies with it
+}
+
+// owner_userns makes a user namespace that maps uid and gid, and no other
+// id, to the host ids hostuid and hostgid, as jail.ownerUserns does: a
+// child made in a new user namespace exits at once, its maps are written
+// and the namespace opened while it is a zombie, and then it is reaped.
+// The descriptor, or -1.
+static int owner_userns(unsigned uid, unsigned gid, const char *hostuid, const char *hostgid)
+{
+	pid_t child = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+	if (child == 0)
+		_exit(0);
+	if (child < 0)
+		return -1;
+	char map[64];
+	int fd = -1;
+	snprintf(map, sizeof map, "%u %s 1\n", uid, hostuid);
+	if (write_proc(child, "uid_map", map) == 0 && write_proc(child, "setgroups", "deny") == 0) {
+		snprintf(map, sizeof map, "%u %s 1\n", gid, hostgid);
+		if (write_proc(child, "gid_map", map) == 0) {
+			char path[64];
+			snprintf(path, sizeof path, "/proc/%d/ns/user", (int)child);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+		}
+	}
+	int st;
+	waitpid(child, &st, 0);
+	return fd;
+}
+
+// send_owner_userns sends the supervisor (receivePidfd in run.go) the user
+// namespace that idmaps a tree owned by the owner of the current
+// directory, the usual workspace, onto the jail's host user: "own!", the
+// owner's uid and gid (little-endian 32-bit), and the namespace's
+// descriptor; without a descriptor, and ids of -1, when there is none. It
+// is made here, beside the supervisor's own start, rather than by the
+// supervisor (jail.idmapper); a failure here is only a lost head start.
+static void send_owner_userns(const char *hostuid, const char *hostgid)
+{
+	unsigned char data[12] = {'o', 'w', 'n', '!', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	struct stat st;
+	int fd = -1;
+	if (stat(".", &st) == 0 && (fd = owner_userns(st.st_uid, st.st_gid, hostuid, hostgid)) >= 0) {
+		for (int i = 0; i < 4; i++) {
+			data[4 + i] = (unsigned char)(st.st_uid >> (8 * i));
+			data[8 + i] = (unsigned char)(st.st_gid >> (8 * i));
+		}
+	}
+	(void)send_msg(data, sizeof data, fd);
+	if (fd >= 0)
+		close(fd);
 }
 
 // clone_error is the one line a failed clone into the namespaces becomes,
@@ -1264,6 +1326,9 @@ static int stage1_main(int argc, char **argv)
 	if (write(mapped[1], "m", 1) != 1)
 		die(125, "start the jail: %s", errstr(errno));
 	close(mapped[1]);
+	// As root, read-only grants are idmapped (jail.idmapper).
+	if (strcmp(setgroups, "allow") == 0)
+		send_owner_userns(uid, gid);
 	// From here on this process is the cgroup's guard, not an init: it says
 	// so in ps (/proc/PID/cmdline is the argv memory, rewritten in place).
 	char *end = argv[argc - 1] + strlen(argv[argc - 1]);
