@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -93,24 +94,10 @@ func TestFlagNames(t *testing.T) {
 	app := newApp(strings.NewReader(""), io.Discard, io.Discard)
 	for _, cmd := range app.Commands {
 		for _, f := range cmd.Flags {
-			var name string
-			var aliases []string
-			switch f := f.(type) {
-			case stringFlag:
-				name, aliases = f.Name, f.Aliases
-			case stringSliceFlag:
-				name, aliases = f.Name, f.Aliases
-			case int64Flag:
-				name, aliases = f.Name, f.Aliases
-			case intFlag:
-				name, aliases = f.Name, f.Aliases
-			case float64Flag:
-				name, aliases = f.Name, f.Aliases
-			case boolFlag:
-				name, aliases = f.Name, f.Aliases
-			default:
-				continue
-			}
+			// The wrappers of withFixedNames embed the flag, whose Name
+			// and Aliases they promote.
+			v := reflect.Indirect(reflect.ValueOf(f))
+			name, aliases := v.FieldByName("Name").String(), v.FieldByName("Aliases").Interface().([]string)
 			if got, want := f.Names(), cli.FlagNames(name, aliases); !slices.Equal(got, want) {
 				t.Errorf("%s --%s: names %q, want %q", cmd.Name, name, got, want)
 			}
