@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -88,37 +89,70 @@ func Check(dir string) (Manifest, error) {
 	}
 	// The interpreter must be a regular executable file at that path in the tree, and
 	// every program and library the size the build wrote. The lookups stay inside dir
-	// even if the tree were tampered with (RESOLVE_BENEATH); one openat2 each, since
+	// even if the tree were tampered with (beneath), and cost one fstatat a file, since
 	// this runs before every jail.
 	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("rootfs %s: %w", dir, err)
 	}
 	defer unix.Close(root)
-	if st, err := statBeneath(root, m.Python); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
+	b := beneath{root: root}
+	defer b.close()
+	if st, err := b.lstat(m.Python); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
 		return Manifest{}, fmt.Errorf("rootfs %s: interpreter %s is missing or not an executable file; run `rljail rootfs build` to rebuild it", dir, m.Python)
 	}
 	for p, size := range m.Programs {
-		if st, err := statBeneath(root, p); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size {
+		if st, err := b.lstat(p); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != size {
 			return Manifest{}, fmt.Errorf("rootfs %s: %s is missing or damaged (expected a file of %d bytes); run `rljail rootfs build` to rebuild it", dir, p, size)
 		}
 	}
 	return m, nil
 }
 
-// statBeneath is lstat of the absolute path p inside the tree at root.
-func statBeneath(root int, p string) (unix.Stat_t, error) {
+// beneath looks up paths inside the tree at root without leaving it: each
+// directory through openat2 with RESOLVE_BENEATH, once, and a file's last
+// element by fstatat on that directory without following a link, which,
+// one element that is not "." or "..", cannot lead out of it.
+type beneath struct {
+	root int
+	dirs map[string]int
+}
+
+// lstat is lstat of the absolute path p inside the tree.
+func (b *beneath) lstat(p string) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	fd, err := unix.Openat2(root, strings.TrimPrefix(p, "/"), &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return st, err
+	dir, name := path.Split(strings.TrimPrefix(p, "/"))
+	if name == "" || name == "." || name == ".." {
+		return st, fmt.Errorf("%s: not a file's path", p)
 	}
-	defer unix.Close(fd)
-	err = unix.Fstat(fd, &st)
+	at := b.root
+	if dir != "" {
+		fd, ok := b.dirs[dir]
+		if !ok {
+			var err error
+			fd, err = unix.Openat2(b.root, dir, &unix.OpenHow{
+				Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+				Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+			})
+			if err != nil {
+				return st, err
+			}
+			if b.dirs == nil {
+				b.dirs = map[string]int{}
+			}
+			b.dirs[dir] = fd
+		}
+		at = fd
+	}
+	err := unix.Fstatat(at, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	return st, err
+}
+
+// close closes the directories lstat opened.
+func (b *beneath) close() {
+	for _, fd := range b.dirs {
+		unix.Close(fd)
+	}
 }
 
 // parseManifest decodes a manifest strictly: an unknown field means a format this rljail

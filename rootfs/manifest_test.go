@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestCheck(t *testing.T) {
@@ -138,5 +140,79 @@ func TestCheckPrograms(t *testing.T) {
 	}
 	if _, err := Check(dir); err == nil || !strings.Contains(err.Error(), "libc.so.6 is missing or damaged") {
 		t.Fatalf("Check of a truncated libc: %v", err)
+	}
+}
+
+// TestBeneath: lstat of a path in a tree stays in the tree. A directory
+// link inside the tree is followed; one that leads out of it, absolute or
+// by "..", fails; a last element that is a link is the link itself; "."
+// and ".." are no file's path.
+func TestBeneath(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "f"), []byte("outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, d := range []string{"usr/lib", "usr/bin"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "usr/lib/f"), []byte("inside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up, err := filepath.Rel(dir, outside)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"lib":          "usr/lib",  // a directory link within the tree
+		"abs":          outside,    // out, absolute
+		"up":           up,         // out, relative ("../...")
+		"usr/bin/link": "../lib/f", // a last element that is a link
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(root)
+	// Both links out of the tree do lead to the file outside.
+	for _, l := range []string{"abs", "up"} {
+		if _, err := os.Stat(filepath.Join(dir, l, "f")); err != nil {
+			t.Fatalf("the test's link %s does not lead to the file outside: %v", l, err)
+		}
+	}
+	b := beneath{root: root}
+	defer b.close()
+	tests := []struct {
+		path string
+		mode uint32 // the file type wanted; 0: an error
+		size int64
+	}{
+		{"/usr/lib/f", unix.S_IFREG, 6},
+		{"/lib/f", unix.S_IFREG, 6},
+		{"/usr/bin/link", unix.S_IFLNK, 8},
+		{"/abs/f", 0, 0},
+		{"/up/f", 0, 0},
+		{"/usr/lib/missing", 0, 0},
+		{"/usr/lib/..", 0, 0},
+		{"/usr/lib/.", 0, 0},
+		{"/", 0, 0},
+		{"/usr/lib/f", unix.S_IFREG, 6}, // the directory again, from the cache
+	}
+	for _, tc := range tests {
+		st, err := b.lstat(tc.path)
+		switch {
+		case tc.mode == 0 && err == nil:
+			t.Errorf("lstat %s: mode %o, want an error", tc.path, st.Mode)
+		case tc.mode != 0 && err != nil:
+			t.Errorf("lstat %s: %v", tc.path, err)
+		case tc.mode != 0 && (st.Mode&unix.S_IFMT != tc.mode || st.Size != tc.size):
+			t.Errorf("lstat %s: mode %o size %d, want type %o size %d", tc.path, st.Mode, st.Size, tc.mode, tc.size)
+		}
 	}
 }
