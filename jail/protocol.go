@@ -51,13 +51,12 @@ type initLimits struct {
 	// Rlimits are the payload's resource limits.
 	Rlimits []rlimit
 	// UnshareCgroup: init was not born in its cgroup (v1, where clone
-	// cannot place it, or no cgroup): the payload's child joins the
-	// cgroups of CgroupTasks, then enters a new cgroup namespace, so that
-	// /proc/self/cgroup shows no host path, before its execve. Init stays
-	// out of the cgroup.
+	// cannot place it, or no cgroup): it joins the cgroups of CgroupTasks
+	// itself, then enters a new cgroup namespace, so that
+	// /proc/self/cgroup shows no host path, before the payload starts.
 	UnshareCgroup bool
 	// CgroupTasks are the indexes, among the descriptors sent before the
-	// limits, of the v1 "tasks" files the payload's child writes "0" to
+	// limits, of the v1 "tasks" files init writes "0" to
 	// (cgroup.Cgroup.TaskFiles says why).
 	CgroupTasks []int
 	// Nice lowers the payload's priority where no cgroup caps its CPU

@@ -118,11 +118,14 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		<-j.stage1Done
 		return setupFailed(ExitSetupError, err)
 	}
-	// The cgroup goes last, whatever happened: after the jail's processes
-	// are gone and its statistics are read (removeCgroup). If the
-	// supervisor dies before, the guard removes it.
+	// The cgroup goes last, whatever happened: after the jail is gone and
+	// its statistics are read. If the supervisor dies before, the guard
+	// removes it.
 	defer func() {
-		j.removeCgroup(lim, spec.Warn)
+		if derr := lim.cg.Destroy(); derr != nil && spec.Warn != nil {
+			spec.Warn("remove the jail's cgroup: " + derr.Error())
+		}
+		j.guard.release()
 		<-j.stage1Done
 	}()
 	if unified {
@@ -274,17 +277,15 @@ type jailRun struct {
 	stdoutR     *os.File
 	stderrR     *os.File
 	notify      *os.File // receives the seccomp listener, in the notify modes
-	// joinsCgroup: init was not born in its cgroup; the payload's child
-	// joins it, and init stays out.
+	// joinsCgroup: init was not born in its cgroup and joins it itself.
 	joinsCgroup bool
-	cgroupOnce  sync.Once // removeCgroup
 	// awaitingCgroup: the first step waits for sendCgroup.
 	awaitingCgroup bool
 	// ownerMsg: the first step sends an idmapping user namespace after the
 	// pidfd (as root); owner is it, until taken (fd -1 when none).
 	ownerMsg bool
 	owner    idmapNS
-	guard          *cgroupGuard // the first step, once it has made the init
+	guard    *cgroupGuard // the first step, once it has made the init
 	// The first step hands over the init's pidfd, then guards the
 	// cgroup until released.
 	pidfdOnce   sync.Once
@@ -427,8 +428,7 @@ func (j *jailRun) configure(cfg *initConfig, trees []*os.File) error {
 }
 
 // sendLimits sends init the payload's limits and, on cgroup v1, the files
-// through which the payload's child joins its cgroups; init starts the
-// payload on them.
+// through which it joins its cgroups; init starts the payload on them.
 func (j *jailRun) sendLimits(lim *jailLimits) error {
 	if j.pidfd < 0 {
 		return nil // the first step failed and said why on the status pipe
@@ -461,21 +461,6 @@ func (j *jailRun) send(fds []*os.File, records []byte) {
 	if _, err := j.control.Write(records); err != nil {
 		j.kill()
 	}
-}
-
-// removeCgroup removes the jail's cgroup and then releases its guard,
-// once. Where init is not in the cgroup (joinsCgroup) it runs as soon as
-// init reports the payload's end, which init sends once it has reaped
-// every other process of the jail: the removal then runs beside init's own
-// exit (the teardown of the jail's namespaces and mounts). Otherwise it
-// runs after init's exit.
-func (j *jailRun) removeCgroup(lim *jailLimits, warn func(string)) {
-	j.cgroupOnce.Do(func() {
-		if err := lim.cg.Destroy(); err != nil && warn != nil {
-			warn("remove the jail's cgroup: " + err.Error())
-		}
-		j.guard.release()
-	})
 }
 
 // sendCgroup tells the first step, waiting on cgroup v2, which cgroup to
@@ -767,8 +752,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	// Init reports the payload's end before it exits itself, and its exit
 	// (the teardown of the jail's mounts) takes longer than reading the
 	// cgroup's statistics: they are read meanwhile, when nothing of the
-	// jail but init on its way out is left to count. Where init is not in
-	// the cgroup, the cgroup is removed meanwhile too.
+	// jail but init on its way out is left to count.
 	msgs := make(chan []initMessage, 1)
 	var ended *jailStats
 	go func() {
@@ -782,9 +766,6 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				}
 				if m.Exited && ended == nil {
 					ended = lim.stats()
-					if j.joinsCgroup {
-						j.removeCgroup(lim, spec.Warn)
-					}
 				}
 				got = append(got, m)
 			}

@@ -62,19 +62,6 @@ static int send_fd(int sock, int fd)
 
 static void child(const struct rljail_spawn *s)
 {
-	// Into the jail's cgroups first, so that all the payload does is
-	// counted and limited. The child is single-threaded, so writing "0" to
-	// "tasks" moves it without the global lock whose RCU grace period
-	// makes a move by pid cost several ms (cgroup.Cgroup.TaskFiles). Init
-	// itself stays out of them: once it has reaped the jail's last process
-	// the cgroup is empty, and the supervisor removes it while init exits.
-	for (int i = 0; i < s->ntasks; i++)
-		if (write(s->tasks[i], "0", 1) != 1)
-			fail(s, RLJAIL_STEP_CGROUP);
-	// A cgroup namespace rooted there: /proc/self/cgroup shows no host path.
-	if (s->unshare_cgroup && unshare(CLONE_NEWCGROUP) < 0)
-		fail(s, RLJAIL_STEP_CGROUPNS);
-
 	// Every handler is the default already, and every signal blocked, as
 	// init keeps them (init_main); the mask is cleared just before execve.
 

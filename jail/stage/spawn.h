@@ -24,9 +24,6 @@ struct rljail_spawn {
 	int nrlimits;              // resource limits to set (lowered only)
 	struct rljail_rlimit *rlimits;
 	int nice;                  // > 0: lower the payload's priority by this much
-	const int *tasks;          // cgroup v1 "tasks" files the child writes "0" to
-	int ntasks;
-	int unshare_cgroup;        // then a new cgroup namespace, rooted there
 };
 
 
@@ -38,8 +35,6 @@ struct rljail_spawn_error {
 
 enum {
 	RLJAIL_STEP_SIGNALS = 1,
-	RLJAIL_STEP_CGROUP,
-	RLJAIL_STEP_CGROUPNS,
 	RLJAIL_STEP_SETSID,
 	RLJAIL_STEP_CLOSE_FDS,
 	RLJAIL_STEP_CHDIR,
