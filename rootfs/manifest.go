@@ -158,11 +158,14 @@ func (b *beneath) close() {
 // parseManifest decodes a manifest strictly: an unknown field means a format this rljail
 // does not understand.
 func parseManifest(data []byte) (Manifest, error) {
-	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		return Manifest{}, err
+	m, ok := parseManifestFast(data)
+	if !ok {
+		m = Manifest{}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&m); err != nil {
+			return Manifest{}, err
+		}
 	}
 	if err := m.validate(); err != nil {
 		return Manifest{}, err
