@@ -485,33 +485,36 @@ func (j *jailRun) sendCgroup(fd int) error {
 // current directory (send_owner_userns in init.c; takeOwnerUserns).
 func (j *jailRun) receivePidfd() bool {
 	j.pidfdOnce.Do(func() {
-		buf := make([]byte, 4)
-		n, fd, err := recvFD(j.control, buf)
-		if err != nil || n != 4 || string(buf) != "pid!" || fd < 0 {
-			if fd >= 0 {
-				unix.Close(fd)
+		if _, fd, ok := recvTagged(j.control, "pid!", 4); ok {
+			j.pidfd = fd
+		}
+		if j.pidfd < 0 || !j.ownerMsg {
+			return
+		}
+		if msg, fd, ok := recvTagged(j.control, "own!", 12); ok {
+			j.owner = idmapNS{
+				uid: int(binary.LittleEndian.Uint32(msg[4:])),
+				gid: int(binary.LittleEndian.Uint32(msg[8:])),
+				fd:  fd,
 			}
-			return
-		}
-		j.pidfd = fd
-		if !j.ownerMsg {
-			return
-		}
-		msg := make([]byte, 12)
-		n, fd, err = recvFD(j.control, msg)
-		if err != nil || n != len(msg) || string(msg[:4]) != "own!" || fd < 0 {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-			return
-		}
-		j.owner = idmapNS{
-			uid: int(binary.LittleEndian.Uint32(msg[4:])),
-			gid: int(binary.LittleEndian.Uint32(msg[8:])),
-			fd:  fd,
 		}
 	})
 	return j.pidfd >= 0
+}
+
+// recvTagged reads one message of the first step: size bytes that start
+// with tag, and a descriptor. false (and nothing kept open) for anything
+// else.
+func recvTagged(sock *os.File, tag string, size int) ([]byte, int, bool) {
+	msg := make([]byte, size)
+	n, fd, err := recvFD(sock, msg)
+	if err != nil || n != size || string(msg[:len(tag)]) != tag || fd < 0 {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return nil, -1, false
+	}
+	return msg, fd, true
 }
 
 // takeOwnerUserns hands over the user namespace the first step made for
