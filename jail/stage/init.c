@@ -1141,6 +1141,25 @@ static int write_proc(pid_t pid, const char *name, const char *value)
 	return n == (ssize_t)strlen(value) ? 0 : -1;
 }
 
+// write_id_maps writes the user namespace of process pid a map of one uid
+// and one gid inside (uid, gid) to the host ids hostuid and hostgid, with
+// setgroups (allow or deny) in between, as the kernel wants. NULL, or the
+// name of the map that could not be written, with errno set.
+static const char *write_id_maps(pid_t pid, unsigned uid, unsigned gid, const char *hostuid, const char *hostgid,
+				 const char *setgroups)
+{
+	char map[64];
+	snprintf(map, sizeof map, "%u %s 1\n", uid, hostuid);
+	if (write_proc(pid, "uid_map", map) < 0)
+		return "uid map";
+	if (write_proc(pid, "setgroups", setgroups) < 0)
+		return "setgroups";
+	snprintf(map, sizeof map, "%u %s 1\n", gid, hostgid);
+	if (write_proc(pid, "gid_map", map) < 0)
+		return "gid map";
+	return NULL;
+}
+
 // send_msg sends the supervisor one message on the control socket: data,
 // with the descriptor fd (SCM_RIGHTS) unless it is -1. 0, or -1 when the
 // supervisor is gone.
@@ -1185,16 +1204,11 @@ static int owner_userns(unsigned uid, unsigned gid, const char *hostuid, const c
 		_exit(0);
 	if (child < 0)
 		return -1;
-	char map[64];
 	int fd = -1;
-	snprintf(map, sizeof map, "%u %s 1\n", uid, hostuid);
-	if (write_proc(child, "uid_map", map) == 0 && write_proc(child, "setgroups", "deny") == 0) {
-		snprintf(map, sizeof map, "%u %s 1\n", gid, hostgid);
-		if (write_proc(child, "gid_map", map) == 0) {
-			char path[64];
-			snprintf(path, sizeof path, "/proc/%d/ns/user", (int)child);
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-		}
+	if (write_id_maps(child, uid, gid, hostuid, hostgid, "deny") == NULL) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/ns/user", (int)child);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
 	}
 	int st;
 	waitpid(child, &st, 0);
@@ -1320,15 +1334,9 @@ static int stage1_main(int argc, char **argv)
 	// still reap the init, which then ends without its maps.
 	send_pidfd(pidfd);
 	close(pidfd);
-	char map[64];
-	snprintf(map, sizeof map, "1000 %s 1\n", uid);
-	if (write_proc(pid, "uid_map", map) < 0)
-		die(125, "write the jail's uid map: %s", errstr(errno));
-	if (write_proc(pid, "setgroups", setgroups) < 0)
-		die(125, "write the jail's setgroups: %s", errstr(errno));
-	snprintf(map, sizeof map, "1000 %s 1\n", gid);
-	if (write_proc(pid, "gid_map", map) < 0)
-		die(125, "write the jail's gid map: %s", errstr(errno));
+	const char *failed = write_id_maps(pid, 1000, 1000, uid, gid, setgroups);
+	if (failed)
+		die(125, "write the jail's %s: %s", failed, errstr(errno));
 	if (write(mapped[1], "m", 1) != 1)
 		die(125, "start the jail: %s", errstr(errno));
 	close(mapped[1]);
