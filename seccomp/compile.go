@@ -363,26 +363,22 @@ func (e *emitter) condition(a Arg, pass, fail int) int {
 		l := e.load(lo)
 		e.jump(bpfJeqK, vhi, l, fail)
 		e.add(insn{code: bpfAndK, k: uint32(a.Mask >> 32)})
-	case OpGt, OpGe:
-		// hi > vhi || hi == vhi && lo > vlo (>= for OpGe)
+	default: // OpGt, OpGe, OpLt, OpLe
+		// x > v is hi > vhi || hi == vhi && lo > vlo (lo >= vlo for
+		// x >= v); x < v is !(x >= v) and x <= v is !(x > v), the same
+		// test with its outcomes swapped.
+		yes, no := pass, fail
+		if a.Op == OpLt || a.Op == OpLe {
+			yes, no = fail, pass
+		}
 		cmp := uint16(bpfJgtK)
-		if a.Op == OpGe {
+		if a.Op == OpGe || a.Op == OpLt {
 			cmp = bpfJgeK
 		}
-		e.jump(cmp, vlo, pass, fail)
+		e.jump(cmp, vlo, yes, no)
 		l := e.load(lo)
-		l = e.jump(bpfJeqK, vhi, l, fail)
-		e.jump(bpfJgtK, vhi, pass, l)
-	default: // OpLt, OpLe
-		// !(hi > vhi) && (hi != vhi || !(lo >= vlo)) (lo > vlo for OpLe)
-		cmp := uint16(bpfJgeK)
-		if a.Op == OpLe {
-			cmp = bpfJgtK
-		}
-		e.jump(cmp, vlo, fail, pass)
-		l := e.load(lo)
-		l = e.jump(bpfJeqK, vhi, l, pass)
-		e.jump(bpfJgtK, vhi, fail, l)
+		l = e.jump(bpfJeqK, vhi, l, no)
+		e.jump(bpfJgtK, vhi, yes, l)
 	}
 	return e.load(hi)
 }
