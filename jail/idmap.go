@@ -59,19 +59,12 @@ type idmapNS struct {
 	uid, gid, fd int
 }
 
-// seed adds a namespace made elsewhere; m closes it with its own. Nothing
-// for fd -1.
+// seed starts an empty m with a namespace made elsewhere; m closes it with
+// its own. Nothing for fd -1.
 func (m *idmapper) seed(o idmapNS) {
-	if o.fd < 0 {
-		return
+	if o.fd >= 0 {
+		m.byOwner = map[[2]int]int{{o.uid, o.gid}: o.fd}
 	}
-	if m.byOwner == nil {
-		m.byOwner = map[[2]int]int{}
-	}
-	if old, ok := m.byOwner[[2]int{o.uid, o.gid}]; ok {
-		unix.Close(old)
-	}
-	m.byOwner[[2]int{o.uid, o.gid}] = o.fd
 }
 
 // close releases the user namespaces; mounts made with them keep theirs.

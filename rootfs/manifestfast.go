@@ -20,7 +20,6 @@ func parseManifestFast(data []byte) (Manifest, bool) {
 			return false
 		}
 		seen[key] = true
-		var n int64
 		switch key {
 		case "format_version":
 			n, ok := p.integer()
@@ -48,8 +47,7 @@ func parseManifestFast(data []byte) (Manifest, bool) {
 				if _, dup := m.Programs[path]; dup {
 					return false
 				}
-				var ok bool
-				n, ok = p.integer()
+				n, ok := p.integer()
 				m.Programs[path] = n
 				return ok
 			})
