@@ -54,9 +54,10 @@ build: deps generate $(STAGE)
 	@file -L $(BIN) | grep -q 'statically linked' || { echo "$(BIN) is not statically linked"; exit 1; }
 	@$(BIN) version >/dev/null || { echo "$(BIN) does not start (its entry, jail/entry_amd64.s, failed)"; exit 1; }
 
-# rootfs builds the Python root filesystem once (rljail would on first use too).
+# rootfs builds the Python root filesystem once (rljail would on first use too),
+# and again over one an older rljail built without the loader cache.
 rootfs: build
-	@$(BIN) rootfs info >/dev/null 2>&1 || $(BIN) rootfs build
+	@$(BIN) rootfs info 2>/dev/null | grep -q '^loader: *ld.so.cache' || $(BIN) rootfs build
 
 demo: rootfs
 	@echo '--- rljail -- python3 examples/demo.py'

@@ -30,6 +30,10 @@ import (
 // itself.
 var rootfsSkipped = map[string]bool{"dev": true, "proc": true, "sys": true, "tmp": true, "etc": true, "workspace": true}
 
+// loaderCachePath is rootfs.LoaderCachePath (a test keeps them equal; this
+// package does not link the rootfs builder).
+const loaderCachePath = "/usr/lib/rljail/ld.so.cache"
+
 // Run runs spec.Command in a new jail and waits for it. The returned Result
 // is always filled in; err is non-nil only when rljail itself failed
 // (Result.Status is then StatusSetupError and Result.ExitCode 125, 126 or
@@ -212,6 +216,12 @@ func prepareConfig(spec *Spec, root bool, owner idmapNS, warn func(string)) (*in
 		case e.IsDir():
 			cfg.Mounts = append(cfg.Mounts, bindMount{Source: full, Dest: "/" + name, Dir: true})
 		}
+	}
+	// The rootfs's ld.so.cache (rootfs.LoaderCachePath), where the loader looks
+	// for it: the jail's /etc is init's own. A rootfs built before rljail
+	// wrote one has none, and the loader searches its directories as before.
+	if fi, err := os.Lstat(filepath.Join(spec.Rootfs, loaderCachePath)); err == nil && fi.Mode().IsRegular() {
+		cfg.Symlinks = append(cfg.Symlinks, rootSymlink{Name: "etc/ld.so.cache", Target: loaderCachePath})
 	}
 	if spec.Workspace != "" {
 		cfg.Mounts = append(cfg.Mounts, bindMount{Source: spec.Workspace, Dest: WorkspaceDir, Dir: true, Granted: true})

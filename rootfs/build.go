@@ -302,6 +302,11 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, logf
 	if err := mirrorTopLevelLinks(t); err != nil {
 		return err
 	}
+	if n, err := writeLoaderCache(t, r); err != nil {
+		return err
+	} else if n == 0 {
+		logf("no ld.so.cache for this machine's libraries: the jail's loader searches its directories for each")
+	}
 	// glibc's C.UTF-8 locale, so LANG=C.UTF-8 (what the jail sets) is a real locale and
 	// setlocale(LC_ALL, "") works. 400 kB.
 	if fi, err := os.Stat("/usr/lib/locale/C.utf8"); err == nil && fi.IsDir() {
@@ -343,7 +348,8 @@ func linkPythonNames(t *tree, python string) error {
 
 // aliasHiddenLibrary gives a library that the host loader finds only through
 // ld.so.cache (say in /usr/local/lib) a symlink in the loader's built-in directory: the
-// jail has no ld.so.cache, and its loader must still find the same file.
+// jail's loader must still find the same file, whether through the rootfs's own cache
+// (which lists the built-in directories only) or, without one, by its search.
 func aliasHiddenLibrary(t *tree, aliasDir, lib string, logf func(string, ...any)) error {
 	dir, err := t.mirror(aliasDir)
 	if err != nil {

@@ -61,6 +61,7 @@ func TestBuild(t *testing.T) {
 	t.Run("tree", func(t *testing.T) { checkTree(t, out, m) })
 	t.Run("bytecode", func(t *testing.T) { checkBytecodeFiles(t, out) })
 	t.Run("python inside", func(t *testing.T) { checkPythonInside(t, out) })
+	t.Run("loader cache", func(t *testing.T) { checkLoaderCache(t, out) })
 	t.Run("no leftovers", func(t *testing.T) {
 		for _, out := range outs {
 			entries, err := os.ReadDir(filepath.Dir(out))
@@ -412,4 +413,41 @@ func listTree(t *testing.T, dir string) string {
 		return nil
 	})
 	return b.String()
+}
+
+// checkLoaderCache reads the tree's ld.so.cache with glibc's ldconfig: it
+// must name the libraries Python and its extension modules need, each at a
+// path of the tree that is (or leads, inside the tree, to) a regular file.
+func checkLoaderCache(t *testing.T, out string) {
+	entries := ldconfigList(t, filepath.Join(out, LoaderCachePath))
+	byName := map[string]string{}
+	for _, e := range entries {
+		f := strings.Fields(e) // name (abi) => path
+		if f[1] != "(libc6,x86-64)" {
+			t.Errorf("cache entry %q: not an x86-64 libc6 library", e)
+		}
+		if _, dup := byName[f[0]]; dup {
+			t.Errorf("cache names %s twice", f[0])
+		}
+		byName[f[0]] = f[3]
+	}
+	for _, name := range []string{"libc.so.6", "libm.so.6", "libz.so.1", "libexpat.so.1", "libssl.so.3", "libcrypto.so.3", "libsqlite3.so.0", "libffi.so.8", "libgcc_s.so.1"} {
+		p, ok := byName[name]
+		if !ok {
+			t.Errorf("the cache has no %s: %v", name, entries)
+			continue
+		}
+		if !strings.HasPrefix(p, "/") {
+			t.Errorf("%s => %s: not an absolute path", name, p)
+			continue
+		}
+		real, err := filepath.EvalSymlinks(filepath.Join(out, p))
+		if err != nil {
+			t.Errorf("%s => %s: %v", name, p, err)
+			continue
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() || !strings.HasPrefix(real, out+"/") {
+			t.Errorf("%s => %s leads to %s, not a file of the tree", name, p, real)
+		}
+	}
 }

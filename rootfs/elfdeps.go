@@ -100,9 +100,10 @@ func multiarchTriple(class elf.Class, machine elf.Machine) string {
 	return ""
 }
 
-// loaderBuiltinDirs is the search path glibc's ld.so uses when there is no
-// /etc/ld.so.cache, which is the case inside the jail: a library the host finds only
-// through /etc/ld.so.conf must be made visible in one of these. Debian-style multiarch
+// loaderBuiltinDirs is the search path glibc's ld.so uses when /etc/ld.so.cache does
+// not name a library. The jail has none of the host's ld.so.conf, and its cache (Build's,
+// LoaderCachePath) lists only these directories: a library the host finds only through
+// /etc/ld.so.conf must be made visible in one of these. Debian-style multiarch
 // hosts use the triple's directories first; others /lib64 (64-bit) or /lib.
 func loaderBuiltinDirs(class elf.Class, triple string) []string {
 	if triple != "" {
@@ -205,6 +206,8 @@ type libraryResolver struct {
 	machine    elf.Machine
 	searchDirs []string // after RPATH/RUNPATH
 	builtin    map[string]bool
+	// builtinDirs are the loader's built-in directories, in its order.
+	builtinDirs []string
 	// aliasDir is where a hidden library gets a symlink the jail's loader can find.
 	aliasDir string
 	objects  map[string]*elfObject // by path as opened; parsing cache
@@ -226,7 +229,7 @@ func newLibraryResolver(exe, ldSoConf string) (*libraryResolver, error) {
 		return nil, fmt.Errorf("loader search path: %w", err)
 	}
 	r := &libraryResolver{class: class, machine: machine, searchDirs: dirs,
-		builtin: map[string]bool{}, aliasDir: builtin[0], objects: map[string]*elfObject{}}
+		builtin: map[string]bool{}, builtinDirs: builtin, aliasDir: builtin[0], objects: map[string]*elfObject{}}
 	for _, d := range builtin {
 		r.builtin[d] = true
 	}

@@ -69,6 +69,11 @@ func rootfsCommand() *cli.Command {
 					fmt.Fprintf(w, "files:    %d\n", m.Files)
 					fmt.Fprintf(w, "size:     %.1f MB\n", float64(m.SizeBytes)/1e6)
 					fmt.Fprintf(w, "tree:     sha256:%s\n", m.TreeSHA256)
+					if fi, err := os.Lstat(filepath.Join(dir, rootfs.LoaderCachePath)); err == nil && fi.Mode().IsRegular() {
+						fmt.Fprintf(w, "loader:   ld.so.cache at %s\n", rootfs.LoaderCachePath)
+					} else {
+						fmt.Fprintf(w, "loader:   no ld.so.cache (built by an older rljail; `rljail rootfs build` again for faster starts)\n")
+					}
 					return nil
 				},
 			},
