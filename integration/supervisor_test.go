@@ -147,3 +147,43 @@ func TestTimerSlack(t *testing.T) {
 		})
 	}
 }
+
+// TestSupervisorOneP: for a run, the supervisor's Go runtime has one P
+// (GOMAXPROCS=1, which the binary's entry gives it) unless the caller set
+// GOMAXPROCS, as the runtime's own scheduler trace on rljail's stderr says;
+// and the variable the entry added is not in the supervisor's environment
+// afterwards: `-e GOMAXPROCS` passes the caller's value, or nothing, and
+// the variables beside it arrive intact.
+func TestSupervisorOneP(t *testing.T) {
+	t.Parallel()
+	code := `import os, time; time.sleep(0.05); print(os.environ.get("GOMAXPROCS"), os.environ.get("RLJAIL_TEST_NEXT"))`
+	tests := []struct {
+		name      string
+		env       []string
+		wantProcs string // in the scheduler trace
+		wantOut   string // what the payload sees
+	}{
+		{"default", nil, "gomaxprocs=1 ", "None next-value\n"},
+		{"the caller's", []string{"GOMAXPROCS=2"}, "gomaxprocs=2 ", "2 next-value\n"},
+	}
+	for _, tt := range tests {
+		for _, m := range bothModes {
+			t.Run(tt.name+"/"+string(m), func(t *testing.T) {
+				t.Parallel()
+				env := append([]string{"GODEBUG=schedtrace=1", "RLJAIL_TEST_NEXT=next-value"}, tt.env...)
+				stdout, stderr, exit, _ := runJail(t, m, runOpts{env: env},
+					"-e", "GOMAXPROCS", "-e", "RLJAIL_TEST_NEXT", "--", "python3", "-c", code)
+				if exit != 0 {
+					t.Fatalf("exit %d, stderr %q", exit, stderr)
+				}
+				if stdout != tt.wantOut {
+					t.Errorf("the payload sees GOMAXPROCS and its neighbour as %q, want %q", stdout, tt.wantOut)
+				}
+				traces := strings.Count(stderr, "SCHED ")
+				if traces == 0 || strings.Count(stderr, tt.wantProcs) != traces {
+					t.Errorf("want every scheduler trace line of the supervisor to say %q; stderr:\n%s", tt.wantProcs, stderr)
+				}
+			})
+		}
+	}
+}

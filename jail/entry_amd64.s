@@ -7,8 +7,8 @@
 // stage/build.sh), then lets the stage look at argv: as the jail's init
 // (argv[0] "rljail-init") the stage runs and never returns; for a run it
 // starts the init stage's first step (stage/prestart.c) and returns. Then
-// the Go runtime starts as it would have from its own entry, with the
-// stack untouched.
+// the Go runtime starts as it would have from its own entry, on the stack
+// the kernel gave, with one more environment entry for a run (below).
 TEXT rljail_entry(SB),NOSPLIT|NOFRAME,$0
 	LEAQ	rljail_data_start(SB), DI
 	LEAQ	rljail_data_end(SB), SI
@@ -24,6 +24,31 @@ TEXT rljail_entry(SB),NOSPLIT|NOFRAME,$0
 	MOVQ	0(SP), DI	// argc
 	LEAQ	8(SP), SI	// argv
 	CALL	rljail_stage_select(SB)	// the stack is 16-byte aligned here, as C wants
+	// For a run, the Go runtime gets GOMAXPROCS=1 unless the caller set
+	// it: with two Ps, each goroutine made runnable wakes another thread to
+	// look for work, and each such wake-up is an inter-processor interrupt
+	// and a context switch, dear in a VM; the supervisor waits on I/O and
+	// has no work for a second P. The variable goes in as the first
+	// environment entry: argc, argv[] and argv's NULL move one word down
+	// the stack, and the pointer takes the freed word, just before envp[0].
+	// The supervisor drops it from its environment (jail.DropEntryEnv).
+	// rljail_stage_select returned it (rljail_entry_env), or NULL.
+	CMPQ	AX, $0
+	JEQ	populate
+	MOVQ	0(SP), CX	// argc
+	ADDQ	$2, CX	// words to move: argc, argv[0..argc-1], NULL
+	MOVQ	SP, SI
+	SUBQ	$8, SP
+	MOVQ	SP, DI
+moveargs:
+	MOVQ	0(SI), R8
+	MOVQ	R8, 0(DI)
+	ADDQ	$8, SI
+	ADDQ	$8, DI
+	DECQ	CX
+	JNZ	moveargs
+	MOVQ	AX, 0(DI)	// the old NULL's word, now envp[0]
+populate:
 	// The Go runtime reads many of its variables before it first writes
 	// them. Each such page would then fault twice, and the second fault
 	// (a copy on write) flushes the page's TLB entry on every CPU that runs

@@ -64,6 +64,17 @@ type prestartRec struct {
 	ok, pid, pidfd, uid, gid, root, unified                 int32
 	ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW int32
 	callerSlack                                             int64
+	oneProc                                                 int32
+}
+
+// DropEntryEnv removes from this process's environment the GOMAXPROCS=1
+// that the binary's entry gave the Go runtime for a run (entry_amd64.s),
+// so that neither `-e GOMAXPROCS` nor any process rljail starts sees a
+// variable its caller did not set. The runtime has read it by now.
+func DropEntryEnv() {
+	if (*prestartRec)(prestartRecord()).oneProc != 0 {
+		_ = os.Unsetenv("GOMAXPROCS")
+	}
 }
 
 // callerTimerSlack is the timer slack, in ns, that rljail was started

@@ -37,6 +37,7 @@ func main() {
 		jail.InitMain()
 		return
 	}
+	jail.DropEntryEnv()
 	// The process exits at once: the signals stay caught until then
 	// (restoring them costs a hand-over to Go's signal thread per signal).
 	os.Exit(runCLI(os.Args, os.Stdin, os.Stdout, os.Stderr, false))

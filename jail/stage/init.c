@@ -1353,16 +1353,19 @@ static int stage1_main(int argc, char **argv)
 }
 
 void rljail_prestart(int argc, char **argv); // prestart.c
+const char *rljail_entry_env(void);           // prestart.c
 
 // rljail_stage_select is called by the binary's entry point (entry_amd64.s)
 // before libc's start: in the init stage it runs the stage and never
 // returns; otherwise it starts the first step of a run's init stage
 // (prestart.c) when the command line asks for a run, and returns for libc
-// and Go to start as usual.
-void rljail_stage_select(int argc, char **argv);
-void rljail_stage_select(int argc, char **argv)
+// and Go to start as usual: with an environment entry to add for Go's
+// runtime (rljail_entry_env), or NULL.
+const char *rljail_stage_select(int argc, char **argv);
+const char *rljail_stage_select(int argc, char **argv)
 {
 	if (argc >= 1 && argv[0] && strcmp(argv[0], "rljail-init") == 0)
 		_exit(stage1_main(argc, argv));
 	rljail_prestart(argc, argv);
+	return rljail_entry_env();
 }

@@ -124,5 +124,19 @@ void rljail_prestart(int argc, char **argv)
 	long slack = syscall(SYS_prctl, PR_GET_TIMERSLACK, 0, 0, 0, 0);
 	if (slack > 0 && syscall(SYS_prctl, PR_SET_TIMERSLACK, RLJAIL_SUPERVISOR_SLACK_NS, 0, 0, 0) == 0)
 		p->caller_slack = slack;
+	// The supervisor runs with one P unless the caller chose GOMAXPROCS
+	// (entry_amd64.s says why).
+	p->one_proc = 1;
+	for (char **e = argv + argc + 1; *e; e++)
+		if (strncmp(*e, "GOMAXPROCS=", 11) == 0)
+			p->one_proc = 0;
 	p->ok = 1;
+}
+
+// rljail_entry_env is the environment entry the binary's entry adds for
+// Go's runtime (entry_amd64.s), or NULL.
+const char *rljail_entry_env(void);
+const char *rljail_entry_env(void)
+{
+	return rljail_prestarted.ok && rljail_prestarted.one_proc ? "GOMAXPROCS=1" : NULL;
 }

@@ -15,6 +15,10 @@ struct rljail_prestart {
 	// The timer slack (ns) rljail was started with, once the supervisor's
 	// own was raised to RLJAIL_SUPERVISOR_SLACK_NS; 0 when it was not.
 	long caller_slack;
+	// 1: the entry gave the Go runtime "GOMAXPROCS=1" as its first
+	// environment entry (rljail_entry_env), which the supervisor drops
+	// from its environment once the runtime has read it.
+	int one_proc;
 };
 
 // The supervisor's timer slack: 1 ms. Go's sysmon thread sleeps 20 us at
