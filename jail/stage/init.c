@@ -684,6 +684,10 @@ static void mount_proc(int root)
 		attach(clone_tree(root, "dev/null", "/dev/null", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC), t, path);
 		close(t);
 	}
+	// One empty read-only tmpfs covers every masked directory: the first
+	// is attached, the others are clones of that attached mount (each
+	// tmpfs costs its creation and, at the jail's end, its teardown).
+	int empty = -1;
 	for (const char **n = proc_masked_dirs; *n; n++) {
 		snprintf(path, sizeof path, "/proc/%s", *n);
 		int t = resolve_in_root(root, path, O_PATH | O_NOFOLLOW | O_DIRECTORY);
@@ -691,11 +695,16 @@ static void mount_proc(int root)
 			continue;
 		if (t < 0)
 			die(125, "open %s: %s", path, errstr(errno));
-		// An empty read-only tmpfs each (a detached mount cannot be
-		// cloned before Linux 6.x, so one cannot serve them all).
-		attach(new_fs("tmpfs", "0555", 4096, MOUNT_ATTR_RDONLY | noexec), t, path);
+		if (empty < 0) {
+			attach(new_fs("tmpfs", "0555", 4096, MOUNT_ATTR_RDONLY | noexec), t, path);
+			if ((empty = resolve_in_root(root, path, O_PATH | O_NOFOLLOW | O_DIRECTORY)) < 0)
+				die(125, "open %s: %s", path, errstr(errno));
+		} else
+			attach(clone_tree(empty, "", path, MOUNT_ATTR_RDONLY | noexec), t, path);
 		close(t);
 	}
+	if (empty >= 0)
+		close(empty);
 	for (const char **n = proc_read_only; *n; n++) {
 		snprintf(path, sizeof path, "/proc/%s", *n);
 		int t = resolve_in_root(root, path, O_PATH | O_NOFOLLOW);
