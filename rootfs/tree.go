@@ -351,12 +351,13 @@ type treeSummary struct {
 }
 
 // isProgram tells the files whose damage would crash the interpreter at
-// start: executables in bin directories and shared libraries outside the
-// standard library (whose extension modules fail to import cleanly).
+// start: executables in bin directories, shared libraries outside the
+// standard library (whose extension modules fail to import cleanly) and the
+// loader's cache, which names the libraries.
 func isProgram(rel string) bool {
 	base := path.Base(rel)
 	switch {
-	case strings.HasPrefix(rel, "/usr/bin/"):
+	case strings.HasPrefix(rel, "/usr/bin/"), rel == LoaderCachePath:
 		return true
 	case strings.HasPrefix(rel, "/usr/lib/python"):
 		return false

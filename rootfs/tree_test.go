@@ -188,3 +188,23 @@ func TestNormalizeAndSummarize(t *testing.T) {
 		t.Error("different content hashes the same")
 	}
 }
+
+func TestIsProgram(t *testing.T) {
+	tests := []struct {
+		rel  string
+		want bool
+	}{
+		{"/usr/bin/python3.11", true},
+		{"/usr/lib/x86_64-linux-gnu/libc.so.6", true},
+		{"/usr/lib/x86_64-linux-gnu/libz.so.1.2.13", true},
+		{LoaderCachePath, true},
+		{"/usr/lib/python3.11/lib-dynload/_ssl.cpython-311-x86_64-linux-gnu.so", false},
+		{"/usr/lib/python3.11/os.py", false},
+		{"/usr/lib/locale/C.utf8/LC_CTYPE", false},
+	}
+	for _, tt := range tests {
+		if got := isProgram(tt.rel); got != tt.want {
+			t.Errorf("isProgram(%q) = %v, want %v", tt.rel, got, tt.want)
+		}
+	}
+}
