@@ -1346,12 +1346,14 @@ static int stage1_main(int argc, char **argv)
 	const char *failed = write_id_maps(pid, 1000, 1000, uid, gid, setgroups);
 	if (failed)
 		die(125, "write the jail's %s: %s", failed, errstr(errno));
+	// As root, read-only grants are idmapped (jail.idmapper). The
+	// supervisor waits for this namespace before it sends the init its
+	// config; the init, released next, has time to spare until then.
+	if (strcmp(setgroups, "allow") == 0)
+		send_owner_userns(uid, gid);
 	if (write(mapped[1], "m", 1) != 1)
 		die(125, "start the jail: %s", errstr(errno));
 	close(mapped[1]);
-	// As root, read-only grants are idmapped (jail.idmapper).
-	if (strcmp(setgroups, "allow") == 0)
-		send_owner_userns(uid, gid);
 	// From here on this process is the cgroup's guard, not an init: it says
 	// so in ps (/proc/PID/cmdline is the argv memory, rewritten in place).
 	char *end = argv[argc - 1] + strlen(argv[argc - 1]);
