@@ -164,10 +164,16 @@ func writeLoaderCache(t *tree, r *libraryResolver) (int, error) {
 		return 0, fmt.Errorf("ld.so.cache: open the tree: %w", err)
 	}
 	defer unix.Close(root)
+	// The tree's path as the kernel resolves it: t.root may go through a
+	// symlink (a home directory under /var/home, say).
+	rootReal, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", root))
+	if err != nil {
+		return 0, fmt.Errorf("ld.so.cache: locate the tree: %w", err)
+	}
 	var entries []cacheEntry
 	seenDir, seenName := map[string]bool{}, map[string]bool{}
 	for _, dir := range r.builtinDirs {
-		real, names, err := treeDir(root, t.root, dir)
+		real, names, err := treeDir(root, rootReal, dir)
 		if err != nil {
 			return 0, fmt.Errorf("ld.so.cache: %w", err)
 		}
@@ -207,7 +213,7 @@ func writeLoaderCache(t *tree, r *libraryResolver) (int, error) {
 
 // treeDir opens dir as the jail will see it (symlinks resolved inside the tree) and
 // returns its path in the tree and its sorted names; "" when the tree has no such
-// directory.
+// directory. treeRoot is the resolved host path of root.
 func treeDir(root int, treeRoot, dir string) (string, []string, error) {
 	fd, err := unix.Openat2(root, strings.TrimPrefix(dir, "/"), &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,

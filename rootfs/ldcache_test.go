@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,5 +121,58 @@ func TestEncodeLoaderCache(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("ldconfig reads our cache as\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWriteLoaderCacheTree builds a small tree below a path that goes
+// through a symlink (as a home directory under /var/home does), with a
+// library reached through a soname link, one through an absolute link
+// inside the tree, and names the cache must leave out.
+func TestWriteLoaderCacheTree(t *testing.T) {
+	lib, err := filepath.EvalSymlinks("/usr/lib/x86_64-linux-gnu/libz.so.1")
+	if err != nil {
+		t.Fatalf("no libz on this host to build a tree with: %v", err)
+	}
+	base := t.TempDir()
+	if err := os.Mkdir(filepath.Join(base, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTree(filepath.Join(base, "link"), nil)
+	dir := "/usr/lib/x86_64-linux-gnu"
+	for _, d := range []string{"/usr", "/usr/lib", dir, "/lib64"} {
+		if err := tr.mkdir(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.symlink("/lib", "usr/lib"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.copyFile(lib, dir+"/"+filepath.Base(lib)); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		dir + "/libz.so.1":     filepath.Base(lib),       // the soname link
+		dir + "/libz.so":       "libz.so.1",              // a development link: not its soname
+		dir + "/libalias.so.1": dir + "/libz.so.1",       // absolute, inside the tree: still libz's soname, not this name
+		dir + "/libgone.so.3":  "/nonexistent.so.3",      // dangling
+		"/lib64/libz.so.1":     "/" + dir + "/libz.so.1", // a second directory with the same name
+	} {
+		if err := tr.symlink(link, target); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &libraryResolver{class: elf.ELFCLASS64, machine: elf.EM_X86_64,
+		builtinDirs: []string{"/lib/x86_64-linux-gnu", dir, "/lib64"}}
+	n, err := writeLoaderCache(tr, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ldconfigList(t, tr.in(LoaderCachePath))
+	want := []string{"libz.so.1 (libc6,x86-64) => " + dir + "/libz.so.1"}
+	if n != 1 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("writeLoaderCache: %d entries\n%s\nwant\n%s", n, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
