@@ -205,7 +205,6 @@ type libraryResolver struct {
 	class      elf.Class
 	machine    elf.Machine
 	searchDirs []string // after RPATH/RUNPATH
-	builtin    map[string]bool
 	// builtinDirs are the loader's built-in directories, in its order.
 	builtinDirs []string
 	// aliasDir is where a hidden library gets a symlink the jail's loader can find.
@@ -229,10 +228,7 @@ func newLibraryResolver(exe, ldSoConf string) (*libraryResolver, error) {
 		return nil, fmt.Errorf("loader search path: %w", err)
 	}
 	r := &libraryResolver{class: class, machine: machine, searchDirs: dirs,
-		builtin: map[string]bool{}, builtinDirs: builtin, aliasDir: builtin[0], objects: map[string]*elfObject{}}
-	for _, d := range builtin {
-		r.builtin[d] = true
-	}
+		builtinDirs: builtin, aliasDir: builtin[0], objects: map[string]*elfObject{}}
 	return r, nil
 }
 
@@ -422,7 +418,7 @@ func (r *libraryResolver) find(name string, from *elfObject, rpaths []string) (p
 	for _, d := range r.searchDirs {
 		p := filepath.Join(d, name)
 		if r.matches(p) {
-			return p, !r.builtin[d], nil
+			return p, !slices.Contains(r.builtinDirs, d), nil
 		}
 	}
 	return "", false, fmt.Errorf("not found in %s", strings.Join(slices.Concat(explicit, r.searchDirs), ":"))
