@@ -1329,8 +1329,8 @@ func init() {
 			layer:     "/proc/sys is a read-only bind; /proc/sysrq-trigger is masked; the jail has no capability over the host",
 			run:       attackProcSys},
 		{name: "proc_kernel_memory", group: groupFilesystem,
-			mechanism: "read /proc/kcore, kallsyms, kmsg, timer_list, sched_debug, keys, kpageflags, slabinfo, vmallocinfo and /dev/mem",
-			layer:     "masked with /dev/null; /dev holds five harmless nodes",
+			mechanism: "read /proc/kcore, kallsyms, kmsg, timer_list, sched_debug, keys, kpageflags, slabinfo, vmallocinfo and /dev/mem; list /proc/acpi, driver, tty and the other hardware directories",
+			layer:     "masked with /dev/null, the directories with one empty tmpfs; /dev holds five harmless nodes",
 			run:       attackProcKernelMemory},
 		{name: "proc_root_traversal", group: groupFilesystem,
 			mechanism: "walk out through /proc/1/root, /proc/self/root/.., /proc/1/cwd and the magic links of pipes to a marker in the host's /",
@@ -1920,6 +1920,35 @@ for p in sys.argv[1:-1]:
 		}
 		if !ok && !strings.Contains(r.stdout, "READERR "+p+" ") {
 			t.Errorf("%s: the probe printed nothing for it", p)
+		}
+	}
+	// The masked directories this kernel has: init covers the first with an
+	// empty tmpfs and the others with clones of that mount. Each must be an
+	// empty tmpfs in the jail; the host's have entries (one at least), so
+	// an empty listing is the mask's doing.
+	var dirs []string
+	hostEntries := 0
+	for _, d := range []string{"acpi", "asound", "scsi", "firmware", "driver", "tty", "dynamic_debug"} {
+		if entries, err := os.ReadDir("/proc/" + d); err == nil {
+			dirs = append(dirs, "/proc/"+d)
+			hostEntries += len(entries)
+		}
+	}
+	if len(dirs) < 2 || hostEntries == 0 {
+		t.Fatalf("the host's /proc has %v among the masked directories, %d entries in all; want two or more (the first mask and a clone), not all empty", dirs, hostEntries)
+	}
+	r = attackPyOK(t, m, runOpts{}, nil, `
+import os, sys
+mounts = {l.split()[4]: l.split(" - ")[1].split()[0] for l in open("/proc/self/mountinfo")}
+for p in sys.argv[1:-1]:
+    try:
+        print("LIST", p, len(os.listdir(p)), mounts.get(p, "none"))
+    except Exception as e:
+        print("LISTERR", p, type(e).__name__)
+`, dirs...)
+	for _, p := range dirs {
+		if v, ok := lineValue(r.stdout, "LIST "+p+" "); !ok || v != "0 tmpfs" {
+			t.Errorf("%s in the jail: %q (entries, filesystem), want \"0 tmpfs\"\nstdout:\n%s", p, v, r.stdout)
 		}
 	}
 }
