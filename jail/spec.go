@@ -110,9 +110,10 @@ type Spec struct {
 	// SIGINT, SIGTERM and SIGHUP here); the jail's init passes them on.
 	Signals <-chan os.Signal
 	// SignalsReady, when set, is closed once Signals receives what it
-	// should (the CLI catches the signals in a goroutine: the first
-	// signal.Notify takes a while). Run waits for it before the payload
-	// may start, so that a signal meant for the payload cannot end rljail
+	// should, for a caller that starts catching them in the background
+	// (os/signal's first Notify takes a while; the CLI uses a SignalPipe,
+	// which is ready at once). Run waits for it before the payload may
+	// start, so that a signal meant for the payload cannot end the caller
 	// instead.
 	SignalsReady <-chan struct{}
 }

@@ -70,18 +70,22 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 		// a run, before Go starts; none is needed here.
 		jail.DiscardPrestarted()
 	} else {
-		// The signals are caught first: the goroutine that does it waits
-		// for threads of its own (signal.Notify's first call starts two),
-		// and the payload may not start before it is done (Spec.SignalsReady).
-		relay := catchSignals()
+		// The signals are caught first, so that one meant for the payload
+		// ends it rather than rljail (see jail.SignalPipe).
+		sigs, err := catchSignals()
+		if err != nil {
+			jail.DiscardPrestarted()
+			fmt.Fprintln(stderr, "rljail: "+err.Error())
+			return jail.ExitSetupError
+		}
+		if restoreSignals {
+			defer sigs.Stop()
+		}
 		// The jail's init stage starts now, while the flags are read
 		// (jail.Early); whatever happens next, nothing of it outlives run.
 		early := jail.StartEarly()
 		defer early.Close()
-		if restoreSignals {
-			defer relay.stop()
-		}
-		app.Metadata = map[string]any{earlyKey: early, signalsKey: relay}
+		app.Metadata = map[string]any{earlyKey: early, signalsKey: sigs}
 	}
 	err := app.Run(args)
 	if err == nil {

@@ -7,9 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -145,12 +143,15 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
 		// Warnings about fallbacks are printed even with --quiet.
 		spec.Warn = func(msg string) { fmt.Fprintln(stderr, "rljail: warning: "+msg) }
-		relay, _ := c.App.Metadata[signalsKey].(*signalRelay)
-		if relay == nil {
-			relay = catchSignals()
-			defer relay.stop()
+		sigs, _ := c.App.Metadata[signalsKey].(*jail.SignalPipe)
+		if sigs == nil {
+			if sigs, err = catchSignals(); err == nil {
+				defer sigs.Stop()
+			}
 		}
-		spec.Signals, spec.SignalsReady = relay.ch, relay.ready
+		if sigs != nil {
+			spec.Signals = sigs.C()
+		}
 	}
 
 	var res jail.Result
@@ -338,42 +339,17 @@ func workspaceDir() (string, string, error) {
 }
 
 // earlyKey is where run puts the init stage it started early
-// (jail.StartEarly) in the app's Metadata, signalsKey its signalRelay.
+// (jail.StartEarly) in the app's Metadata, signalsKey its jail.SignalPipe.
 const (
 	earlyKey   = "rljail.early"
 	signalsKey = "rljail.signals"
 )
 
-// signalRelay catches SIGINT, SIGTERM and SIGHUP for the payload. The
-// first signal.Notify of a process starts a thread of its own and hands
-// each signal to it in turn (about 0.3 ms, over a millisecond while the
-// init stage starts beside it), so it runs in a goroutine while the flags
-// are read and the jail is set up; the jail waits for it (ready) only
-// before the payload may start. Until then a signal has its default
-// effect, as before any Notify: it ends rljail, and its jail with it.
-type signalRelay struct {
-	ch    chan os.Signal
-	ready chan struct{}
-}
-
-func catchSignals() *signalRelay {
-	r := &signalRelay{ch: make(chan os.Signal, 4), ready: make(chan struct{})}
-	go func() {
-		defer close(r.ready)
-		signal.Notify(r.ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	}()
-	// With the supervisor's one P (GOMAXPROCS=1, see jail/entry_amd64.s)
-	// the goroutine would otherwise first run when the payload's start
-	// waits for it; started now, its hand-overs to the signal thread
-	// interleave with the flags and the jail's setup (0.15-0.5 ms a run).
-	runtime.Gosched()
-	return r
-}
-
-// stop restores the signals' default handling.
-func (r *signalRelay) stop() {
-	<-r.ready
-	signal.Stop(r.ch)
+// catchSignals catches SIGINT, SIGTERM and SIGHUP for the payload: the
+// jail's init passes them on. Until then a signal has its default effect:
+// it ends rljail, and its jail with it.
+func catchSignals() (*jail.SignalPipe, error) {
+	return jail.CatchSignals(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 }
 
 // flagsSet names every flag given on the command line or by its
