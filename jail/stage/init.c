@@ -507,8 +507,8 @@ static void attach(int fd, int target, const char *what);
 // overlay with root "/", source "rljail" and layers named
 // /proc/self/fd/N, instead of the tree's path within the host's
 // filesystem and the host's device. overlayfs needs two layers when it
-// has no upper one; the second is `empty`, a directory of the stage that
-// stays empty.
+// has no upper one; the second is `empty`, the empty read-only tmpfs
+// mounted in the stage.
 //
 // overlayfs takes private clones of its layers (clone_private_mount),
 // which before Linux 6.15 must be attached in the caller's mount
@@ -650,16 +650,6 @@ static void write_etc(int root)
 	close(etc);
 }
 
-static void read_only_at(int root, const char *dest)
-{
-	int fd = resolve_in_root(root, dest, O_PATH | O_DIRECTORY);
-	if (fd < 0)
-		die(125, "open %s: %s", dest, errstr(errno));
-	if (sys_mount_setattr(fd, "", AT_EMPTY_PATH, MOUNT_ATTR_RDONLY) < 0)
-		die(125, "make %s read-only: %s", dest, errstr(errno));
-	close(fd);
-}
-
 // The /proc masks; README.md lists them and says why.
 static const char *proc_masked_files[] = {
 	"kcore", "kallsyms", "keys", "key-users", "timer_list", "sched_debug",
@@ -669,7 +659,8 @@ static const char *proc_masked_files[] = {
 static const char *proc_masked_dirs[] = {"acpi", "asound", "scsi", "firmware", "driver", "tty", "dynamic_debug", NULL};
 static const char *proc_read_only[] = {"sys", "bus", "fs", "irq", NULL};
 
-static void mount_proc(int root)
+// mount_proc mounts /proc with its masks; empty is an empty read-only tmpfs.
+static void mount_proc(int root, int empty)
 {
 	const uint64_t noexec = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
 	attach_at(root, new_fs("proc", NULL, -1, noexec), "/proc", 1);
@@ -684,10 +675,8 @@ static void mount_proc(int root)
 		attach(clone_tree(root, "dev/null", "/dev/null", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC), t, path);
 		close(t);
 	}
-	// One empty read-only tmpfs covers every masked directory: the first
-	// is attached, the others are clones of that attached mount (each
-	// tmpfs costs its creation and, at the jail's end, its teardown).
-	int empty = -1;
+	// Each masked directory gets a clone of `empty`, an empty read-only
+	// tmpfs.
 	for (const char **n = proc_masked_dirs; *n; n++) {
 		snprintf(path, sizeof path, "/proc/%s", *n);
 		int t = resolve_in_root(root, path, O_PATH | O_NOFOLLOW | O_DIRECTORY);
@@ -695,16 +684,9 @@ static void mount_proc(int root)
 			continue;
 		if (t < 0)
 			die(125, "open %s: %s", path, errstr(errno));
-		if (empty < 0) {
-			attach(new_fs("tmpfs", "0555", 4096, MOUNT_ATTR_RDONLY | noexec), t, path);
-			if ((empty = resolve_in_root(root, path, O_PATH | O_NOFOLLOW | O_DIRECTORY)) < 0)
-				die(125, "open %s: %s", path, errstr(errno));
-		} else
-			attach(clone_tree(empty, "", path, MOUNT_ATTR_RDONLY | noexec), t, path);
+		attach(clone_tree(empty, "", path, MOUNT_ATTR_RDONLY | noexec), t, path);
 		close(t);
 	}
-	if (empty >= 0)
-		close(empty);
 	for (const char **n = proc_read_only; *n; n++) {
 		snprintf(path, sizeof path, "/proc/%s", *n);
 		int t = resolve_in_root(root, path, O_PATH | O_NOFOLLOW);
@@ -721,7 +703,7 @@ static void mount_proc(int root)
 struct skeleton {
 	int host_tmp; // the host's SKELETON, opened before the stage covered it
 	int stage;    // overlay_of's tmpfs, at SKELETON
-	int empty;    // the stage's empty directory, every overlay's second layer
+	int empty;    // an empty read-only tmpfs in the stage: every overlay's second layer, the masks of /proc
 	int root;     // the jail's root tmpfs, stacked on the stage
 };
 
@@ -741,23 +723,32 @@ static void prepare_root(struct skeleton *s)
 	if (s->host_tmp < 0)
 		die(125, "open the host's %s: %s", SKELETON, errstr(errno));
 	// The stage of overlay_of: a tmpfs at SKELETON, then covered by the
-	// skeleton; its directory "empty" is the second layer of every overlay.
+	// skeleton. On its directory "empty" goes an empty read-only tmpfs:
+	// the second layer of every overlay, and, in clones, the mask of each
+	// masked directory of /proc (one tmpfs for all: each costs its
+	// creation and, at the jail's end, its teardown).
 	s->stage = new_fs("tmpfs", "0700", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
 	if (sys_move_mount(s->stage, "", AT_FDCWD, SKELETON, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		die(125, "attach the staging tmpfs at %s: %s", SKELETON, errstr(errno));
-	if (mkdirat(s->stage, "empty", 0500) < 0)
+	if (mkdirat(s->stage, "empty", 0700) < 0)
 		die(125, "create the empty layer: %s", errstr(errno));
-	s->empty = openat(s->stage, "empty", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (s->empty < 0)
+	int at = openat(s->stage, "empty", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (at < 0)
 		die(125, "open the empty layer: %s", errstr(errno));
+	s->empty = new_fs("tmpfs", "0555", 4096, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+	if (sys_move_mount(s->empty, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		die(125, "attach the empty layer: %s", errstr(errno));
+	close(at);
 	s->root = new_fs("tmpfs", "0755", 1 << 20, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (sys_move_mount(s->root, "", s->stage, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 		die(125, "attach the root skeleton: %s", errstr(errno));
 	write_etc(s->root);
-	tmpfs_at(s->root, "/dev", "0755", 64 << 10, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
-	// The only devices, bind-mounted from the host's /dev (a user
-	// namespace cannot mknod): read-only so that they cannot be chmod-ed,
-	// and not nodev.
+	// /dev is a directory of the skeleton (not a tmpfs of its own), and
+	// read-only with it. The only devices are bind-mounted from the host's
+	// /dev (a user namespace cannot mknod): read-only so that they cannot
+	// be chmod-ed, and not nodev.
+	if (mkdirat(s->root, "dev", 0755) < 0)
+		die(125, "create /dev: %s", errstr(errno));
 	static const char *devices[] = {"null", "zero", "full", "random", "urandom", NULL};
 	char path[64];
 	for (const char **d = devices; *d; d++) {
@@ -773,7 +764,7 @@ static void prepare_root(struct skeleton *s)
 			die(125, "create /dev/%s: %s", links[i][1], errstr(errno));
 	}
 	close(dev);
-	mount_proc(s->root);
+	mount_proc(s->root, s->empty);
 }
 
 // clone_granted clones a granted host path (rootless: the supervisor
@@ -834,7 +825,6 @@ static void finish_root(struct config *c, struct skeleton *s)
 	}
 	free(trees);
 	tmpfs_at(root, "/dev/shm", "1777", c->tmpsize, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
-	read_only_at(root, "/dev");
 
 	// pivot_root(".", ".") stacks the old root on the new one; the lazy
 	// unmount then drops it with every host mount below it, the stage
