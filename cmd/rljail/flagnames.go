@@ -1,6 +1,8 @@
 package main
 
 import (
+	"flag"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -102,3 +104,35 @@ type boolFlag struct {
 }
 
 func (f boolFlag) Names() []string { return f.names }
+
+// Apply registers the flag under its names as cli.BoolFlag.Apply does,
+// which computes the names again with FlagNames' regular expression (its
+// first run in a process allocates 36 KiB). A flag that takes its value
+// from the environment or a file, or keeps a destination or a count (none
+// of rljail's), is left to cli.BoolFlag.Apply.
+func (f boolFlag) Apply(set *flag.FlagSet) error {
+	if len(f.EnvVars) > 0 || f.FilePath != "" || f.Destination != nil || f.Count != nil {
+		return f.BoolFlag.Apply(set)
+	}
+	v := &boolValue{v: f.Value}
+	for _, name := range f.names {
+		set.Var(v, name, f.Usage)
+	}
+	return nil
+}
+
+// boolValue is a bool flag's value, one for all of its names.
+type boolValue struct{ v bool }
+
+func (b *boolValue) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.v = v
+	return nil
+}
+
+func (b *boolValue) String() string   { return strconv.FormatBool(b.v) }
+func (b *boolValue) Get() any         { return b.v }
+func (b *boolValue) IsBoolFlag() bool { return true }

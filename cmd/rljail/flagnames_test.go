@@ -122,3 +122,57 @@ func BenchmarkCLIBuildSpec(b *testing.B) {
 		}
 	}
 }
+
+// TestBoolFlagsParseAsUrfaves parses each bool flag of run, by every
+// name and in every form, with the wrapped flags and with urfave/cli's
+// own, and compares what Bool and IsSet say.
+func TestBoolFlagsParseAsUrfaves(t *testing.T) {
+	forms := [][]string{{}, {"-%s"}, {"--%s"}, {"--%s=true"}, {"--%s=false"}, {"-%s=0"}, {"--%s", "--%s=false"}}
+	app := newApp(strings.NewReader(""), io.Discard, io.Discard)
+	var run *cli.Command
+	for _, c := range app.Commands {
+		if c.Name == "run" {
+			run = c
+		}
+	}
+	var bools []boolFlag
+	for _, f := range run.Flags {
+		if b, ok := f.(boolFlag); ok {
+			bools = append(bools, b)
+		}
+	}
+	if len(bools) < 4 {
+		t.Fatalf("run has %d wrapped bool flags, want the 4 or more it had", len(bools))
+	}
+	parse := func(flags []cli.Flag, argv []string) (map[string]bool, error) {
+		got := map[string]bool{}
+		a := &cli.App{Name: "rljail", Writer: io.Discard, ErrWriter: io.Discard, Flags: flags, Action: func(c *cli.Context) error {
+			for _, f := range flags {
+				for _, n := range f.Names() {
+					got[n] = c.Bool(n)
+					got[n+" set"] = c.IsSet(n)
+				}
+			}
+			return nil
+		}}
+		return got, a.Run(argv)
+	}
+	for _, b := range bools {
+		for _, name := range b.names {
+			for _, form := range forms {
+				argv := []string{"rljail"}
+				for _, f := range form {
+					argv = append(argv, strings.ReplaceAll(f, "%s", name))
+				}
+				// Fresh flags each time: Apply keeps state in the flag.
+				orig := *b.BoolFlag
+				want, werr := parse([]cli.Flag{&orig}, argv)
+				orig2 := *b.BoolFlag
+				got, gerr := parse([]cli.Flag{boolFlag{&orig2, b.names}}, argv)
+				if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(got, want) {
+					t.Errorf("%q: wrapped %v (%v), urfave/cli's %v (%v)", argv, got, gerr, want, werr)
+				}
+			}
+		}
+	}
+}
