@@ -187,3 +187,116 @@ func TestSupervisorOneP(t *testing.T) {
 		}
 	}
 }
+
+// TestCallerCPUs starts rljail on a chosen CPU set (inherited from the
+// thread that forks it) and reads from outside, in /proc, the CPU sets of
+// the payload and of every thread of the supervisor while the payload
+// runs: each must be the caller's. (The binary's entry pins the
+// supervisor to one CPU, and the jail's first step off it, for the start
+// only: the payload gets the caller's set back at once, the supervisor
+// after unpinAfter.) A single CPU is left as it is.
+func TestCallerCPUs(t *testing.T) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for i := 0; i < len(all)*64; i++ {
+		if all.IsSet(i) {
+			cpus = append(cpus, i)
+		}
+	}
+	if len(cpus) < 2 {
+		t.Fatalf("this host lets the test use CPUs %v; it needs two", cpus)
+	}
+	sets := map[string][]int{"all": cpus, "the last": cpus[len(cpus)-1:], "the first": cpus[:1]}
+	for name, set := range sets {
+		for _, m := range bothModes {
+			t.Run(name+"/"+string(m), func(t *testing.T) {
+				var want unix.CPUSet
+				for _, c := range set {
+					want.Set(c)
+				}
+				wantList := cpuListOf(set)
+				r, w, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Close()
+				p := func() *jailProc {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					if err := unix.SchedSetaffinity(0, &want); err != nil {
+						t.Fatal(err)
+					}
+					defer func() { _ = unix.SchedSetaffinity(0, &all) }()
+					return startJail(t, m, runOpts{stdinFile: r},
+						"--", "python3", "-c", "import os, sys; print(sorted(os.sched_getaffinity(0)), os.getpid(), flush=True); sys.stdin.read()")
+				}()
+				r.Close()
+				if !p.stdout.waitFor("\n", 10*time.Second) {
+					w.Close()
+					p.wait()
+					t.Fatalf("the payload printed nothing: exit %d, stderr %q", p.exit, p.stderr.String())
+				}
+				time.Sleep(200 * time.Millisecond) // past unpinAfter
+				var wrong []string
+				check := func(what string, pid int) {
+					b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+					if err != nil {
+						return // ended
+					}
+					for _, l := range strings.Split(string(b), "\n") {
+						if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != wantList {
+							wrong = append(wrong, what+" "+strconv.Itoa(pid)+": "+strings.TrimSpace(v))
+						}
+					}
+				}
+				sup := p.cmd.Process.Pid
+				tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(sup) + "/task/*")
+				for _, task := range tasks {
+					if tid, err := strconv.Atoi(filepath.Base(task)); err == nil {
+						check("supervisor thread", tid)
+					}
+				}
+				payloads := 0
+				for _, d := range descendants(sup) {
+					if strings.HasPrefix(d.cmdline, "python3") {
+						payloads++
+						check("payload", d.pid)
+					}
+				}
+				w.Close()
+				p.wait()
+				if len(tasks) == 0 || payloads != 1 {
+					t.Errorf("found %d threads of rljail (pid %d) and %d payloads in /proc, want some and 1", len(tasks), sup, payloads)
+				}
+				if len(wrong) > 0 {
+					t.Errorf("want every supervisor thread and the payload on CPUs %s, the caller's; found %v", wantList, wrong)
+				}
+				if got := strings.Fields(p.stdout.String()); p.exit != 0 || len(got) == 0 {
+					t.Errorf("exit %d, stdout %q, stderr %q", p.exit, p.stdout.String(), p.stderr.String())
+				}
+			})
+		}
+	}
+}
+
+// cpuListOf words sorted CPU numbers as /proc's Cpus_allowed_list does
+// ("0", "0-1", "0,2").
+func cpuListOf(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, strconv.Itoa(cpus[i])+"-"+strconv.Itoa(cpus[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"unsafe"
 
 	"github.com/rljail/rljail/cgroup"
@@ -65,6 +66,8 @@ type prestartRec struct {
 	ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW int32
 	callerSlack                                             int64
 	oneProc                                                 int32
+	pinned                                                  int32
+	callerCPUs                                              [128]byte // RLJAIL_CPUSET_BYTES
 }
 
 // DropEntryEnv removes from this process's environment the GOMAXPROCS=1
@@ -85,23 +88,76 @@ func callerTimerSlack() int64 {
 	return (*prestartRec)(prestartRecord()).callerSlack
 }
 
-// withTimerSlack runs fork on this goroutine's thread with the thread's
-// timer slack set to slack (ns), so that a process forked there inherits
-// it, and then puts the thread's own back. A slack of 0 leaves it alone.
-func withTimerSlack(slack int64, fork func() error) error {
-	if slack <= 0 {
+// callerCPUs is the CPU set rljail was started with, when the binary's
+// entry pinned this process to one CPU (stage/prestart.c); false when it
+// did not.
+func callerCPUs() (unix.CPUSet, bool) {
+	rec := (*prestartRec)(prestartRecord())
+	var set unix.CPUSet
+	if rec.pinned == 0 {
+		return set, false
+	}
+	for i := range set {
+		for b := 0; b < 64; b++ {
+			if rec.callerCPUs[8*i+b/8]>>(b%8)&1 != 0 {
+				set.Set(64*i + b)
+			}
+		}
+	}
+	return set, true
+}
+
+// unpinSupervisor puts every thread of this process back on the CPUs
+// rljail was started with, when the binary's entry pinned it (a run that
+// lasts should not keep its supervisor on one CPU). A thread that a thread
+// not yet put back starts meanwhile may stay pinned; nothing depends on it.
+func unpinSupervisor() {
+	set, ok := callerCPUs()
+	if !ok {
+		return
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return
+	}
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil {
+			_ = unix.SchedSetaffinity(tid, &set)
+		}
+	}
+}
+
+// withCallerThread runs fork on this goroutine's thread with the thread's
+// timer slack set to slack (ns), unless 0, and its CPU set to cpus, unless
+// nil, so that a process forked there inherits what rljail was started
+// with (callerTimerSlack, callerCPUs); then it puts the thread's own back.
+func withCallerThread(slack int64, cpus *unix.CPUSet, fork func() error) error {
+	pinned := cpus != nil
+	if slack <= 0 && !pinned {
 		return fork()
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	own, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
-	if err != nil {
-		return fmt.Errorf("read the timer slack: %w", err)
+	if slack > 0 {
+		own, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+		if err != nil {
+			return fmt.Errorf("read the timer slack: %w", err)
+		}
+		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack), 0, 0, 0); err != nil {
+			return fmt.Errorf("set the timer slack to %d ns: %w", slack, err)
+		}
+		defer func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(own), 0, 0, 0) }()
 	}
-	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack), 0, 0, 0); err != nil {
-		return fmt.Errorf("set the timer slack to %d ns: %w", slack, err)
+	if pinned {
+		var own unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &own); err != nil {
+			return fmt.Errorf("read the CPU set: %w", err)
+		}
+		if err := unix.SchedSetaffinity(0, cpus); err != nil {
+			return fmt.Errorf("set the CPU set: %w", err)
+		}
+		defer func() { _ = unix.SchedSetaffinity(0, &own) }()
 	}
-	defer func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(own), 0, 0, 0) }()
 	return fork()
 }
 

@@ -366,11 +366,15 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 		files = append(files, f.Fd())
 	}
 	pidfd, pid := -1, 0
-	// The jail gets the timer slack rljail was started with, not the
-	// supervisor's (callerTimerSlack).
-	err = withTimerSlack(callerTimerSlack(), func() (ferr error) {
+	// The jail gets the timer slack and the CPUs rljail was started with,
+	// not the supervisor's (withCallerThread). "-": no CPU to keep off.
+	var cpus *unix.CPUSet
+	if set, ok := callerCPUs(); ok {
+		cpus = &set
+	}
+	err = withCallerThread(callerTimerSlack(), cpus, func() (ferr error) {
 		pid, ferr = syscall.ForkExec("/proc/self/exe",
-			[]string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode},
+			[]string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode, "-"},
 			// No parent-death signal: should this process die, the first
 			// step (the cgroup's guard by then) cleans up after it.
 			&syscall.ProcAttr{Env: initEnv, Files: files, Sys: &syscall.SysProcAttr{PidFD: &pidfd}})
@@ -705,6 +709,10 @@ func (j *jailRun) kill() {
 	})
 }
 
+// unpinAfter is how long into a run the supervisor stays on the CPU it
+// started on (unpinSupervisor): a start takes a few milliseconds.
+const unpinAfter = 50 * time.Millisecond
+
 // wait pumps the jail's standard streams, enforces the kill timer, and
 // collects the result.
 func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Result, lim *jailLimits) (Result, error) {
@@ -713,6 +721,10 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 			unix.Close(j.pidfd)
 		}
 	}()
+	// A run that lasts gets its supervisor off the one CPU the binary's
+	// entry pinned it to for the start (stage/prestart.c).
+	unpin := time.AfterFunc(unpinAfter, unpinSupervisor)
+	defer unpin.Stop()
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(time.Until(start.Add(spec.Timeout)), func() {
 		close(timedOut)

@@ -12,6 +12,7 @@
 // forwards the signals the supervisor asks for, reaps every process and
 // reports the payload's end. It never returns.
 #define _GNU_SOURCE
+#include "prestart.h"
 #include "spawn.h"
 
 #include <errno.h>
@@ -1043,6 +1044,33 @@ __attribute__((noreturn)) static void serve(pid_t payload, int sfd)
 	}
 }
 
+// The CPU set rljail was started with, when the first step keeps off the
+// supervisor's CPU (keep_off_cpu); the init gives it back to the payload.
+static unsigned char caller_cpus[RLJAIL_CPUSET_BYTES];
+static int caller_cpus_saved;
+
+// keep_off_cpu moves the first step, and so the init it clones, off the
+// CPU the supervisor is pinned to (prestart.c says why): avoid is that
+// CPU's number, or "-" for none. The first step's own set, inherited
+// before the supervisor pinned itself, is the caller's.
+static void keep_off_cpu(const char *avoid)
+{
+	if (avoid[0] < '0' || avoid[0] > '9')
+		return;
+	unsigned long cpu = strtoul(avoid, NULL, 10);
+	unsigned char set[RLJAIL_CPUSET_BYTES];
+	memset(set, 0, sizeof set);
+	if (cpu / 8 >= sizeof set || syscall(SYS_sched_getaffinity, 0, sizeof set, set) <= 0)
+		return;
+	memcpy(caller_cpus, set, sizeof set);
+	set[cpu / 8] &= (unsigned char)~(1u << (cpu % 8));
+	int left = 0;
+	for (size_t i = 0; i < sizeof set; i++)
+		left |= set[i];
+	if (left && syscall(SYS_sched_setaffinity, 0, sizeof set, set) == 0)
+		caller_cpus_saved = 1;
+}
+
 static int init_main(void)
 {
 	// Die with the supervisor, even when it is SIGKILLed. The race (the
@@ -1118,12 +1146,16 @@ static int init_main(void)
 		die(125, "enter a new cgroup namespace: %s", errstr(errno));
 	int code = 0;
 	char *exe = look_path(c.argv[0], c.envp, &code);
+	// The payload runs on the CPUs rljail was started with.
+	if (caller_cpus_saved && syscall(SYS_sched_setaffinity, 0, sizeof caller_cpus, caller_cpus) < 0)
+		die(125, "give the payload its CPUs back: %s", errstr(errno));
 	pid_t pid = start_payload(&c, exe);
 	report("{\"started\":true}");
 	serve(pid, sfd);
 }
 
 // ---- stage 1: making the jail's init
+
 
 // write_proc writes a short value to /proc/PID/NAME.
 static int write_proc(pid_t pid, const char *name, const char *value)
@@ -1280,13 +1312,14 @@ static int receive_cgroup(void)
 // first waits for the cgroup to be born in.
 static int stage1_main(int argc, char **argv)
 {
-	if (argc != 5 || fcntl(FD_STATUS, F_GETFD) < 0 || fcntl(FD_CONTROL, F_GETFD) < 0 || fcntl(FD_GUARD, F_GETFD) < 0) {
+	if (argc != 6 || fcntl(FD_STATUS, F_GETFD) < 0 || fcntl(FD_CONTROL, F_GETFD) < 0 || fcntl(FD_GUARD, F_GETFD) < 0) {
 		static const char msg[] = "rljail: the init stage only runs inside a jail started by rljail\n";
 		ssize_t w = write(2, msg, sizeof msg - 1);
 		(void)w;
 		return 125;
 	}
 	const char *uid = argv[1], *gid = argv[2], *setgroups = argv[3];
+	keep_off_cpu(argv[5]);
 	int cgroupfd = strcmp(argv[4], "cgroup") == 0 ? receive_cgroup() : -1;
 	int mapped[2];
 	if (pipe2(mapped, O_CLOEXEC) < 0)

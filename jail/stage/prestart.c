@@ -77,7 +77,33 @@ void rljail_prestart(int argc, char **argv)
 	char uids[16], gids[16];
 	snprintf(uids, sizeof uids, "%d", uid);
 	snprintf(gids, sizeof gids, "%d", gid);
-	char *args[] = {"rljail-init", uids, gids, root ? "allow" : "deny", unified ? "cgroup" : "now", NULL};
+	// The supervisor stays on the CPU it started on, and the first step
+	// (with the jail's init, until the payload starts) keeps off it, when
+	// the caller allows more than one CPU. This VM's scheduler packs tasks
+	// on one vCPU, so the two halves of a start, each waiting for the
+	// other's messages, otherwise take turns on it (interleaved A/B: 0.8 to
+	// 1.4 ms less wall time, 0.3 to 0.6 ms less CPU per run). The first step
+	// gets the CPU to avoid in argv (keep_off_cpu in init.c) and the
+	// caller's set, unpinned, by fork; the payload gets the caller's set
+	// back, and the supervisor returns to it 50 ms into a run
+	// (jail.unpinSupervisor).
+	unsigned cpu = 0;
+	unsigned char set[RLJAIL_CPUSET_BYTES];
+	memset(set, 0, sizeof set);
+	long setlen = syscall(SYS_sched_getaffinity, 0, sizeof set, set);
+	int spread = setlen > 0 && syscall(SYS_getcpu, &cpu, 0, 0) == 0 && cpu / 8 < (unsigned long)setlen &&
+		     (set[cpu / 8] >> (cpu % 8) & 1);
+	if (spread) {
+		// Another CPU than this one is allowed.
+		unsigned char others = 0;
+		for (long i = 0; i < setlen; i++)
+			others |= (unsigned char)(i == (long)(cpu / 8) ? set[i] & ~(1u << (cpu % 8)) : set[i]);
+		spread = others != 0;
+	}
+	char avoid[16] = "-";
+	if (spread)
+		snprintf(avoid, sizeof avoid, "%u", cpu);
+	char *args[] = {"rljail-init", uids, gids, root ? "allow" : "deny", unified ? "cgroup" : "now", avoid, NULL};
 	char *env[] = {NULL};
 
 	int pidfd = -1;
@@ -104,6 +130,14 @@ void rljail_prestart(int argc, char **argv)
 	int child_ends[] = {fd[IN][0], fd[OUT][1], fd[ERR][1], fd[CTL][1], fd[STATUS][1], fd[NOTIFY][1], fd[GUARD][0]};
 	close_all(child_ends, 7);
 	struct rljail_prestart *p = &rljail_prestarted;
+	if (spread) {
+		// Every thread the Go runtime starts inherits this.
+		memcpy(p->caller_cpus, set, sizeof set);
+		unsigned char one[RLJAIL_CPUSET_BYTES];
+		memset(one, 0, sizeof one);
+		one[cpu / 8] = (unsigned char)(1u << (cpu % 8));
+		p->pinned = syscall(SYS_sched_setaffinity, 0, sizeof one, one) == 0;
+	}
 	p->pid = (int)pid;
 	p->pidfd = pidfd;
 	p->uid = uid;

@@ -3,6 +3,9 @@
 #ifndef RLJAIL_PRESTART_H
 #define RLJAIL_PRESTART_H
 
+// The CPU sets the stage reads and sets: 1024 CPUs, as Go's unix.CPUSet.
+#define RLJAIL_CPUSET_BYTES 128
+
 struct rljail_prestart {
 	int ok;            // 1: a first step was started and not yet taken
 	int pid, pidfd;    // the first step
@@ -19,6 +22,12 @@ struct rljail_prestart {
 	// environment entry (rljail_entry_env), which the supervisor drops
 	// from its environment once the runtime has read it.
 	int one_proc;
+	// 1: the entry pinned the supervisor to the CPU it started on, and the
+	// first step keeps off that CPU until the payload starts (prestart.c);
+	// caller_cpus is then the CPU set rljail was started with, for the
+	// supervisor to return to (jail.unpinSupervisor).
+	int pinned;
+	unsigned char caller_cpus[RLJAIL_CPUSET_BYTES];
 };
 
 // The supervisor's timer slack: 1 ms. Go's sysmon thread sleeps 20 us at
