@@ -194,7 +194,7 @@ func TestSupervisorOneP(t *testing.T) {
 // runs: each must be the caller's. (The binary's entry pins the
 // supervisor to one CPU, and the jail's first step off it, for the start
 // only: the payload gets the caller's set back at once, the supervisor
-// after unpinAfter.) A single CPU is left as it is.
+// once it has sent the limits.) A single CPU is left as it is.
 func TestCallerCPUs(t *testing.T) {
 	var all unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
@@ -239,7 +239,7 @@ func TestCallerCPUs(t *testing.T) {
 					p.wait()
 					t.Fatalf("the payload printed nothing: exit %d, stderr %q", p.exit, p.stderr.String())
 				}
-				time.Sleep(200 * time.Millisecond) // past unpinAfter
+				time.Sleep(200 * time.Millisecond) // the supervisor's unpinning is not awaited
 				var wrong []string
 				check := func(what string, pid int) {
 					b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")

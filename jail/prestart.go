@@ -108,9 +108,9 @@ func callerCPUs() (unix.CPUSet, bool) {
 }
 
 // unpinSupervisor puts every thread of this process back on the CPUs
-// rljail was started with, when the binary's entry pinned it (a run that
-// lasts should not keep its supervisor on one CPU). A thread that a thread
-// not yet put back starts meanwhile may stay pinned; nothing depends on it.
+// rljail was started with, when the binary's entry pinned it for the
+// start. A thread that a thread not yet put back starts meanwhile may stay
+// pinned; nothing depends on it.
 func unpinSupervisor() {
 	set, ok := callerCPUs()
 	if !ok {

@@ -164,6 +164,8 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		j.abort()
 		return setupFailed(ExitSetupError, err)
 	}
+	// The start is placed; the run is not (stage/prestart.c).
+	unpinSupervisor()
 	return j.wait(ctx, &spec, start, res, lim)
 }
 
@@ -709,10 +711,6 @@ func (j *jailRun) kill() {
 	})
 }
 
-// unpinAfter is how long into a run the supervisor stays on the CPU it
-// started on (unpinSupervisor): a start takes a few milliseconds.
-const unpinAfter = 50 * time.Millisecond
-
 // wait pumps the jail's standard streams, enforces the kill timer, and
 // collects the result.
 func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Result, lim *jailLimits) (Result, error) {
@@ -721,10 +719,6 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 			unix.Close(j.pidfd)
 		}
 	}()
-	// A run that lasts gets its supervisor off the one CPU the binary's
-	// entry pinned it to for the start (stage/prestart.c).
-	unpin := time.AfterFunc(unpinAfter, unpinSupervisor)
-	defer unpin.Stop()
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(time.Until(start.Add(spec.Timeout)), func() {
 		close(timedOut)

@@ -105,6 +105,7 @@ int symlinkat(const char *t, int dfd, const char *p) { return (int)S3(SYS_symlin
 int pipe2(int fds[2], int flags) { return (int)S2(SYS_pipe2, fds, flags); }
 int poll(struct pollfd *f, nfds_t n, int ms) { return (int)S3(SYS_poll, f, n, ms); }
 int socket(int d, int t, int p) { return (int)S3(SYS_socket, d, t, p); }
+int bind(int fd, const struct sockaddr *a, socklen_t l) { return (int)S3(SYS_bind, fd, a, l); }
 int socketpair(int d, int t, int p, int sv[2]) { return (int)S4(SYS_socketpair, d, t, p, sv); }
 int statfs(const char *p, struct statfs *st) { return (int)S2(SYS_statfs, p, st); }
 ssize_t recvmsg(int fd, struct msghdr *m, int fl) { return S3(SYS_recvmsg, fd, m, fl); }
