@@ -242,14 +242,8 @@ func TestCallerCPUs(t *testing.T) {
 				time.Sleep(200 * time.Millisecond) // the supervisor's unpinning is not awaited
 				var wrong []string
 				check := func(what string, pid int) {
-					b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-					if err != nil {
-						return // ended
-					}
-					for _, l := range strings.Split(string(b), "\n") {
-						if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok && strings.TrimSpace(v) != wantList {
-							wrong = append(wrong, what+" "+strconv.Itoa(pid)+": "+strings.TrimSpace(v))
-						}
+					if got := cpusAllowed(pid); got != "" && got != wantList {
+						wrong = append(wrong, what+" "+strconv.Itoa(pid)+": "+got)
 					}
 				}
 				sup := p.cmd.Process.Pid
@@ -259,12 +253,22 @@ func TestCallerCPUs(t *testing.T) {
 						check("supervisor thread", tid)
 					}
 				}
-				payloads := 0
+				payloads, guardCPUs := 0, ""
 				for _, d := range descendants(sup) {
 					if strings.HasPrefix(d.cmdline, "python3") {
 						payloads++
 						check("payload", d.pid)
 					}
+					if strings.HasPrefix(d.cmdline, "rljail-guard") {
+						guardCPUs = cpusAllowed(d.pid)
+					}
+				}
+				// The guard, the jail's first step, stays off the
+				// supervisor's CPU: that the start was placed at all
+				// (no other rljail of this user starts meanwhile: this
+				// test runs alone).
+				if len(set) > 1 && (guardCPUs == "" || guardCPUs == wantList) {
+					t.Errorf("the jail's first step (the guard) runs on CPUs %q, want a part of %s: the start was not placed", guardCPUs, wantList)
 				}
 				w.Close()
 				p.wait()
@@ -280,6 +284,20 @@ func TestCallerCPUs(t *testing.T) {
 			})
 		}
 	}
+}
+
+// cpusAllowed is the Cpus_allowed_list of pid, or "" when it has ended.
+func cpusAllowed(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // cpuListOf words sorted CPU numbers as /proc's Cpus_allowed_list does
