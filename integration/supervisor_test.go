@@ -95,15 +95,8 @@ func TestTimerSlack(t *testing.T) {
 	const callerSlack = 123457
 	for _, m := range bothModes {
 		t.Run(string(m), func(t *testing.T) {
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
 			// rljail is forked from this thread, and inherits its slack.
-			p := func() *jailProc {
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
+			p, w := startFromThread(t, m, func() func() {
 				own, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
 				if err != nil {
 					t.Fatal(err)
@@ -111,16 +104,8 @@ func TestTimerSlack(t *testing.T) {
 				if err := unix.Prctl(unix.PR_SET_TIMERSLACK, callerSlack, 0, 0, 0); err != nil {
 					t.Fatal(err)
 				}
-				defer func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(own), 0, 0, 0) }()
-				return startJail(t, m, runOpts{stdinFile: r},
-					"--", "python3", "-c", "import sys; print(open('/proc/self/timerslack_ns').read().strip(), flush=True); sys.stdin.read()")
-			}()
-			r.Close()
-			if !p.stdout.waitFor("\n", 10*time.Second) {
-				w.Close()
-				p.wait()
-				t.Fatalf("the payload printed nothing: exit %d, stderr %q", p.exit, p.stderr.String())
-			}
+				return func() { _ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(own), 0, 0, 0) }
+			}, "import sys; print(open('/proc/self/timerslack_ns').read().strip(), flush=True); sys.stdin.read()")
 			tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/task/*")
 			var wrong []string
 			for _, task := range tasks {
@@ -218,27 +203,12 @@ func TestCallerCPUs(t *testing.T) {
 					want.Set(c)
 				}
 				wantList := cpuListOf(set)
-				r, w, err := os.Pipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer w.Close()
-				p := func() *jailProc {
-					runtime.LockOSThread()
-					defer runtime.UnlockOSThread()
+				p, w := startFromThread(t, m, func() func() {
 					if err := unix.SchedSetaffinity(0, &want); err != nil {
 						t.Fatal(err)
 					}
-					defer func() { _ = unix.SchedSetaffinity(0, &all) }()
-					return startJail(t, m, runOpts{stdinFile: r},
-						"--", "python3", "-c", "import os, sys; print(sorted(os.sched_getaffinity(0)), os.getpid(), flush=True); sys.stdin.read()")
-				}()
-				r.Close()
-				if !p.stdout.waitFor("\n", 10*time.Second) {
-					w.Close()
-					p.wait()
-					t.Fatalf("the payload printed nothing: exit %d, stderr %q", p.exit, p.stderr.String())
-				}
+					return func() { _ = unix.SchedSetaffinity(0, &all) }
+				}, "import os, sys; print(sorted(os.sched_getaffinity(0)), os.getpid(), flush=True); sys.stdin.read()")
 				time.Sleep(200 * time.Millisecond) // the supervisor's unpinning is not awaited
 				var wrong []string
 				check := func(what string, pid int) {
@@ -284,6 +254,33 @@ func TestCallerCPUs(t *testing.T) {
 			})
 		}
 	}
+}
+
+// startFromThread starts rljail as mode m with a python3 payload, code,
+// forked from this goroutine's thread after set has changed what a child
+// inherits from it (set returns how to undo that), and waits for the
+// payload's first line. The payload's stdin is a pipe whose write end is
+// returned: it runs until that is closed.
+func startFromThread(t *testing.T, m mode, set func() (undo func()), code string) (*jailProc, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	p := func() *jailProc {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer set()()
+		return startJail(t, m, runOpts{stdinFile: r}, "--", "python3", "-c", code)
+	}()
+	r.Close()
+	if !p.stdout.waitFor("\n", 10*time.Second) {
+		w.Close()
+		p.wait()
+		t.Fatalf("the payload printed nothing: exit %d, stderr %q", p.exit, p.stderr.String())
+	}
+	return p, w
 }
 
 // cpusAllowed is the Cpus_allowed_list of pid, or "" when it has ended.
