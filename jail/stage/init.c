@@ -1146,9 +1146,11 @@ static int init_main(void)
 		die(125, "enter a new cgroup namespace: %s", errstr(errno));
 	int code = 0;
 	char *exe = look_path(c.argv[0], c.envp, &code);
-	// The payload runs on the CPUs rljail was started with.
-	if (caller_cpus_saved && syscall(SYS_sched_setaffinity, 0, sizeof caller_cpus, caller_cpus) < 0)
-		die(125, "give the payload its CPUs back: %s", errstr(errno));
+	// The payload runs on the CPUs rljail was started with. Should the
+	// kernel refuse them now (none of them left in this cpuset), it keeps
+	// the ones it has, a part of them: no reason to fail the run.
+	if (caller_cpus_saved)
+		syscall(SYS_sched_setaffinity, 0, sizeof caller_cpus, caller_cpus);
 	pid_t pid = start_payload(&c, exe);
 	report("{\"started\":true}");
 	serve(pid, sfd);
