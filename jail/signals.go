@@ -52,8 +52,11 @@ const (
 // about 0.4 ms of CPU on every start of a jail, against a few system
 // calls here. The handler replaces the Go runtime's for these signals
 // only, until Stop; os/signal must not watch them meanwhile (it would see
-// nothing). A child the Go runtime forks resets them to their default, as
-// it does for every signal it handled at its start.
+// nothing). A child the Go runtime forks resets them to their default
+// before its exec, as it does for every signal it handled at its start;
+// one that rljail's caller had ignored keeps this handler until the exec,
+// so that a signal in between reaches the pipe twice (the supervisor got
+// it too): a duplicate, never a loss.
 type SignalPipe struct {
 	c    chan os.Signal
 	sigs []syscall.Signal
