@@ -256,6 +256,52 @@ func TestCallerCPUs(t *testing.T) {
 	}
 }
 
+// TestPlacedWhileARunLasts starts a run that lasts and, 0.3 s into it, a
+// second one of the same user: the second start must be placed too (its
+// first step, the guard, off its supervisor's CPU), as a persistent REPL
+// must not keep every later start from being placed (the first run lets
+// go of the start lock 100 ms into its run).
+func TestPlacedWhileARunLasts(t *testing.T) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		t.Fatal(err)
+	}
+	if all.Count() < 2 {
+		t.Fatalf("this host lets the test use %d CPU; it needs two", all.Count())
+	}
+	const code = "import sys; print('up', flush=True); sys.stdin.read()"
+	none := func() func() { return func() {} }
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			first, w1 := startFromThread(t, m, none, code)
+			time.Sleep(300 * time.Millisecond)
+			second, w2 := startFromThread(t, m, none, code)
+			guard := ""
+			for _, d := range descendants(second.cmd.Process.Pid) {
+				if strings.HasPrefix(d.cmdline, "rljail-guard") {
+					guard = cpusAllowed(d.pid)
+				}
+			}
+			w2.Close()
+			second.wait()
+			w1.Close()
+			first.wait()
+			if first.exit != 0 || second.exit != 0 {
+				t.Fatalf("exits %d and %d; stderr %q, %q", first.exit, second.exit, first.stderr.String(), second.stderr.String())
+			}
+			var list []int
+			for i := 0; i < len(all)*64; i++ {
+				if all.IsSet(i) {
+					list = append(list, i)
+				}
+			}
+			if guard == "" || guard == cpuListOf(list) {
+				t.Errorf("the second run's guard runs on CPUs %q, want a part of %s: a start during a lasting run was not placed", guard, cpuListOf(list))
+			}
+		})
+	}
+}
+
 // startFromThread starts rljail as mode m with a python3 payload, code,
 // forked from this goroutine's thread after set has changed what a child
 // inherits from it (set returns how to undo that), and waits for the

@@ -68,6 +68,7 @@ type prestartRec struct {
 	oneProc                                                 int32
 	pinned                                                  int32
 	callerCPUs                                              [128]byte // RLJAIL_CPUSET_BYTES
+	startLock                                               int32
 }
 
 // DropEntryEnv removes from this process's environment the GOMAXPROCS=1
@@ -125,6 +126,18 @@ func unpinSupervisor() {
 			_ = unix.SchedSetaffinity(tid, &set)
 		}
 	}
+}
+
+// releaseStartLock unbinds the name that says a placed run of this user's
+// is under way (stage/prestart.c), so that the next start may be placed
+// while this run goes on; once is enough.
+func releaseStartLock() {
+	rec := (*prestartRec)(prestartRecord())
+	if rec.pinned == 0 || rec.startLock <= 2 {
+		return
+	}
+	unix.Close(int(rec.startLock))
+	rec.startLock = -1
 }
 
 // withCallerThread runs fork on this goroutine's thread with the thread's

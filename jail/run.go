@@ -719,6 +719,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 			unix.Close(j.pidfd)
 		}
 	}()
+	// A run that lasts lets the next start be placed (stage/prestart.c).
+	release := time.AfterFunc(100*time.Millisecond, releaseStartLock)
+	defer release.Stop()
 	timedOut := make(chan struct{})
 	timer := time.AfterFunc(time.Until(start.Add(spec.Timeout)), func() {
 		close(timedOut)

@@ -102,21 +102,25 @@ void rljail_prestart(int argc, char **argv)
 			others |= (unsigned char)(i == (long)(cpu / 8) ? set[i] & ~(1u << (cpu % 8)) : set[i]);
 		spread = others != 0;
 	}
+	int lock = -1;
 	if (spread) {
-		// Only one start of this user's at a time spreads: an abstract
-		// socket name, bound until the supervisor exits, says one is
-		// under way. Runs at once keep the scheduler's choices (placed,
-		// they fill two CPUs worse: 8 at once lost 2-5% of their
-		// throughput, 2 at once 10%), as a run while another user's holds
-		// the name does.
-		int lock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		// Only one run of this user's at a time spreads: an abstract
+		// socket name, bound until the supervisor exits or 100 ms into its
+		// run (jail.releaseStartLock), says one is under way. Runs at once
+		// keep the scheduler's choices (placed, they fill two CPUs worse:
+		// 8 at once lost 2-5% of their throughput, 2 at once 10%), as a
+		// run while another user's holds the name does; a long run (a
+		// persistent REPL) does not keep the next starts from being placed.
+		lock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 		struct sockaddr_un a;
 		memset(&a, 0, sizeof a);
 		a.sun_family = AF_UNIX;
 		int len = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "rljail-start-%d", (int)syscall(SYS_getuid));
 		spread = lock >= 0 && bind(lock, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) == 0;
-		if (!spread && lock >= 0)
+		if (!spread && lock >= 0) {
 			close(lock);
+			lock = -1;
+		}
 	}
 	char avoid[16] = "-";
 	if (spread)
@@ -155,6 +159,7 @@ void rljail_prestart(int argc, char **argv)
 		memset(one, 0, sizeof one);
 		one[cpu / 8] = (unsigned char)(1u << (cpu % 8));
 		p->pinned = syscall(SYS_sched_setaffinity, 0, sizeof one, one) == 0;
+		p->start_lock = lock;
 	}
 	p->pid = (int)pid;
 	p->pidfd = pidfd;

@@ -28,6 +28,9 @@ struct rljail_prestart {
 	// supervisor to return to (jail.unpinSupervisor).
 	int pinned;
 	unsigned char caller_cpus[RLJAIL_CPUSET_BYTES];
+	// With pinned: the descriptor of the bound abstract socket that says
+	// a placed run of this user's is under way (prestart.c).
+	int start_lock;
 };
 
 // The supervisor's timer slack: 1 ms. Go's sysmon thread sleeps 20 us at
