@@ -133,7 +133,7 @@ func unpinSupervisor() {
 // while this run goes on; once is enough.
 func releaseStartLock() {
 	rec := (*prestartRec)(prestartRecord())
-	if rec.pinned == 0 || rec.startLock <= 2 {
+	if rec.startLock <= 2 { // none: -1, or 0 in a record no entry filled
 		return
 	}
 	unix.Close(int(rec.startLock))

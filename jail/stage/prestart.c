@@ -147,6 +147,8 @@ void rljail_prestart(int argc, char **argv)
 	}
 	if (pid < 0) {
 		close_all(&fd[0][0], 2 * NPAIRS);
+		if (lock >= 0)
+			close(lock);
 		return;
 	}
 	int child_ends[] = {fd[IN][0], fd[OUT][1], fd[ERR][1], fd[CTL][1], fd[STATUS][1], fd[NOTIFY][1], fd[GUARD][0]};
@@ -159,8 +161,8 @@ void rljail_prestart(int argc, char **argv)
 		memset(one, 0, sizeof one);
 		one[cpu / 8] = (unsigned char)(1u << (cpu % 8));
 		p->pinned = syscall(SYS_sched_setaffinity, 0, sizeof one, one) == 0;
-		p->start_lock = lock;
 	}
+	p->start_lock = lock;
 	p->pid = (int)pid;
 	p->pidfd = pidfd;
 	p->uid = uid;

@@ -28,8 +28,8 @@ struct rljail_prestart {
 	// supervisor to return to (jail.unpinSupervisor).
 	int pinned;
 	unsigned char caller_cpus[RLJAIL_CPUSET_BYTES];
-	// With pinned: the descriptor of the bound abstract socket that says
-	// a placed run of this user's is under way (prestart.c).
+	// The descriptor of the bound abstract socket that says a placed run
+	// of this user's is under way (prestart.c), or -1.
 	int start_lock;
 };
 
