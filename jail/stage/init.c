@@ -1063,11 +1063,8 @@ static void keep_off_cpu(const char *avoid)
 	if (cpu / 8 >= sizeof set || syscall(SYS_sched_getaffinity, 0, sizeof set, set) <= 0)
 		return;
 	memcpy(caller_cpus, set, sizeof set);
-	set[cpu / 8] &= (unsigned char)~(1u << (cpu % 8));
-	int left = 0;
-	for (size_t i = 0; i < sizeof set; i++)
-		left |= set[i];
-	if (left && syscall(SYS_sched_setaffinity, 0, sizeof set, set) == 0)
+	unsigned char others[RLJAIL_CPUSET_BYTES];
+	if (rljail_cpuset_without(others, set, cpu) && syscall(SYS_sched_setaffinity, 0, sizeof others, others) == 0)
 		caller_cpus_saved = 1;
 }
 

@@ -95,22 +95,17 @@ void rljail_prestart(int argc, char **argv)
 	long setlen = syscall(SYS_sched_getaffinity, 0, sizeof set, set);
 	int spread = setlen > 0 && syscall(SYS_getcpu, &cpu, 0, 0) == 0 && cpu / 8 < (unsigned long)setlen &&
 		     (set[cpu / 8] >> (cpu % 8) & 1);
-	if (spread) {
-		// Another CPU than this one is allowed.
-		unsigned char others = 0;
-		for (long i = 0; i < setlen; i++)
-			others |= (unsigned char)(i == (long)(cpu / 8) ? set[i] & ~(1u << (cpu % 8)) : set[i]);
-		spread = others != 0;
-	}
+	unsigned char others[RLJAIL_CPUSET_BYTES];
+	spread = spread && rljail_cpuset_without(others, set, cpu); // another CPU is allowed
 	int lock = -1;
 	if (spread) {
 		// Only one run of this user's at a time spreads: an abstract
 		// socket name, bound until the supervisor exits or 100 ms into its
 		// run (jail.releaseStartLock), says one is under way. Runs at once
-		// keep the scheduler's choices (placed, they fill two CPUs worse:
-		// 8 at once lost 2-5% of their throughput, 2 at once 10%), as a
-		// run while another user's holds the name does; a long run (a
-		// persistent REPL) does not keep the next starts from being placed.
+		// are left to the scheduler (placed, they filled two CPUs worse:
+		// 8 at once lost 2-5% of their throughput, 2 at once 10%); a long
+		// run (a persistent REPL) does not keep later starts from being
+		// placed.
 		lock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 		struct sockaddr_un a;
 		memset(&a, 0, sizeof a);

@@ -6,6 +6,18 @@
 // The CPU sets the stage reads and sets: 1024 CPUs, as Go's unix.CPUSet.
 #define RLJAIL_CPUSET_BYTES 128
 
+// rljail_cpuset_without copies the CPU set set into out, without cpu
+// (below RLJAIL_CPUSET_BYTES * 8), and reports whether any CPU is left.
+static inline int rljail_cpuset_without(unsigned char *out, const unsigned char *set, unsigned long cpu)
+{
+	int left = 0;
+	for (unsigned long i = 0; i < RLJAIL_CPUSET_BYTES; i++) {
+		out[i] = (unsigned char)(i == cpu / 8 ? set[i] & ~(1u << (cpu % 8)) : set[i]);
+		left |= out[i];
+	}
+	return left != 0;
+}
+
 struct rljail_prestart {
 	int ok;            // 1: a first step was started and not yet taken
 	int pid, pidfd;    // the first step
