@@ -51,12 +51,13 @@ func BenchmarkStartup(b *testing.B) {
 	cmds := map[string][]string{
 		"bare":        {rootfsDir + "/usr/bin/python3", "-c", "pass"},
 		"bwrap":       append(append([]string(nil), bwrapArgs...), "/usr/bin/python3", "-c", "pass"),
-		"rljail":      {bin, "-q", "--rootfs", rootfsDir, "--result", result, "--", "python3", "-c", "pass"},
+		"rljail":      {bin, "-q", "--rootfs", rootfsDir, "--", "python3", "-c", "pass"},
+		"rljail-rep":  {bin, "-q", "--rootfs", rootfsDir, "--result", result, "--", "python3", "-c", "pass"},
 		"bare-true":   {"/usr/bin/true"},
 		"bwrap-true":  append(append(append([]string(nil), bwrapArgs...), trueArgs...), "/opt/true"),
 		"rljail-true": {bin, "-q", "--rootfs", rootfsDir, "-v", "/usr/bin/true:/opt/true", "--", "/opt/true"},
 	}
-	order := []string{"bare", "bwrap", "rljail", "bare-true", "bwrap-true", "rljail-true"}
+	order := []string{"bare", "bwrap", "rljail", "rljail-rep", "bare-true", "bwrap-true", "rljail-true"}
 	run := func(argv []string) (time.Duration, int64) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = work

@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -184,6 +186,85 @@ func TestAuditLogUnwritableStopsTheRun(t *testing.T) {
 					t.Errorf("%s: the command ran (it wrote /out/ran) although the audit log cannot be opened; stdout %q", what, stdout)
 				}
 			}
+		})
+	}
+}
+
+// TestResultFileReused runs twice with a --result file that holds an
+// earlier report (longer than a new one, over several blocks): while the
+// run lasts, and after rljail is killed, the file must hold no report (a
+// reader must not take the old one for this run's); after a normal end it
+// must hold exactly the new report and nothing after it, in the same file
+// (its inode, and so its links and owner, kept).
+func TestResultFileReused(t *testing.T) {
+	t.Parallel()
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			p := filepath.Join(newOpenDir(t), "r.json")
+			stale := randomToken("stale-report-")
+			plant := func() uint64 {
+				t.Helper()
+				old := `{"status":"ok","exit_code":0,"run_id":"` + stale + `","padding":"` + strings.Repeat("x", 20000) + `"}` + "\n"
+				writeFile(t, p, old, 0o666)
+				if err := os.Chmod(p, 0o666); err != nil {
+					t.Fatal(err)
+				}
+				var st syscall.Stat_t
+				if err := syscall.Stat(p, &st); err != nil {
+					t.Fatal(err)
+				}
+				return st.Ino
+			}
+			noReport := func(when string) {
+				t.Helper()
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatalf("%s: read %s: %v", when, p, err)
+				}
+				if s := strings.TrimSpace(string(b)); s != "" {
+					t.Errorf("%s: the --result file holds %d bytes (%.80q...), want no report", when, len(s), s)
+				}
+			}
+			code := "import sys, time; print('started', flush=True); time.sleep(%s)"
+
+			// 1. A run that ends normally.
+			ino := plant()
+			j := startJail(t, m, runOpts{noResult: true}, "--result", p, "--", "python3", "-c", fmt.Sprintf(code, "0.7"))
+			if !j.stdout.waitFor("started", 20*time.Second) {
+				t.Fatalf("%s: the payload did not start: %q", j, j.stderr.String())
+			}
+			noReport("while the run lasts")
+			j.wait()
+			if j.exit != 0 {
+				t.Fatalf("%s: exit %d, stderr %q", j, j.exit, j.stderr.String())
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r map[string]any
+			if err := json.Unmarshal(b, &r); err != nil { // fails on anything after the object
+				t.Fatalf("the --result file is not one JSON object: %v: %.200q", err, b)
+			}
+			if strings.Contains(string(b), stale) || !strings.HasSuffix(string(b), "}\n") || strings.Count(string(b), "\n") != 1 {
+				t.Errorf("the --result file is not exactly the new report and a newline: %.300q", b)
+			}
+			checkResult(t, "reused --result file", r, "ok", 0)
+			var st syscall.Stat_t
+			if err := syscall.Stat(p, &st); err != nil || st.Ino != ino {
+				t.Errorf("the --result file was replaced (inode %d, was %d; %v), want it written in place", st.Ino, ino, err)
+			}
+
+			// 2. A run whose rljail is killed.
+			plant()
+			j = startJail(t, m, runOpts{noResult: true}, "--result", p, "--", "python3", "-c", fmt.Sprintf(code, "30"))
+			if !j.stdout.waitFor("started", 20*time.Second) {
+				t.Fatalf("%s: the payload did not start: %q", j, j.stderr.String())
+			}
+			_ = j.cmd.Process.Kill()
+			j.wait()
+			noReport("after rljail was killed")
 		})
 	}
 }
