@@ -1051,8 +1051,10 @@ static int caller_cpus_saved;
 
 // keep_off_cpu moves the first step, and so the init it clones, off the
 // CPU the supervisor is pinned to (prestart.c says why): avoid is that
-// CPU's number, or "-" for none. The first step's own set, inherited
-// before the supervisor pinned itself, is the caller's.
+// CPU's number, or "-" for none. The first step's own set is the
+// caller's, inherited by fork, or the caller's without that CPU if the
+// entry has moved it off already; the caller's set holds the CPU either
+// way (the entry passes it only then).
 static void keep_off_cpu(const char *avoid)
 {
 	if (avoid[0] < '0' || avoid[0] > '9')
@@ -1062,6 +1064,7 @@ static void keep_off_cpu(const char *avoid)
 	memset(set, 0, sizeof set);
 	if (cpu / 8 >= sizeof set || syscall(SYS_sched_getaffinity, 0, sizeof set, set) <= 0)
 		return;
+	set[cpu / 8] |= (unsigned char)(1u << (cpu % 8));
 	memcpy(caller_cpus, set, sizeof set);
 	unsigned char others[RLJAIL_CPUSET_BYTES];
 	if (rljail_cpuset_without(others, set, cpu) && syscall(SYS_sched_setaffinity, 0, sizeof others, others) == 0)

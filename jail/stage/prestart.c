@@ -150,6 +150,10 @@ void rljail_prestart(int argc, char **argv)
 	close_all(child_ends, 7);
 	struct rljail_prestart *p = &rljail_prestarted;
 	if (spread) {
+		// The first step off this CPU now, rather than when it first runs:
+		// forked, it waits on this CPU's queue behind this process
+		// (keep_off_cpu then finds the caller's set without cpu).
+		syscall(SYS_sched_setaffinity, (int)pid, sizeof others, others);
 		// Every thread the Go runtime starts inherits this.
 		memcpy(p->caller_cpus, set, sizeof set);
 		unsigned char one[RLJAIL_CPUSET_BYTES];
