@@ -2,6 +2,7 @@ package jail
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -69,5 +70,32 @@ func TestEncode(t *testing.T) {
 				t.Errorf("records %v %q, want %v %q", tags, fields, tt.wantTags, tt.wantFields)
 			}
 		})
+	}
+}
+
+// TestParseInitMessage holds parseInitMessage to encoding/json: the lines
+// it reads itself must give what json.Unmarshal gives, and every other
+// line must go to json.Unmarshal (a near miss of a routine line too).
+func TestParseInitMessage(t *testing.T) {
+	for _, line := range []string{
+		`{"started":true}`,
+		`{"exited":true,"code":0}`, `{"exited":true,"code":1}`, `{"exited":true,"code":255}`,
+		`{"exited":true,"signal":9}`, `{"exited":true,"signal":31}`, `{"exited":true,"signal":64}`,
+		// Near misses: encoding/json decides.
+		`{"exited":true,"code":007}`, `{"exited":true,"code":-1}`, `{"exited":true,"code":256}`,
+		`{"exited":true,"code":}`, `{"exited":true,"code":1 }`, `{"exited":true,"code":1}x`,
+		`{"exited":true,"code":1,"signal":2}`, `{"exited":false,"code":3}`, `{"started":true }`,
+		`{"exited":true,"signal":99999999999999999999}`,
+		// The rest.
+		`{"warning":"/usr is mounted as a plain bind: \"quoted\" \u00e9"}`,
+		`{"error":"cannot run python4: No such file or directory","exit_code":127}`,
+		`{"exited":true}`, `{}`, `not json`, ``,
+	} {
+		var want initMessage
+		wantErr := json.Unmarshal([]byte(line), &want)
+		got, err := parseInitMessage([]byte(line))
+		if (err == nil) != (wantErr == nil) || got != want {
+			t.Errorf("parseInitMessage(%q) = %+v, %v; encoding/json gives %+v, %v", line, got, err, want, wantErr)
+		}
 	}
 }

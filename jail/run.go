@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -555,8 +554,7 @@ func (j *jailRun) firstStepError() string {
 	defer func() { _ = j.statusR.SetReadDeadline(time.Time{}) }()
 	sc := bufio.NewScanner(j.statusR)
 	for sc.Scan() {
-		var m initMessage
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Error != "" {
+		if m, err := parseInitMessage(sc.Bytes()); err == nil && m.Error != "" {
 			return m.Error
 		}
 	}
@@ -781,8 +779,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		var got []initMessage
 		sc := bufio.NewScanner(j.statusR)
 		for sc.Scan() {
-			var m initMessage
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
+			if m, err := parseInitMessage(sc.Bytes()); err == nil {
 				if m.Warning != "" && spec.Warn != nil {
 					spec.Warn(m.Warning)
 				}
