@@ -97,7 +97,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 
 	// Files named by flags are opened before anything runs: a report or log
 	// that cannot be written stops the run (exit 125).
-	var resultFiles []*os.File
+	// The report goes to --result's file (ours: cut to its length) and to
+	// --result-fd's descriptor (the caller's: written as it stands).
+	var resultFiles []reportFile
 	createdResult := ""
 	if p := c.String("result"); p != "" {
 		_, statErr := os.Lstat(p)
@@ -109,7 +111,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		if statErr != nil {
 			createdResult = p // ours to remove if it cannot be written
 		}
-		resultFiles = append(resultFiles, f)
+		resultFiles = append(resultFiles, reportFile{f, true})
 	}
 	if fd := c.Int("result-fd"); fd >= 0 {
 		if fd <= 2 {
@@ -119,9 +121,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		if err := unix.Fstat(fd, &st); err != nil {
 			return setupError("--result-fd %d: %v", fd, err)
 		}
-		f := os.NewFile(uintptr(fd), resultFDName)
+		f := os.NewFile(uintptr(fd), "result-fd")
 		defer f.Close()
-		resultFiles = append(resultFiles, f)
+		resultFiles = append(resultFiles, reportFile{f, false})
 	}
 	var audit *os.File
 	if p := c.String("audit-log"); p != "" {
@@ -179,8 +181,8 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, "rljail: "+summary(res))
 	}
 	for _, f := range resultFiles {
-		if werr := writeReport(f, res); werr != nil && err == nil {
-			if createdResult != "" && f.Name() == createdResult {
+		if werr := f.write(res); werr != nil && err == nil {
+			if createdResult != "" && f.ours {
 				_ = os.Remove(createdResult) // no empty report left behind
 			}
 			return setupError("write the result report: %v", werr)
@@ -200,10 +202,6 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	return nil
 }
-
-// resultFDName names --result-fd's file: what is written there is the
-// caller's to place, so it is never cut.
-const resultFDName = "result-fd"
 
 func setupError(format string, a ...any) error {
 	return &exitError{code: jail.ExitSetupError, msg: oneLine(fmt.Sprintf(format, a...))}
@@ -235,9 +233,17 @@ func openReport(p string) (*os.File, error) {
 	return f, nil
 }
 
-// writeReport writes the run's report to a file of openReport's, or to
-// --result-fd's descriptor.
-func writeReport(f *os.File, res jail.Result) error {
+// reportFile is where the report goes: --result's file, which openReport
+// opened (ours), or --result-fd's descriptor.
+type reportFile struct {
+	*os.File
+	ours bool
+}
+
+// write writes the run's report, one JSON line. Ours, a regular file is
+// then cut to the report's length, should anything have been written to
+// it meanwhile.
+func (f reportFile) write(res jail.Result) error {
 	b, err := res.AppendJSON(make([]byte, 0, 1024))
 	if err != nil {
 		return err
@@ -246,7 +252,7 @@ func writeReport(f *os.File, res jail.Result) error {
 	if _, err := f.Write(b); err != nil {
 		return err
 	}
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && f.Name() != resultFDName && st.Size() > int64(len(b)) {
+	if st, err := f.Stat(); err == nil && f.ours && st.Mode().IsRegular() && st.Size() > int64(len(b)) {
 		return f.Truncate(int64(len(b)))
 	}
 	return nil
