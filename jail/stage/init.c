@@ -1064,10 +1064,12 @@ static void keep_off_cpu(const char *avoid)
 	memset(set, 0, sizeof set);
 	if (cpu / 8 >= sizeof set || syscall(SYS_sched_getaffinity, 0, sizeof set, set) <= 0)
 		return;
-	set[cpu / 8] |= (unsigned char)(1u << (cpu % 8));
+	unsigned char bit = (unsigned char)(1u << (cpu % 8));
+	int off = !(set[cpu / 8] & bit); // moved off by the entry already
+	set[cpu / 8] |= bit;
 	memcpy(caller_cpus, set, sizeof set);
 	unsigned char others[RLJAIL_CPUSET_BYTES];
-	if (rljail_cpuset_without(others, set, cpu) && syscall(SYS_sched_setaffinity, 0, sizeof others, others) == 0)
+	if (rljail_cpuset_without(others, set, cpu) && (off || syscall(SYS_sched_setaffinity, 0, sizeof others, others) == 0))
 		caller_cpus_saved = 1;
 }
 
