@@ -106,8 +106,9 @@ type Options struct {
 	// (package jail provides it). nil: no overlayfs item.
 	ProbeOverlay func() error
 	// Rootfs returns the rootfs status on one line ("python 3.11.2 at
-	// /var/lib/rljail/rootfs/python") or why it is not usable. A missing
-	// rootfs is not fatal: the first run builds it. nil: no rootfs item.
+	// /var/lib/rljail/rootfs/python") or why a run would refuse it (fatal).
+	// An error that wraps ErrFirstRunBuilds is not fatal: rljail's default
+	// place is empty, and the first run builds it. nil: no rootfs item.
 	Rootfs func() (string, error)
 	// Limits returns what a run with the default limits would get: one
 	// line saying where its cgroup goes and what enforces each limit, and
@@ -173,15 +174,19 @@ func checkRootfs(status func() (string, error)) Item {
 	return rootfsItem(s, err)
 }
 
-// rootfsItem turns the rootfs status into an item. A missing or broken
-// rootfs is a warning: a run builds it on first use.
+// ErrFirstRunBuilds marks a rootfs that is missing where a run builds it
+// on first use (rljail's default place): a warning, not a failure.
+var ErrFirstRunBuilds = errors.New("the first run builds it")
+
+// rootfsItem turns the rootfs status into an item. A rootfs the first run
+// builds is a warning; one a run refuses (a named directory that holds
+// none, a broken tree) is fatal.
 func rootfsItem(status string, err error) Item {
-	if err != nil {
-		return Item{
-			Name:   "rootfs",
-			Detail: oneLine(err.Error()) + " (the first run builds it)",
-			Fix:    "rljail rootfs build",
-		}
+	switch {
+	case errors.Is(err, ErrFirstRunBuilds):
+		return Item{Name: "rootfs", Detail: oneLine(err.Error()), Fix: "rljail rootfs build"}
+	case err != nil:
+		return Item{Name: "rootfs", Detail: oneLine(err.Error()), Fatal: true, Fix: "rljail rootfs build (with --rootfs DIR, or RLJAIL_ROOTFS, for a directory of your choice)"}
 	}
 	return Item{Name: "rootfs", OK: true, Detail: oneLine(status)}
 }

@@ -3,6 +3,7 @@ package hostcheck
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -86,18 +87,22 @@ func TestRootfsItem(t *testing.T) {
 		status     string
 		err        error
 		wantOK     bool
+		wantFatal  bool
 		wantDetail string
 		wantFix    string
 	}{
-		{"present", "python 3.11.2 at /var/lib/rljail/rootfs/python", nil, true, "python 3.11.2 at /var/lib/rljail/rootfs/python", ""},
-		{"missing", "", errors.New("no rootfs at /var/lib/rljail/rootfs/python"), false, "no rootfs at /var/lib/rljail/rootfs/python (the first run builds it)", "rljail rootfs build"},
-		{"multi-line error", "", errors.New("broken:\nno python3"), false, "broken:; no python3 (the first run builds it)", "rljail rootfs build"},
+		{"present", "python 3.11.2 at /var/lib/rljail/rootfs/python", nil, true, false, "python 3.11.2 at /var/lib/rljail/rootfs/python", ""},
+		{"missing at the default place", "", fmt.Errorf("no Python rootfs at /var/lib/rljail/rootfs/python yet: %w", ErrFirstRunBuilds), false, false,
+			"no Python rootfs at /var/lib/rljail/rootfs/python yet: the first run builds it", "rljail rootfs build"},
+		{"named and missing", "", errors.New("no Python rootfs at /srv/py (given by --rootfs)"), false, true,
+			"no Python rootfs at /srv/py (given by --rootfs)", "rljail rootfs build (with --rootfs DIR, or RLJAIL_ROOTFS, for a directory of your choice)"},
+		{"multi-line error", "", errors.New("broken:\nno python3"), false, true, "broken:; no python3", "rljail rootfs build (with --rootfs DIR, or RLJAIL_ROOTFS, for a directory of your choice)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			it := rootfsItem(tt.status, tt.err)
-			if it.Name != "rootfs" || it.OK != tt.wantOK || it.Fatal || it.Detail != tt.wantDetail || it.Fix != tt.wantFix {
-				t.Errorf("rootfsItem = %+v, want ok=%v fatal=false detail=%q fix=%q", it, tt.wantOK, tt.wantDetail, tt.wantFix)
+			if it.Name != "rootfs" || it.OK != tt.wantOK || it.Fatal != tt.wantFatal || it.Detail != tt.wantDetail || it.Fix != tt.wantFix {
+				t.Errorf("rootfsItem = %+v, want ok=%v fatal=%v detail=%q fix=%q", it, tt.wantOK, tt.wantFatal, tt.wantDetail, tt.wantFix)
 			}
 		})
 	}

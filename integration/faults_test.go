@@ -238,12 +238,18 @@ func faultPayload(env faultEnv) []string {
 // faultRun runs rljail (with its own --rootfs when rootfs is set) in dir.
 func faultRun(t *testing.T, m mode, dir string, env faultEnv, args ...string) faultOutcome {
 	t.Helper()
+	return faultRunEnv(t, m, dir, env, nil, args...)
+}
+
+// faultRunEnv is faultRun with more environment variables.
+func faultRunEnv(t *testing.T, m mode, dir string, env faultEnv, extraEnv []string, args ...string) faultOutcome {
+	t.Helper()
 	cmd := exec.Command(testBin, args...)
 	cmd.Dir = dir
 	if dir == "" {
 		cmd.Dir = newDir(t)
 	}
-	cmd.Env = append(modeEnv(m), "TMPDIR="+env.privTmp)
+	cmd.Env = append(append(modeEnv(m), "TMPDIR="+env.privTmp), extraEnv...)
 	stdout, stderr, exit := attackExec(t, m, cmd)
 	return faultOutcome{stdout: stdout, stderr: stderr, exit: exit, what: "rljail " + shellQuote(args)}
 }
@@ -290,12 +296,69 @@ func faultEntries(dir string) []string {
 
 var faultCases = []faultCase{
 	{name: "missing_rootfs_unbuildable", run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
-		// Missing where it can be built, a rootfs is built on first use
-		// (README); here it cannot be: the directory is on a read-only fs.
+		// A named directory that holds no rootfs is refused, never built
+		// (only rljail's default place is built on first use): here it is
+		// also on a read-only fs.
 		ro := faultMountTmpfs(t, "ro,size=1m,mode=0755")
 		o := faultRun(t, m, "", env, append([]string{"--rootfs", filepath.Join(ro, "python")}, faultPayload(env)...)...)
 		if e := faultEntries(ro); len(e) > 0 {
 			t.Errorf("entries appeared on the read-only fs: %v", e)
+		}
+		return o
+	}},
+	{name: "missing_rootfs_named", run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
+		// A typo in --rootfs: one line that says how to build one there,
+		// no build, nothing created (not the directory, not its parents,
+		// not a build lock).
+		parent := newOpenDir(t)
+		rf := filepath.Join(parent, "typo", "python")
+		o := faultRun(t, m, "", env, append([]string{"--rootfs", rf}, faultPayload(env)...)...)
+		if e := faultEntries(parent); len(e) > 0 {
+			t.Errorf("rljail created %v in %s for a missing --rootfs", e, parent)
+		}
+		if strings.Contains(o.stderr, "building it") {
+			t.Errorf("rljail started a build for a --rootfs that does not exist: %q", o.stderr)
+		}
+		if !strings.Contains(o.stderr, rf) || !strings.Contains(o.stderr, "rljail rootfs build --rootfs "+rf) {
+			t.Errorf("the error line does not name %s and how to build it there: %q", rf, o.stderr)
+		}
+		return o
+	}},
+	{name: "missing_rootfs_env", run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
+		parent := newOpenDir(t)
+		rf := filepath.Join(parent, "typo", "python")
+		o := faultRunEnv(t, m, "", env, []string{"RLJAIL_ROOTFS=" + rf}, faultPayload(env)...)
+		if e := faultEntries(parent); len(e) > 0 {
+			t.Errorf("rljail created %v in %s for a missing RLJAIL_ROOTFS", e, parent)
+		}
+		if !strings.Contains(o.stderr, rf) || !strings.Contains(o.stderr, "RLJAIL_ROOTFS") {
+			t.Errorf("the error line does not name %s and RLJAIL_ROOTFS: %q", rf, o.stderr)
+		}
+		return o
+	}},
+	{name: "empty_rootfs_named", run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
+		parent := newOpenDir(t)
+		rf := filepath.Join(parent, "python")
+		if err := os.Mkdir(rf, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		o := faultRun(t, m, "", env, append([]string{"--rootfs", rf}, faultPayload(env)...)...)
+		if e := faultEntries(rf); len(e) > 0 {
+			t.Errorf("rljail wrote %v into the empty --rootfs", e)
+		}
+		if e := faultEntries(parent); len(e) != 1 {
+			t.Errorf("rljail created entries beside the empty --rootfs: %v", e)
+		}
+		return o
+	}},
+	{name: "rootfs_is_a_file", run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
+		rf := filepath.Join(newOpenDir(t), "python")
+		if err := os.WriteFile(rf, []byte("not a rootfs"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o := faultRun(t, m, "", env, append([]string{"--rootfs", rf}, faultPayload(env)...)...)
+		if strings.Contains(o.stderr, "building it") {
+			t.Errorf("rljail announced a build into a file: %q", o.stderr)
 		}
 		return o
 	}},
@@ -400,14 +463,22 @@ var faultCases = []faultCase{
 		}
 		return o
 	}},
-	{name: "full_disk_rootfs_build_on_first_run", modes: rootOnly, run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
-		full := faultMountTmpfs(t, "size=10m,mode=0755")
-		o := faultRun(t, m, "", env, append([]string{"--quiet", "--rootfs", filepath.Join(full, "python")}, faultPayload(env)...)...)
-		for _, e := range faultEntries(full) {
+	{name: "full_disk_rootfs_build_on_first_run", modes: []mode{asRootless}, run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
+		// The first run builds the rootfs at the default place (here the
+		// rootless user's $XDG_DATA_HOME/rljail/rootfs/python), on a disk
+		// too small for it.
+		full := faultMountTmpfs(t, "size=10m,mode=0777")
+		o := faultRunEnv(t, m, "", env, []string{"XDG_DATA_HOME=" + full}, append([]string{"--quiet"}, faultPayload(env)...)...)
+		o.payloadMayRun = false
+		left := faultEntries(filepath.Join(full, "rljail", "rootfs"))
+		for _, e := range left {
 			if e == ".python.lock" {
 				continue
 			}
-			t.Errorf("left in the full tmpfs: %s", e)
+			t.Errorf("left in the full tmpfs: rljail/rootfs/%s", e)
+		}
+		if len(left) == 0 {
+			t.Errorf("no build was tried at the default place %s (no lock file): %q", filepath.Join(full, "rljail", "rootfs", "python"), o.stderr)
 		}
 		return o
 	}},

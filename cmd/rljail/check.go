@@ -9,7 +9,6 @@ import (
 	"github.com/rljail/rljail/cgroup"
 	"github.com/rljail/rljail/hostcheck"
 	"github.com/rljail/rljail/jail"
-	"github.com/rljail/rljail/rootfs"
 )
 
 func checkCommand() *cli.Command {
@@ -39,13 +38,16 @@ func checkCommand() *cli.Command {
 						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime]), fallbacks, nil
 				},
 				Rootfs: func() (string, error) {
-					dir, err := rootfsDir(flag)
+					dir, namedBy, err := locateRootfs(flag)
 					if err != nil {
 						return "", err
 					}
-					m, err := rootfs.Check(dir)
+					m, build, err := rootfsVerdict(dir, namedBy)
 					if err != nil {
 						return "", err
+					}
+					if build {
+						return "", fmt.Errorf("no Python rootfs at %s yet: %w", dir, hostcheck.ErrFirstRunBuilds)
 					}
 					return fmt.Sprintf("Python %s at %s (%d files, %.1f MB)", m.PythonVersion, dir, m.Files, float64(m.SizeBytes)/1e6), nil
 				},

@@ -84,35 +84,77 @@ func rootfsCommand() *cli.Command {
 // rootfsDir picks the rootfs: the flag, else RLJAIL_ROOTFS, else the
 // default place (rootfs.DefaultDir reads RLJAIL_ROOTFS too).
 func rootfsDir(flag string) (string, error) {
-	if flag != "" {
-		return filepath.Abs(flag)
+	dir, _, err := locateRootfs(flag)
+	return dir, err
+}
+
+// locateRootfs is rootfsDir, and also says who named the directory:
+// "--rootfs", "RLJAIL_ROOTFS", or "" for rljail's default place.
+func locateRootfs(flag string) (dir, namedBy string, err error) {
+	switch {
+	case flag != "":
+		dir, err = filepath.Abs(flag)
+		return dir, "--rootfs", err
+	case os.Getenv("RLJAIL_ROOTFS") != "":
+		dir, err = rootfs.DefaultDir()
+		return dir, "RLJAIL_ROOTFS", err
 	}
-	return rootfs.DefaultDir()
+	dir, err = rootfs.DefaultDir()
+	return dir, "", err
+}
+
+// rootfsVerdict says what a run would do with the rootfs: use it (the
+// manifest), build it first (build), or refuse it (err, one line with the
+// fix). Only rljail's default place is built on first use: a directory
+// the user named (--rootfs, RLJAIL_ROOTFS) that holds no rootfs is a
+// mistake to report, not a place to fill with 50 MB (a typo would create
+// directories anywhere the user may write).
+func rootfsVerdict(dir, namedBy string) (m rootfs.Manifest, build bool, err error) {
+	m, checkErr := rootfs.Check(dir)
+	if checkErr == nil {
+		return m, false, nil
+	}
+	buildCmd := "rljail rootfs build"
+	if namedBy == "--rootfs" {
+		buildCmd += " --rootfs " + dir
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if namedBy != "" {
+			return m, false, fmt.Errorf("no Python rootfs at %s (given by %s): build one there with `%s`, or name the directory that holds one", dir, namedBy, buildCmd)
+		}
+		return m, true, nil
+	case err != nil:
+		return m, false, fmt.Errorf("rootfs %s: %w", dir, unwrapPath(err))
+	case !st.IsDir():
+		return m, false, fmt.Errorf("rootfs %s is not a directory", dir)
+	}
+	// A directory that cannot even be listed is an error, not a missing
+	// rootfs; a non-empty one that fails the check is refused as it is.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return m, false, fmt.Errorf("rootfs %s: %w", dir, unwrapPath(err))
+	}
+	if len(entries) > 0 {
+		return m, false, checkErr
+	}
+	if namedBy != "" {
+		return m, false, fmt.Errorf("rootfs %s (given by %s) is an empty directory: build one there with `%s`", dir, namedBy, buildCmd)
+	}
+	return m, true, nil
 }
 
 // ensureRootfs returns a usable rootfs directory, building it first when
-// it does not exist yet (one line on stderr says so).
+// rljail's default place holds none yet (one line on stderr says so).
 func ensureRootfs(ctx context.Context, flag string, notice func(string, ...any)) (string, error) {
-	dir, err := rootfsDir(flag)
+	dir, namedBy, err := locateRootfs(flag)
 	if err != nil {
 		return "", err
 	}
-	if _, err := rootfs.Check(dir); err == nil {
-		return dir, nil
-	}
-	if st, err := os.Stat(dir); err == nil && st.IsDir() {
-		// Build only into an empty directory; a directory that cannot even
-		// be listed is an error, not a missing rootfs.
-		entries, rerr := os.ReadDir(dir)
-		if rerr != nil {
-			return "", fmt.Errorf("rootfs %s: %w", dir, unwrapPath(rerr))
-		}
-		if len(entries) > 0 {
-			_, cerr := rootfs.Check(dir)
-			return "", cerr
-		}
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("rootfs %s: %w", dir, err)
+	_, build, err := rootfsVerdict(dir, namedBy)
+	if err != nil || !build {
+		return dir, err
 	}
 	announce := func() {
 		notice("no Python rootfs at %s yet: building it (once; see rljail rootfs build)", dir)
