@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -119,6 +120,60 @@ func TestUsageErrorsExit125OneLine(t *testing.T) {
 		lines := strings.Split(strings.TrimRight(errb.String(), "\n"), "\n")
 		if code != 125 || len(lines) != 1 || !strings.HasPrefix(lines[0], "rljail: ") {
 			t.Errorf("%q: exit %d, stderr %q; want 125 and one line starting rljail:", args, code, errb.String())
+		}
+	}
+}
+
+func TestResultPathInArgs(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--result", "r.json", "--", "true"}, "r.json"},
+		{[]string{"--result=r.json", "--bogus", "--", "true"}, "r.json"},
+		{[]string{"-result", "r.json", "--cpus", "abc"}, "r.json"},
+		{[]string{"--bogus", "--result", "r.json"}, "r.json"},
+		{[]string{"-q", "--verbose", "--result", "r.json", "--timeout"}, "r.json"},
+		{[]string{"--quiet=true", "--result", "a", "--result", "b"}, "b"},
+		{[]string{"--memory", "--result", "x"}, ""}, // --result is --memory's value
+		{[]string{"--", "python3", "--result", "x"}, ""},
+		{[]string{"python3", "--result", "x"}, ""},
+		{[]string{"--timeout", "1s", "-", "--result", "x"}, ""},
+		{[]string{"--result"}, ""},
+	}
+	for _, tt := range tests {
+		if got := resultPathInArgs(tt.args); got != tt.want {
+			t.Errorf("resultPathInArgs(%q) = %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}
+
+// A command line that does not parse leaves no earlier report in
+// --result's file: a runner reading it after exit 125 finds this run's
+// setup error.
+func TestParseFailureReplacesOldReport(t *testing.T) {
+	for _, bad := range [][]string{{"--bogus"}, {"--cpus", "abc"}, {"--pids-limit", "x"}, {"--result-fd", "abc"}} {
+		p := filepath.Join(t.TempDir(), "r.json")
+		old := `{"status":"ok","exit_code":0}` + "\n"
+		if err := os.WriteFile(p, []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := append(append([]string{"rljail", "--result", p}, bad...), "--", "true")
+		var out, errb bytes.Buffer
+		if code := run(args, strings.NewReader(""), &out, &errb); code != 125 {
+			t.Fatalf("%q: exit %d, want 125", args, code)
+		}
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Status   string `json:"status"`
+			ExitCode int    `json:"exit_code"`
+			Error    string `json:"error"`
+		}
+		if err := json.Unmarshal(got, &r); err != nil || r.Status != "setup_error" || r.ExitCode != 125 || r.Error == "" {
+			t.Errorf("%q: the result file holds %q, want a setup_error report", args, got)
 		}
 	}
 }

@@ -28,6 +28,8 @@ var version = "dev"
 type exitError struct {
 	code int
 	msg  string
+	// usage: the command line did not parse (usageError).
+	usage bool
 }
 
 func (e *exitError) Error() string { return e.msg }
@@ -93,6 +95,11 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
+		if ee.usage && args[1] == "run" {
+			// A runner that reads --result's file after exit 125 must not
+			// find an earlier run's report there.
+			reportParseFailure(args[2:], ee.msg)
+		}
 		if ee.msg != "" {
 			fmt.Fprintln(stderr, "rljail: "+ee.msg)
 		}
@@ -108,7 +115,7 @@ func oneLine(s string) string {
 }
 
 func usageError(_ *cli.Context, err error, _ bool) error {
-	return &exitError{code: jail.ExitSetupError, msg: oneLine(err.Error()) + " (see rljail --help)"}
+	return &exitError{code: jail.ExitSetupError, msg: oneLine(err.Error()) + " (see rljail --help)", usage: true}
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {

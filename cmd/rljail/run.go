@@ -42,20 +42,20 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringSliceFlag{Name: "seccomp-remove", Usage: "deny one more syscall for this run (echoed in the result report)"},
 			&cli.StringFlag{Name: "seccomp", Usage: "learn: report every call the profile denies (they still fail) and print a profile snippet that would allow them"},
 			&cli.StringFlag{Name: "memory", Aliases: []string{"m"}, Usage: "memory limit (512m default; b, k, m, g units): cgroup memory.max without swap, else RLIMIT_AS"},
-			&cli.Int64Flag{Name: "pids-limit", Usage: "most processes and threads at once (default 64): cgroup pids.max"},
-			&cli.Float64Flag{Name: "cpus", Usage: "CPU share in CPUs (default 1): cgroup CPU quota"},
+			&cli.Int64Flag{Name: "pids-limit", DefaultText: "64", Usage: "most processes and threads at once: cgroup pids.max"},
+			&cli.Float64Flag{Name: "cpus", DefaultText: "1", Usage: "CPU share in CPUs: cgroup CPU quota"},
 			&cli.StringFlag{Name: "cpu-time", Usage: "CPU time the whole jail may use (default: the timeout); status cpu_limit, exit 137 (152 where only RLIMIT_CPU measures it)"},
 			&cli.StringFlag{Name: "tmp-size", Usage: "size of the /tmp and /dev/shm tmpfs (default 64m)"},
 			&cli.StringFlag{Name: "output-limit", Usage: "bytes of stdout and of stderr passed through (default 1m); the rest is discarded and reported"},
 			&cli.StringFlag{Name: "file-size", Usage: "largest file the payload may write (default 64m): RLIMIT_FSIZE"},
-			&cli.Int64Flag{Name: "nofile", Usage: "most open descriptors (default 256): RLIMIT_NOFILE"},
+			&cli.Int64Flag{Name: "nofile", DefaultText: "256", Usage: "most open descriptors: RLIMIT_NOFILE"},
 			&cli.StringFlag{Name: "cgroup-parent", Usage: "create the jail's cgroup below this existing cgroup (a path as under /sys/fs/cgroup)"},
 			&cli.BoolFlag{Name: "strict-limits", Usage: "refuse to run (exit 125) when any limit would fall back to a weaker mechanism"},
 			&cli.StringFlag{Name: "result", Usage: "write the JSON result report to FILE"},
 			&cli.IntFlag{Name: "result-fd", Value: -1, Usage: "write the JSON result report to this open descriptor"},
 			&cli.BoolFlag{Name: "verbose", Usage: "print a one-line summary of the run (status, time, CPU, memory, limits) on stderr"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run (argv, code, script hash, result) to FILE"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing of rljail's own but errors"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing of rljail's own but errors and limits weaker than asked"},
 		}),
 		Action: func(c *cli.Context) error {
 			return runAction(c, stdin, stdout, stderr)
@@ -101,6 +101,12 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	// --result-fd's descriptor (the caller's: written as it stands).
 	var resultFiles []reportFile
 	createdResult := ""
+	if c.IsSet("result") && c.String("result") == "" {
+		return setupError("--result needs a file name")
+	}
+	if fd := c.Int("result-fd"); fd < -1 {
+		return setupError("--result-fd %d is not a descriptor (-1, the default, means none)", fd)
+	}
 	if p := c.String("result"); p != "" {
 		_, statErr := os.Lstat(p)
 		f, err := openReport(p)
@@ -201,6 +207,65 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		return &exitError{code: res.ExitCode}
 	}
 	return nil
+}
+
+// resultPathInArgs finds --result's file in a run's arguments as Go's flag
+// parsing reads them: flags up to "--" or the first argument that is not
+// one (the payload's own arguments come after). The last one given wins.
+// A flag run does not know is taken to have no value.
+func resultPathInArgs(args []string) string {
+	takesValue := map[string]bool{}
+	for _, f := range runCommand(nil, nil, nil).Flags {
+		if df, ok := f.(cli.DocGenerationFlag); ok && !df.TakesValue() {
+			continue // a bool flag
+		}
+		for _, n := range f.Names() {
+			takesValue[n] = true
+		}
+	}
+	path := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		name := strings.TrimLeft(a, "-")
+		value, hasValue := "", false
+		if k, v, ok := strings.Cut(name, "="); ok {
+			name, value, hasValue = k, v, true
+		}
+		if !takesValue[name] {
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				break
+			}
+			i++
+			value = args[i]
+		}
+		if name == "result" {
+			path = value
+		}
+	}
+	return path
+}
+
+// reportParseFailure writes a setup_error report to --result's file when
+// the command line did not parse, so that the file never holds an earlier
+// run's report after this one's exit 125. Best effort: the error line on
+// stderr says what went wrong either way.
+func reportParseFailure(args []string, msg string) {
+	p := resultPathInArgs(args)
+	if p == "" {
+		return
+	}
+	f, err := openReport(p)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = reportFile{f, true}.write(jail.Result{Status: jail.StatusSetupError, ExitCode: jail.ExitSetupError, Error: msg})
 }
 
 func setupError(format string, a ...any) error {
