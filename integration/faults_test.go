@@ -244,12 +244,20 @@ func faultRun(t *testing.T, m mode, dir string, env faultEnv, args ...string) fa
 // faultRunEnv is faultRun with more environment variables.
 func faultRunEnv(t *testing.T, m mode, dir string, env faultEnv, extraEnv []string, args ...string) faultOutcome {
 	t.Helper()
+	return faultRunCmd(t, m, dir, env, func(c *exec.Cmd) { c.Env = append(c.Env, extraEnv...) }, args...)
+}
+
+// faultRunCmd is faultRun with setup applied to the command before it
+// starts.
+func faultRunCmd(t *testing.T, m mode, dir string, env faultEnv, setup func(*exec.Cmd), args ...string) faultOutcome {
+	t.Helper()
 	cmd := exec.Command(testBin, args...)
 	cmd.Dir = dir
 	if dir == "" {
 		cmd.Dir = newDir(t)
 	}
-	cmd.Env = append(append(modeEnv(m), "TMPDIR="+env.privTmp), extraEnv...)
+	cmd.Env = append(modeEnv(m), "TMPDIR="+env.privTmp)
+	setup(cmd)
 	stdout, stderr, exit := attackExec(t, m, cmd)
 	return faultOutcome{stdout: stdout, stderr: stderr, exit: exit, what: "rljail " + shellQuote(args)}
 }
@@ -520,17 +528,48 @@ var faultCases = []faultCase{
 		return o
 	}},
 	{name: "result_on_full_fs", modes: rootOnly, run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
-		// Full only after the run: the payload runs, the report cannot be
-		// written. Then: 125, one line, and no empty report left.
+		// No room for the report: the run is refused before the payload
+		// runs (rljail reserves the report's room at the start), with 125,
+		// one line, and no empty report left.
 		full := faultMountTmpfs(t, "size=4k,mode=0777")
 		if err := os.WriteFile(filepath.Join(full, "fill"), make([]byte, 4096), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		p := filepath.Join(full, "r.json")
 		o := faultRun(t, m, "", env, append([]string{"--rootfs", rootfsDir, "--result", p}, faultPayload(env)...)...)
-		o.payloadMayRun = true
 		if fi, err := os.Stat(p); err == nil {
 			t.Errorf("a %d-byte report was left at %s: a reader takes it for a report", fi.Size(), p)
+		}
+		return o
+	}},
+	{name: "result_fd_closed", run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
+		// Descriptor 9 is not open in rljail's caller; the number may be
+		// one of rljail's own by the time it reads its flags. Refused
+		// before the payload runs (which the case checks), not after.
+		o := faultRun(t, m, "", env, append([]string{"--rootfs", rootfsDir, "--result-fd", "9"}, faultPayload(env)...)...)
+		if !strings.Contains(o.stderr, "not an open descriptor") {
+			t.Errorf("the error line does not say that descriptor 9 is not open: %q", o.stderr)
+		}
+		return o
+	}},
+	{name: "result_fd_read_only", run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
+		f, err := os.Open(rootfsDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return faultRunCmd(t, m, "", env, func(c *exec.Cmd) { c.ExtraFiles = []*os.File{f} },
+			append([]string{"--rootfs", rootfsDir, "--result-fd", "3"}, faultPayload(env)...)...)
+	}},
+	{name: "audit_log_on_full_fs", modes: rootOnly, run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
+		full := faultMountTmpfs(t, "size=4k,mode=0777")
+		if err := os.WriteFile(filepath.Join(full, "fill"), make([]byte, 4096), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(full, "audit.log")
+		o := faultRun(t, m, "", env, append([]string{"--rootfs", rootfsDir, "--audit-log", p}, faultPayload(env)...)...)
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("an empty audit log was left at %s", p)
 		}
 		return o
 	}},

@@ -69,6 +69,30 @@ type prestartRec struct {
 	pinned                                                  int32
 	callerCPUs                                              [128]byte // RLJAIL_CPUSET_BYTES
 	startLock                                               int32
+	looked, resultFDs                                       int32
+	resultFD, resultFDFlags                                 [4]int32 // RLJAIL_RESULT_FDS
+}
+
+// CallerFD says whether descriptor fd, named by --result-fd, was open when
+// the binary started, before rljail made any descriptor of its own, and
+// with which status flags (fcntl F_GETFL). A descriptor the caller did not
+// pass may since have been taken by one of rljail's own (the jail's pipes
+// are made at the entry), which a check now would take for the caller's.
+// known is false when the entry did not look: a test binary, which the
+// caller checks as it can. looked is true when the entry looked but did
+// not find fd among --result-fd's values (a number not in decimal).
+func CallerFD(fd int) (flags int, open, known, looked bool) {
+	rec := (*prestartRec)(prestartRecord())
+	if rec.looked == 0 {
+		return 0, false, false, false
+	}
+	for i := 0; i < int(rec.resultFDs) && i < len(rec.resultFD); i++ {
+		if int(rec.resultFD[i]) == fd {
+			f := int(rec.resultFDFlags[i])
+			return f, f >= 0, true, true
+		}
+	}
+	return 0, false, false, true
 }
 
 // DropEntryEnv removes from this process's environment the GOMAXPROCS=1

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -117,15 +118,20 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		if statErr != nil {
 			createdResult = p // ours to remove if it cannot be written
 		}
+		if err := reserveSpace(f, 0); err != nil {
+			if createdResult != "" {
+				_ = os.Remove(createdResult)
+			}
+			return setupError("no room for the result report in %s: %v", p, err)
+		}
 		resultFiles = append(resultFiles, reportFile{f, true})
 	}
 	if fd := c.Int("result-fd"); fd >= 0 {
 		if fd <= 2 {
 			return setupError("--result-fd %d: use a descriptor above 2 (stdout and stderr belong to the payload)", fd)
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return setupError("--result-fd %d: %v", fd, err)
+		if err := checkResultFD(fd); err != nil {
+			return setupError("%v", err)
 		}
 		f := os.NewFile(uintptr(fd), "result-fd")
 		defer f.Close()
@@ -133,11 +139,22 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	var audit *os.File
 	if p := c.String("audit-log"); p != "" {
+		_, statErr := os.Lstat(p)
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
 			return setupError("open the audit log: %v", err)
 		}
 		defer f.Close()
+		var end int64
+		if st, err := f.Stat(); err == nil {
+			end = st.Size()
+		}
+		if err := reserveSpace(f, end); err != nil {
+			if statErr != nil {
+				_ = os.Remove(p) // ours, and empty
+			}
+			return setupError("no room for the audit log's record in %s: %v", p, err)
+		}
 		audit = f
 	}
 
@@ -209,6 +226,31 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// checkResultFD refuses a --result-fd that the caller did not pass open
+// for writing. Whether it was open is what the binary's entry saw before
+// rljail made descriptors of its own (jail.CallerFD); a test binary, whose
+// entry did not look, checks it now.
+func checkResultFD(fd int) error {
+	flags, open, known, looked := jail.CallerFD(fd)
+	switch {
+	case !known && looked:
+		return fmt.Errorf("--result-fd %d: give the descriptor as a decimal number", fd)
+	case !known:
+		f, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err != nil {
+			return fmt.Errorf("--result-fd %d is not open: %v", fd, err)
+		}
+		flags, open = f, true
+	}
+	if !open {
+		return fmt.Errorf("--result-fd %d is not an open descriptor of rljail's caller (redirect one, as in 3>report.json)", fd)
+	}
+	if flags&unix.O_ACCMODE == unix.O_RDONLY {
+		return fmt.Errorf("--result-fd %d is open for reading only", fd)
+	}
+	return nil
+}
+
 // resultPathInArgs finds --result's file in a run's arguments as Go's flag
 // parsing reads them: flags up to "--" or the first argument that is not
 // one (the payload's own arguments come after). The last one given wins.
@@ -268,6 +310,30 @@ func reportParseFailure(args []string, msg string) {
 	_ = reportFile{f, true}.write(jail.Result{Status: jail.StatusSetupError, ExitCode: jail.ExitSetupError, Error: msg})
 }
 
+// reportReserve is the room reserveSpace makes for a report or an audit
+// record: far more than one takes (about 1 KB; a learn-mode report with
+// many denied calls a few KB).
+const reportReserve = 64 << 10
+
+// reserveSpace allocates room for a report at offset off of a regular
+// file without changing its size (fallocate FALLOC_FL_KEEP_SIZE), so that
+// a full disk stops the run before the payload runs (exit 125, the
+// payload not run) rather than after it, with its effects done and its
+// exit status lost. The report's final write and cut to its length
+// (reportFile.write) free what it did not use. Filesystems without
+// fallocate are not checked.
+func reserveSpace(f *os.File, off int64) error {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, reportReserve)
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || errors.Is(err, unix.EFBIG) {
+		return err
+	}
+	return nil
+}
+
 func setupError(format string, a ...any) error {
 	return &exitError{code: jail.ExitSetupError, msg: oneLine(fmt.Sprintf(format, a...))}
 }
@@ -317,7 +383,9 @@ func (f reportFile) write(res jail.Result) error {
 	if _, err := f.Write(b); err != nil {
 		return err
 	}
-	if st, err := f.Stat(); err == nil && f.ours && st.Mode().IsRegular() && st.Size() > int64(len(b)) {
+	// Cut even at the report's length: that frees the room reserveSpace
+	// allocated beyond it.
+	if st, err := f.Stat(); err == nil && f.ours && st.Mode().IsRegular() {
 		return f.Truncate(int64(len(b)))
 	}
 	return nil

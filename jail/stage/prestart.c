@@ -40,6 +40,46 @@ static int is_run(int argc, char **argv)
 	return 1;
 }
 
+// parse_fd reads a descriptor number in decimal, or returns -1.
+static int parse_fd(const char *s)
+{
+	long n = 0;
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || n > 1 << 24)
+			return -1;
+		n = n * 10 + (*s - '0');
+	}
+	return (int)n;
+}
+
+// record_result_fds notes, for each --result-fd among the flags (up to
+// "--"), whether its descriptor is open now, before this process makes
+// any (struct rljail_prestart says why).
+static void record_result_fds(int argc, char **argv, struct rljail_prestart *p)
+{
+	p->looked = 1;
+	for (int i = 1; i < argc && argv[i] && strcmp(argv[i], "--") != 0; i++) {
+		const char *a = argv[i], *v = NULL;
+		if (a[0] != '-')
+			continue;
+		a += a[1] == '-' ? 2 : 1;
+		if (strcmp(a, "result-fd") == 0 && i + 1 < argc)
+			v = argv[++i];
+		else if (strncmp(a, "result-fd=", 10) == 0)
+			v = a + 10;
+		if (!v || p->result_fds >= RLJAIL_RESULT_FDS)
+			continue;
+		int fd = parse_fd(v);
+		if (fd < 0)
+			continue;
+		p->result_fd[p->result_fds] = fd;
+		p->result_fd_flags[p->result_fds] = fcntl(fd, F_GETFL);
+		p->result_fds++;
+	}
+}
+
 static void close_all(int *fds, int n)
 {
 	for (int i = 0; i < n; i++)
@@ -52,6 +92,7 @@ void rljail_prestart(int argc, char **argv)
 {
 	if (!is_run(argc, argv))
 		return;
+	record_result_fds(argc, argv, &rljail_prestarted);
 	// With 0, 1 or 2 closed, a pipe made here would take its number, and
 	// the supervisor would write its own output into the jail: the
 	// supervisor's own start copes with that case.

@@ -43,7 +43,18 @@ struct rljail_prestart {
 	// The descriptor of the bound abstract socket that says a placed run
 	// of this user's is under way (prestart.c), or -1.
 	int start_lock;
+	// 1: the entry read a command line that asks for a run, and recorded
+	// below, before it made any descriptor of its own, each descriptor
+	// that --result-fd names there (up to RLJAIL_RESULT_FDS of them) with
+	// its status flags (fcntl F_GETFL), or -1 where it was not open. The
+	// supervisor so tells the caller's descriptor from one of its own that
+	// took a free number (jail.CallerFD).
+	int looked;
+	int result_fds;
+	int result_fd[4], result_fd_flags[4];
 };
+
+#define RLJAIL_RESULT_FDS 4
 
 // The supervisor's timer slack: 1 ms. Go's sysmon thread sleeps 20 us at
 // a time while the supervisor works, and each wake-up is a timer interrupt
