@@ -1304,6 +1304,10 @@ func init() {
 			mechanism: "run 1 plants symlinks in a read-write volume to a host secret directory; run 2 grants the symlinked path (and .. through it) with -v",
 			layer:     "-v sources resolved on the host: a symlink the jail planted must not redirect a later grant (unless the user typed the target)",
 			run:       attackPlantedSymlinkSource},
+		{name: "planted_report_targets", group: groupFilesystem,
+			mechanism: "run 1 plants, in a read-write volume, symlinks to a host file and FIFOs under the names a later run's --result and --audit-log use; run 2 names them; run 3 names a report file inside the volume it grants",
+			layer:     "the report and the log are opened without following a planted link and without blocking on a FIFO; a report file inside a writable volume is refused",
+			run:       attackPlantedReportTargets},
 		{name: "symlinks_inside_volume", group: groupFilesystem,
 			mechanism: "follow absolute and relative symlinks inside a granted directory that point at host secrets and at /",
 			layer:     "symlinks resolve inside the jail's own mount namespace, where the host tree does not exist",
@@ -3920,5 +3924,59 @@ print("FDS", err, len(fds), max(fds))
 	var n, highest int
 	if _, err := fmt.Sscanf(v, "%s %d %d", &errName, &n, &highest); err != nil || errName != "EMFILE" || highest > 255 {
 		t.Errorf("opening descriptors: %q; want EMFILE with none above 255 (RLIMIT_NOFILE 256)", v)
+	}
+}
+
+func attackPlantedReportTargets(t *testing.T, m mode) {
+	// The victim: a file of the host user rljail runs as, outside every
+	// grant, that the payload must not be able to change.
+	victimDir := newDir(t)
+	victim := filepath.Join(victimDir, "victim.txt")
+	content := randomToken("victim")
+	writeFile(t, victim, content, 0o644)
+	if m == asRootless {
+		if err := os.Chown(victim, testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rw := newOpenDir(t)
+	attackPyOK(t, m, runOpts{}, []string{"-v", rw + ":/out:rw"}, `
+import os, sys
+for name in ("r-link.json", "a-link.log"):
+    os.symlink(sys.argv[1], "/out/" + name)
+for name in ("r-fifo.json", "a-fifo.log"):
+    os.mkfifo("/out/" + name)
+print("PLANTED", sorted(os.listdir("/out")))
+`, victim)
+	for _, c := range []struct{ flag, name string }{
+		{"--result", "r-link.json"}, {"--audit-log", "a-link.log"},
+		{"--result", "r-fifo.json"}, {"--audit-log", "a-fifo.log"},
+	} {
+		cmd := exec.Command(testBin, "--rootfs", rootfsDir, "--timeout", "5s", c.flag, filepath.Join(rw, c.name), "--", "python3", "-c", "print('RAN')")
+		cmd.Dir = newDir(t)
+		cmd.Env = modeEnv(m)
+		start := time.Now()
+		stdout, stderr, exit := attackExec(t, m, cmd)
+		took := time.Since(start)
+		t.Logf("%s %s (planted): exit %d after %v, stderr %q", c.flag, c.name, exit, took, stderr)
+		if took > 10*time.Second {
+			t.Errorf("%s %s, a FIFO or link the jail planted: rljail took %v (it blocked on the FIFO's open, before its kill timer)", c.flag, c.name, took)
+		}
+		if exit != 125 || strings.Contains(stdout, "RAN") {
+			t.Errorf("%s %s (planted): exit %d, stdout %q; want 125 before the payload runs", c.flag, c.name, exit, stdout)
+		}
+		if got, err := os.ReadFile(victim); err != nil || string(got) != content {
+			t.Errorf("%s %s: the link the jail planted redirected rljail's write: %s now holds %q (%v)", c.flag, c.name, victim, got, err)
+		}
+	}
+	// A report file inside the volume the run grants read-write.
+	for _, flag := range []string{"--result", "--audit-log"} {
+		cmd := exec.Command(testBin, "--rootfs", rootfsDir, "-v", rw+":/out:rw", flag, filepath.Join(rw, "new.json"), "--", "python3", "-c", "print('RAN')")
+		cmd.Dir = newDir(t)
+		cmd.Env = modeEnv(m)
+		stdout, stderr, exit := attackExec(t, m, cmd)
+		if exit != 125 || strings.Contains(stdout, "RAN") || !strings.Contains(stderr, "inside the volume") {
+			t.Errorf("%s inside the rw volume: exit %d, stdout %q, stderr %q; want 125 and the reason", flag, exit, stdout, stderr)
+		}
 	}
 }

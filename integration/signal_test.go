@@ -120,3 +120,87 @@ func TestTimerPrecision(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalEscalation: a payload that ignores the signals rljail passes
+// on is killed when the caller insists (Spec.Signals): the grace after a
+// SIGTERM, a second SIGTERM, a third SIGINT. Decided from outside: rljail's
+// wall time and exit status, no process of the jail left; SIGQUIT and
+// SIGUSR1 reach the payload, and SIGQUIT does not end rljail with Go's
+// stack dump.
+func TestSignalEscalation(t *testing.T) {
+	t.Parallel()
+	const ignoring = `
+import signal, time
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+signal.signal(signal.SIGUSR1, lambda *a: (print("got USR1", flush=True), exit(5)))
+print("READY", flush=True)
+time.sleep(60)
+`
+	type send struct {
+		sig   syscall.Signal
+		after time.Duration
+	}
+	tests := []struct {
+		name     string
+		flags    []string
+		sends    []send
+		exit     int
+		status   string
+		maxWall  time.Duration // from the first signal
+		minWall  time.Duration
+		errorHas string
+	}{
+		{"term_then_grace", []string{"--stop-grace", "1s"}, []send{{syscall.SIGTERM, 0}}, 137, "signaled", 4 * time.Second, time.Second, "1s after SIGTERM"},
+		{"term_twice", nil, []send{{syscall.SIGTERM, 0}, {syscall.SIGTERM, 200 * time.Millisecond}}, 137, "signaled", 3 * time.Second, 0, "SIGTERM came after SIGTERM"},
+		{"int_three_times", nil, []send{{syscall.SIGINT, 0}, {syscall.SIGINT, 100 * time.Millisecond}, {syscall.SIGINT, 100 * time.Millisecond}}, 137, "signaled", 3 * time.Second, 0, "third SIGINT"},
+		{"int_twice_is_not_enough", []string{"--timeout", "4s"}, []send{{syscall.SIGINT, 0}, {syscall.SIGINT, 100 * time.Millisecond}}, 124, "timeout", 6 * time.Second, 2 * time.Second, ""},
+		{"usr1_passed_on", nil, []send{{syscall.SIGUSR1, 0}}, 5, "exit_nonzero", 3 * time.Second, 0, ""},
+		{"quit_passed_on", nil, []send{{syscall.SIGQUIT, 0}}, 131, "signaled", 3 * time.Second, 0, ""},
+	}
+	for _, tt := range tests {
+		for _, m := range bothModes {
+			t.Run(tt.name+"/"+string(m), func(t *testing.T) {
+				t.Parallel()
+				marker := randomToken("escalate")
+				args := append([]string{"--timeout", "30s"}, tt.flags...)
+				p := startJail(t, m, runOpts{}, append(args, python(ignoring, marker)...)...)
+				if !p.stdout.waitFor("READY", 10*time.Second) {
+					_ = p.cmd.Process.Kill()
+					p.wait()
+					t.Fatalf("the payload never printed READY: exit %d stderr %q", p.exit, p.stderr.String())
+				}
+				payload, _ := findPayload(marker, p.cmd.Process.Pid, 5*time.Second)
+				first := time.Now()
+				for _, s := range tt.sends {
+					time.Sleep(s.after)
+					if err := p.cmd.Process.Signal(s.sig); err != nil {
+						t.Fatal(err)
+					}
+				}
+				p.wait()
+				took := time.Since(first)
+				if p.exit != tt.exit {
+					t.Errorf("exit %d (signal %v), want %d; stderr %q", p.exit, p.signaled, tt.exit, p.stderr.String())
+				}
+				if took > tt.maxWall || took < tt.minWall {
+					t.Errorf("rljail ended %v after the first signal, want between %v and %v", took, tt.minWall, tt.maxWall)
+				}
+				if strings.Contains(p.stderr.String(), "goroutine ") {
+					t.Errorf("rljail printed a Go stack dump: %q", p.stderr.String())
+				}
+				if alive, _ := leftovers(marker, payload.pidNS, []proc{payload}); len(alive) > 0 {
+					t.Errorf("processes of the jail outlived rljail:%s", procList(alive))
+				}
+				res, err := p.result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkResult(t, tt.name, res, tt.status, tt.exit)
+				if e, _ := res["error"].(string); !strings.Contains(e, tt.errorHas) {
+					t.Errorf("the report's error %q does not say %q", e, tt.errorHas)
+				}
+			})
+		}
+	}
+}

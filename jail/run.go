@@ -794,14 +794,22 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	}()
 
 	done := make(chan struct{})
+	var stop stopper
+	stop.grace = spec.StopGrace
+	if stop.grace <= 0 {
+		stop.grace = DefaultStopGrace
+	}
 	go func() {
 		for {
 			select {
 			case <-done:
+				stop.cancel()
 				return
 			case <-ctx.Done():
 				j.kill()
 				return
+			case <-stop.expired():
+				stop.kill(j.control, "it had not ended "+stop.grace.String()+" after "+stop.asked)
 			case s, ok := <-spec.Signals:
 				if !ok {
 					return
@@ -809,7 +817,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				// A request on the control pipe, not a signal to init:
 				// init ignores every signal, so the payload cannot signal it.
 				if sig, isSys := s.(syscall.Signal); isSys {
-					_, _ = fmt.Fprintf(j.control, "signal %d\n", int(sig))
+					stop.signal(j.control, sig, time.Now())
 				}
 			}
 		}
@@ -841,6 +849,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		report = &r
 	}
 	res, err, vanished := j.verdict(ctx, spec, res, got, waitErr, timedOut, report)
+	if why := stop.killedWhy(); why != "" && res.Status == StatusSignaled && res.Signal == int(unix.SIGKILL) {
+		res.Error = "the payload was killed: " + why
+	}
 	if ended == nil { // read after msgs was received: no race
 		ended = lim.stats()
 	}

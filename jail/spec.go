@@ -107,8 +107,17 @@ type Spec struct {
 	Warn func(msg string)
 
 	// Signals, when set, carries signals for the payload (the CLI forwards
-	// SIGINT, SIGTERM and SIGHUP here); the jail's init passes them on.
+	// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 here); the
+	// jail's init passes them on. A payload that does not end when asked
+	// is killed: StopGrace after a SIGTERM, SIGHUP or SIGQUIT, at once on
+	// any such signal after that, and on the third SIGINT within
+	// StopGrace (an interactive program may take one SIGINT as an
+	// interrupt and go on; a user who presses ^C three times wants out).
 	Signals <-chan os.Signal
+	// StopGrace is how long the payload has to end after a SIGTERM,
+	// SIGHUP or SIGQUIT before the jail is killed; 0 means
+	// DefaultStopGrace.
+	StopGrace time.Duration
 	// SignalsReady, when set, is closed once Signals receives what it
 	// should, for a caller that starts catching them in the background
 	// (os/signal's first Notify takes a while; the CLI uses a SignalPipe,

@@ -31,6 +31,7 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 		OnUsageError: usageError,
 		Flags: withFixedNames([]cli.Flag{
 			&cli.StringFlag{Name: "timeout", Value: "10s", Usage: "wall-clock limit (Go duration such as 2s, 1m30s, or seconds); the jail is killed at it, exit 124"},
+			&cli.StringFlag{Name: "stop-grace", Value: "5s", Usage: "how long the payload has to end after rljail passes it SIGTERM, SIGHUP or SIGQUIT before the jail is killed (a second such signal, or a third SIGINT, kills at once)"},
 			&cli.StringSliceFlag{Name: "volume", Aliases: []string{"v"}, Usage: "grant a host path: SRC:DST[:ro|rw], read-only unless rw"},
 			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set KEY=VALUE in the jail, or pass KEY from rljail's environment"},
 			&cli.StringSliceFlag{Name: "env-file", Usage: "read KEY=VALUE lines from a file (# comments)"},
@@ -108,6 +109,13 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	if fd := c.Int("result-fd"); fd < -1 {
 		return setupError("--result-fd %d is not a descriptor (-1, the default, means none)", fd)
 	}
+	for _, flag := range []string{"result", "audit-log"} {
+		if p := c.String(flag); p != "" {
+			if err := checkOutsideWritableVolumes("--"+flag, p, c.StringSlice("volume")); err != nil {
+				return setupError("%v", err)
+			}
+		}
+	}
 	if p := c.String("result"); p != "" {
 		_, statErr := os.Lstat(p)
 		f, err := openReport(p)
@@ -140,7 +148,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	var audit *os.File
 	if p := c.String("audit-log"); p != "" {
 		_, statErr := os.Lstat(p)
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		f, err := openOutput(p, unix.O_WRONLY|unix.O_APPEND, 0o600)
 		if err != nil {
 			return setupError("open the audit log: %v", err)
 		}
@@ -189,6 +197,10 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	switch res.Status {
 	case jail.StatusTimeout, jail.StatusSeccompViolation, jail.StatusMemoryLimit, jail.StatusCPULimit, jail.StatusPidsLimit:
 		notice("%s", res.Error)
+	case jail.StatusSignaled:
+		if res.Error != "" { // killed as the caller insisted (jail.Spec.Signals)
+			notice("%s", res.Error)
+		}
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
 		notice("output beyond the limit of %d bytes was discarded (stdout %d bytes, stderr %d bytes written)", int64(res.Limits.Output.Value), res.StdoutBytes, res.StderrBytes)
@@ -347,7 +359,7 @@ func setupError(format string, a ...any) error {
 // report file about 0.4 ms (writeReport cuts to the report's length at
 // the end, which is neither).
 func openReport(p string) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := openOutput(p, unix.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -421,6 +433,11 @@ func buildSpec(c *cli.Context, notice func(string, ...any)) (jail.Spec, error) {
 	set := flagsSet(c)
 	if set["timeout"] || spec.Timeout == 0 {
 		if spec.Timeout, err = parseTimeout(c.String("timeout")); err != nil {
+			return spec, err
+		}
+	}
+	if set["stop-grace"] {
+		if spec.StopGrace, err = parseDuration("stop-grace", c.String("stop-grace")); err != nil {
 			return spec, err
 		}
 	}
@@ -535,7 +552,7 @@ const (
 // jail's init passes them on. Until then a signal has its default effect:
 // it ends rljail, and its jail with it.
 func catchSignals() (*jail.SignalPipe, error) {
-	return jail.CatchSignals(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return jail.CatchSignals(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 }
 
 // flagsSet names every flag given on the command line or by its

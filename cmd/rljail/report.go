@@ -1,0 +1,111 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rljail/rljail/jail"
+)
+
+// The files rljail writes for its caller (--result, --audit-log) are named
+// by paths on the host, and the jail may write below some host paths: the
+// volumes granted rw. A payload could plant a symbolic link or a FIFO
+// there under the file's name, in this run for the audit log or in an
+// earlier one for either, and rljail, as root or as its user, would then
+// write its report wherever the link points (truncating that file) or
+// block on the FIFO's open forever, before its kill timer runs. So:
+//
+//   - a file named inside a writable volume (by its path as written, or as
+//     it resolves) is refused: its directory is the jail's to change;
+//   - the file is opened without following a symbolic link in its last
+//     element, unless that link lives in a directory only root may change
+//     (/dev/stdout, /dev/stderr);
+//   - the open does not block (a FIFO without a reader is an error), and
+//     only a regular file, a FIFO, a character device or a socket is
+//     written to.
+
+// checkOutsideWritableVolumes refuses path (named by flag) when it lies
+// inside a volume granted rw.
+func checkOutsideWritableVolumes(flag, path string, volumes []string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	names := []string{abs}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		names = append(names, filepath.Join(dir, filepath.Base(abs)))
+	}
+	for _, v := range volumes {
+		vol, err := jail.ParseVolume(v)
+		if err != nil || !vol.Writable {
+			continue // buildSpec reports a bad volume
+		}
+		src, err := filepath.Abs(vol.Source)
+		if err != nil {
+			continue
+		}
+		roots := []string{src}
+		if real, err := filepath.EvalSymlinks(src); err == nil {
+			roots = append(roots, real)
+		}
+		for _, n := range names {
+			for _, r := range roots {
+				if n == r || strings.HasPrefix(n, strings.TrimSuffix(r, "/")+"/") {
+					return fmt.Errorf("%s %s is inside the volume %s that the jail may write: the payload could replace it with a link to another file; name a file outside it", flag, path, vol.Source)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// openOutput opens a file rljail writes for its caller (see above) with
+// flags (O_WRONLY and more), creating it with mode.
+func openOutput(path string, flags int, mode uint32) (*os.File, error) {
+	const base = unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
+	fd, err := unix.Open(path, flags|base|unix.O_CREAT|unix.O_NOFOLLOW, mode)
+	if errors.Is(err, unix.ELOOP) && trustedLink(path) {
+		fd, err = unix.Open(path, flags|base|unix.O_CREAT, mode)
+	}
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("%s is a symbolic link in a directory others may change: name the file it points to", path)
+	case errors.Is(err, unix.ENXIO):
+		return nil, fmt.Errorf("%s is a FIFO that nobody reads", path)
+	case err != nil:
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFIFO, unix.S_IFCHR, unix.S_IFSOCK:
+	default:
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is not a file", path)
+	}
+	// Writes block as usual (a pipe's reader may be slow).
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// trustedLink reports whether the symbolic link path lives in a directory
+// that only root may change (as /dev/stdout does), so that no payload can
+// have put it there.
+func trustedLink(path string) bool {
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Dir(path), &st); err != nil {
+		return false
+	}
+	return st.Uid == 0 && st.Mode&0o022 == 0
+}

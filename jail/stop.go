@@ -1,0 +1,92 @@
+package jail
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultStopGrace is how long a payload has to end after rljail passed
+// it a SIGTERM, SIGHUP or SIGQUIT, before the jail is killed (Spec.StopGrace).
+const DefaultStopGrace = 5 * time.Second
+
+// stopper passes the caller's signals on to the payload (a request on the
+// init's control pipe) and kills the payload when it does not end as
+// asked (Spec.Signals says when). Its methods run on one goroutine, but
+// killedWhy, read after the run.
+type stopper struct {
+	grace  time.Duration
+	timer  *time.Timer
+	asked  string      // the first SIGTERM, SIGHUP or SIGQUIT passed on
+	ints   []time.Time // the SIGINTs passed on, within grace of the last
+	mu     sync.Mutex
+	killed string // why the payload was killed, once it was
+}
+
+// expired fires when the grace after a SIGTERM, SIGHUP or SIGQUIT is over.
+func (s *stopper) expired() <-chan time.Time {
+	if s.timer == nil {
+		return nil
+	}
+	return s.timer.C
+}
+
+func (s *stopper) cancel() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+}
+
+// signal passes sig on, or kills the payload when sig repeats a request
+// to stop that it has not heeded.
+func (s *stopper) signal(control io.Writer, sig syscall.Signal, now time.Time) {
+	switch sig {
+	case syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+		if s.asked != "" {
+			s.kill(control, fmt.Sprintf("%s came after %s", unix.SignalName(sig), s.asked))
+			return
+		}
+		s.asked = unix.SignalName(sig)
+		s.timer = time.NewTimer(s.grace)
+	case syscall.SIGINT:
+		if s.asked != "" {
+			s.kill(control, "SIGINT came after "+s.asked)
+			return
+		}
+		kept := s.ints[:0]
+		for _, t := range s.ints {
+			if now.Sub(t) < s.grace {
+				kept = append(kept, t)
+			}
+		}
+		s.ints = append(kept, now)
+		if len(s.ints) >= 3 {
+			s.kill(control, "a third SIGINT came within "+s.grace.String())
+			return
+		}
+	}
+	_, _ = fmt.Fprintf(control, "signal %d\n", int(sig))
+}
+
+// kill asks the init for SIGKILL to the payload: the init then ends
+// every other process of the jail and reports the payload's end.
+func (s *stopper) kill(control io.Writer, why string) {
+	s.mu.Lock()
+	if s.killed == "" {
+		s.killed = why
+	}
+	s.mu.Unlock()
+	s.cancel()
+	_, _ = fmt.Fprintf(control, "signal %d\n", int(syscall.SIGKILL))
+}
+
+// killedWhy says why the payload was killed, or "".
+func (s *stopper) killedWhy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.killed
+}
