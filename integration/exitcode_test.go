@@ -1,10 +1,15 @@
 package integration
 
 import (
+	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestExitCodes checks every exit-status rule: the payload's own code,
@@ -123,6 +128,86 @@ func TestNotExecutableDidNotRun(t *testing.T) {
 			stdout, stderr, exit, _ = runJail(t, m, runOpts{dir: ws}, "--", "./prog")
 			if exit != 0 || !strings.Contains(stdout, "should not run") {
 				t.Errorf("control: rljail -- ./prog (mode 0755): exit %d stdout %q stderr %q, want 0 and its output", exit, stdout, stderr)
+			}
+		})
+	}
+}
+
+// TestOutputReaderGone: when the reader of rljail's stdout goes away
+// (rljail ... | head), rljail is not killed by SIGPIPE: the payload's next
+// write fails as it would outside the jail, rljail exits with the
+// payload's status and writes its report, which says so. Output to a full
+// device is reported too, on stderr and in the report.
+func TestOutputReaderGone(t *testing.T) {
+	t.Parallel()
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			dir := newOpenDir(t)
+			report := filepath.Join(dir, "r.json")
+			cmd := exec.Command(testBin, "--rootfs", rootfsDir, "--timeout", "20s", "--result", report, "--",
+				"python3", "-c", "import time\nfor i in range(10**7):\n    print(i, flush=i < 3)")
+			cmd.Dir = dir
+			cmd.Env = modeEnv(m)
+			if m == asRootless {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
+			}
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = w, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			buf := make([]byte, 6) // "0\n1\n2\n": head -3
+			if _, err := io.ReadFull(r, buf); err != nil {
+				t.Fatalf("read the first lines: %v", err)
+			}
+			r.Close()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("rljail did not end within 15 s of its reader going away")
+			}
+			ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if ws.Signaled() {
+				t.Fatalf("rljail was killed by %v when its reader went away; stderr %q", ws.Signal(), errb.String())
+			}
+			if ws.ExitStatus() != 1 {
+				t.Errorf("exit %d, want the payload's 1 (BrokenPipeError); stderr %q", ws.ExitStatus(), errb.String())
+			}
+			b, err := os.ReadFile(report)
+			if err != nil || !strings.Contains(string(b), "stdout could not be passed on (broken pipe)") {
+				t.Errorf("the report does not say that stdout's reader went away (%v): %s", err, b)
+			}
+
+			full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer full.Close()
+			cmd = exec.Command(testBin, "--rootfs", rootfsDir, "--result", report, "--", "python3", "-c", "print('x' * 100)")
+			cmd.Dir = dir
+			cmd.Env = modeEnv(m)
+			cmd.SysProcAttr = nil
+			if m == asRootless {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
+			}
+			errb.Reset()
+			cmd.Stdout, cmd.Stderr = full, &errb
+			_ = cmd.Run()
+			if !strings.Contains(errb.String(), "stdout could not be passed on (no space left on device)") {
+				t.Errorf("stdout to /dev/full: stderr %q does not say the output was lost", errb.String())
+			}
+			if b, err := os.ReadFile(report); err != nil || !strings.Contains(string(b), "no space left on device") {
+				t.Errorf("stdout to /dev/full: the report does not say the output was lost (%v): %s", err, b)
 			}
 		})
 	}

@@ -840,6 +840,25 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	res.WallMS = time.Since(start).Milliseconds()
 	res.StdoutBytes, res.StdoutTruncated = outStats.total, outStats.truncated
 	res.StderrBytes, res.StderrTruncated = errStats.total, errStats.truncated
+	for _, o := range []struct {
+		name string
+		p    pumped
+	}{{"stdout", outStats}, {"stderr", errStats}} {
+		if o.p.writeErr == nil {
+			continue
+		}
+		why := o.p.writeErr
+		var pe *os.PathError
+		if errors.As(why, &pe) {
+			why = pe.Err
+		}
+		msg := fmt.Sprintf("the payload's %s could not be passed on (%v); its later writes there failed", o.name, why)
+		res.Warnings = append(res.Warnings, msg)
+		// A reader that went away (| head) is routine: the report says it.
+		if !errors.Is(o.p.writeErr, syscall.EPIPE) && spec.Warn != nil {
+			spec.Warn(msg)
+		}
+	}
 	var report *seccomp.Report
 	if spec.Seccomp != nil {
 		r := spec.Seccomp.EmptyReport()

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/rljail/rljail/jail"
 )
@@ -66,6 +67,14 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 	if !subcommands[args[1]] {
 		args = append([]string{args[0], "run"}, args[1:]...)
 	}
+	if args[1] == "run" {
+		// Go's runtime ends a process that gets EPIPE writing to its
+		// descriptor 1 or 2 with SIGPIPE (os.File's epipecheck), which
+		// would end rljail without a report when its reader goes away
+		// (rljail ... | head). Copies above 2 fail with EPIPE instead, and
+		// the output pump then stops as a pipe would (jail.pumpOutput).
+		stdout, stderr = aboveTwo(stdout), aboveTwo(stderr)
+	}
 	app := newApp(stdin, stdout, stderr)
 	if args[1] != "run" {
 		// The binary's entry starts an init stage for what it takes for
@@ -107,6 +116,25 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 	}
 	fmt.Fprintln(stderr, "rljail: "+oneLine(err.Error()))
 	return jail.ExitSetupError
+}
+
+// aboveTwo returns w, or, when w is this process's descriptor 1 or 2, a
+// copy of it above 2 (close-on-exec; it lives as long as the process).
+func aboveTwo(w io.Writer) io.Writer {
+	var fd uintptr
+	switch w {
+	case os.Stdout:
+		fd = 1
+	case os.Stderr:
+		fd = 2
+	default:
+		return w // (os.File.Fd would also make a shared descriptor blocking)
+	}
+	d, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return w
+	}
+	return os.NewFile(uintptr(d), w.(*os.File).Name())
 }
 
 // oneLine keeps an error to the single line the CLI promises.
