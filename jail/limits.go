@@ -38,6 +38,7 @@ type jailLimits struct {
 	nice      int
 	res       Resources
 	rlimits   []rlimit
+	env       []string // entries for the payload's environment (see setupLimits)
 	warnings  []string
 	cpuKilled atomic.Bool
 }
@@ -91,6 +92,14 @@ func setupLimits(spec *Spec, runID string, announce func(dirs ...string) error, 
 	}
 	if cgroup.Mechanism(mech[cgroup.LimitMemory]) == cgroup.MechanismRlimit {
 		l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_AS, Soft: uint64(r.MemoryBytes), Hard: uint64(r.MemoryBytes)})
+		// RLIMIT_AS counts address space, not memory: glibc reserves 64
+		// MiB of it for each malloc arena, and makes one for each thread
+		// up to eight per CPU, so that under 512m a Python process could
+		// start some 14 threads. Two arenas leave room for forty (each
+		// thread's stack reserves 8 MiB more). The caller's -e wins.
+		if !envHas(spec.Env, "MALLOC_ARENA_MAX") {
+			l.env = append(l.env, "MALLOC_ARENA_MAX=2")
+		}
 	}
 	return l, nil
 }
@@ -241,6 +250,16 @@ func (l *jailLimits) collect(res *Result, usage *syscall.Rusage, vanished bool, 
 		res.Status = StatusPidsLimit
 		res.Error = fmt.Sprintf("%d forks refused at the pids limit of %d", st.PidsMaxHits, l.res.PidsMax)
 		return true
+	}
+	return false
+}
+
+// envHas reports whether env (KEY=VALUE entries) sets key.
+func envHas(env []string, key string) bool {
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k == key {
+			return true
+		}
 	}
 	return false
 }

@@ -52,6 +52,8 @@ type initConfig struct {
 type initLimits struct {
 	// Rlimits are the payload's resource limits.
 	Rlimits []rlimit
+	// Env are entries added to the payload's environment.
+	Env []string
 	// UnshareCgroup: init was not born in its cgroup (v1, where clone
 	// cannot place it, or no cgroup): it joins the cgroups of CgroupTasks
 	// itself, then enters a new cgroup namespace, so that
@@ -210,6 +212,9 @@ func (l *initLimits) encode() []byte {
 	return encodeRecords(func(rec func(byte, ...string)) {
 		for _, r := range l.Rlimits {
 			rec(tagRlimit, strconv.Itoa(r.Resource), strconv.FormatUint(r.Soft, 10), strconv.FormatUint(r.Hard, 10))
+		}
+		for _, e := range l.Env {
+			rec(tagEnv, e)
 		}
 		if l.UnshareCgroup {
 			rec(tagUnshareCgroup)

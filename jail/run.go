@@ -448,7 +448,7 @@ func (j *jailRun) sendLimits(lim *jailLimits) error {
 	if j.pidfd < 0 {
 		return nil // the first step failed and said why on the status pipe
 	}
-	l := &initLimits{Rlimits: lim.rlimits, Nice: lim.nice}
+	l := &initLimits{Rlimits: lim.rlimits, Env: lim.env, Nice: lim.nice}
 	var fds []*os.File
 	if j.joinsCgroup {
 		l.UnshareCgroup = true
