@@ -278,6 +278,11 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, logf
 		}
 		libs = append(libs, more...)
 	}
+	shLibs, err := addShell(t, r, hostShell)
+	if err != nil {
+		logf("no /bin/sh in the rootfs: %v", err)
+	}
+	libs = append(libs, shLibs...)
 	extra, err := r.dlopenClosure(prog, "glibc", &elfObject{needed: runtimeLibraries})
 	if err != nil {
 		logf("not adding %s: %v", strings.Join(runtimeLibraries, ", "), err)
@@ -325,6 +330,28 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, logf
 
 // linkPythonNames makes "python3" and "python" in /usr/bin lead to the interpreter, so
 // both names work on the jail's PATH whatever the host calls them.
+// hostShell is the POSIX shell the rootfs gets at /bin/sh: Python runs it
+// for subprocess's shell=True, os.system and os.popen, which model-written
+// code uses often. Debian's is dash (125 KB, libc only).
+const hostShell = "/bin/sh"
+
+// addShell copies the host's /bin/sh (as the links that lead to it) into
+// the tree and returns the libraries it needs.
+func addShell(t *tree, r *libraryResolver, sh string) ([]loadedLibrary, error) {
+	real, err := filepath.EvalSymlinks(sh)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := r.programClosure(real)
+	if err != nil {
+		return nil, fmt.Errorf("libraries of %s: %w", real, err)
+	}
+	if _, err := t.mirror(sh); err != nil {
+		return nil, fmt.Errorf("copy %s: %w", sh, err)
+	}
+	return prog.libs, nil
+}
+
 func linkPythonNames(t *tree, python string) error {
 	bin, err := t.mirror("/usr/bin")
 	if err != nil {
