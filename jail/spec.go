@@ -192,6 +192,15 @@ func (s Spec) withDefaults() Spec {
 // machinery lives there.
 var reservedDests = []string{"/proc", "/dev", "/sys"}
 
+// hiddenDests are jail directories a volume may go below but not on: it
+// would hide what every run needs.
+var hiddenDests = map[string]string{
+	"/usr": "the root filesystem's /usr (the interpreter and its libraries)",
+	"/etc": "the jail's generated /etc (passwd, hosts, the loader's cache)",
+	"/bin": "the root filesystem's programs", "/lib": "the root filesystem's libraries",
+	"/lib64": "the root filesystem's loader", "/sbin": "the root filesystem's programs",
+}
+
 // Validate checks the spec and makes host paths absolute. Every error names
 // the offending value, so the CLI can print it as the one line of a 125 exit.
 func (s *Spec) Validate() error {
@@ -243,6 +252,9 @@ func (s *Spec) Validate() error {
 		v := &s.Volumes[i]
 		if err := checkDest(v.Dest); err != nil {
 			return err
+		}
+		if seen[v.Dest] && v.Dest == WorkspaceDir && s.Workspace != "" {
+			return fmt.Errorf("volume destination %s is where the current directory goes: add --no-workspace to put this volume there", v.Dest)
 		}
 		if seen[v.Dest] {
 			return fmt.Errorf("volume destination %s is used twice", v.Dest)
@@ -332,6 +344,9 @@ func checkDest(dest string) error {
 		if dest == r || strings.HasPrefix(dest, r+"/") {
 			return fmt.Errorf("volume destination %s is reserved for the jail (%s)", dest, r)
 		}
+	}
+	if why, ok := hiddenDests[dest]; ok {
+		return fmt.Errorf("volume destination %s would hide %s: mount below it, or elsewhere", dest, why)
 	}
 	return nil
 }

@@ -31,6 +31,11 @@ func TestParseVolume(t *testing.T) {
 		{in: "/a:/proc/sys", wantErr: "reserved"},
 		{in: "/a:/dev/shm", wantErr: "reserved"},
 		{in: "/a:/devices", want: Volume{Source: "/a", Dest: "/devices"}},
+		{in: "/a:/usr", wantErr: "would hide the root filesystem's /usr"},
+		{in: "/a:/etc", wantErr: "would hide the jail's generated /etc"},
+		{in: "/a:/lib64", wantErr: "would hide"},
+		{in: "/a:/usr/lib/extra", want: Volume{Source: "/a", Dest: "/usr/lib/extra"}},
+		{in: "/a:/etc/app.conf", want: Volume{Source: "/a", Dest: "/etc/app.conf"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -87,7 +92,7 @@ func TestValidate(t *testing.T) {
 		{name: "volume over workspace", mutate: func(s *Spec) {
 			s.Workspace = dir
 			s.Volumes = []Volume{{Source: dir, Dest: WorkspaceDir}}
-		}, wantErr: "used twice"},
+		}, wantErr: "add --no-workspace"},
 		{name: "volume source through a symlink refused", mutate: func(s *Spec) {
 			s.Volumes = []Volume{{Source: link, Dest: "/x"}}
 		}, wantErr: "is a symlink"},

@@ -586,15 +586,13 @@ static int mountpoint(int root, const char *dest, int dir)
 	close(pfd);
 	if (dfd < 0)
 		die(125, "open %s: %s", parent, errstr(errno));
-	if (dir) {
-		if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST)
-			die(125, "create mountpoint %s: %s", dest, errstr(errno));
-	} else {
-		int f = openat(dfd, name, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
-		if (f < 0)
-			die(125, "create mountpoint %s: %s", dest, errstr(errno));
-		close(f);
-	}
+	int made = dir ? mkdirat(dfd, name, 0755) : openat(dfd, name, O_CREAT | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (made < 0 && errno == EROFS)
+		die(125, "volume destination %s does not exist in the jail, and %s is in the read-only root filesystem: choose an existing directory, or a new one such as /data/%s", dest, parent, name);
+	if (made < 0 && !(dir && errno == EEXIST))
+		die(125, "create mountpoint %s: %s", dest, errstr(errno));
+	if (!dir)
+		close(made);
 	close(dfd);
 	fd = resolve_in_root(root, dest, O_PATH);
 	if (fd < 0)
@@ -612,6 +610,10 @@ static void attach(int fd, int target, const char *what)
 static void attach_at(int root, int fd, const char *dest, int dir)
 {
 	int t = mountpoint(root, dest, dir);
+	struct stat st;
+	if (fstat(t, &st) == 0 && (S_ISDIR(st.st_mode) != 0) != (dir != 0))
+		die(125, "volume destination %s is a %s in the jail, and its source a %s: a mount needs the same kind", dest,
+		    S_ISDIR(st.st_mode) ? "directory" : "file", dir ? "directory" : "file");
 	attach(fd, t, dest);
 	close(t);
 }
