@@ -113,6 +113,8 @@ func TestUsageErrorsExit125OneLine(t *testing.T) {
 		{"rljail", "-w", "relative", "--", "true"},
 		{"rljail", "--"},
 		{"rljail"},
+		{"rljail", "rootfs", "frob"},
+		{"rljail", "profiles", "frob"},
 	}
 	for _, args := range tests {
 		var out, errb bytes.Buffer
@@ -175,5 +177,28 @@ func TestParseFailureReplacesOldReport(t *testing.T) {
 		if err := json.Unmarshal(got, &r); err != nil || r.Status != "setup_error" || r.ExitCode != 125 || r.Error == "" {
 			t.Errorf("%q: the result file holds %q, want a setup_error report", args, got)
 		}
+	}
+}
+
+func TestFlagErrorsNameFlagsAsHelpDoes(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"rljail", "--bogus", "--", "true"}, "not defined: --bogus"},
+		{[]string{"rljail", "--cpus", "abc", "--", "true"}, "for flag --cpus"},
+		{[]string{"rljail", "--timeout"}, "an argument: --timeout"},
+		{[]string{"rljail", "-Z", "--", "true"}, "not defined: -Z"},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		run(tt.args, strings.NewReader(""), &out, &errb)
+		if !strings.Contains(errb.String(), tt.want) {
+			t.Errorf("%q: stderr %q, want it to contain %q", tt.args, errb.String(), tt.want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"rljail", "--version"}, strings.NewReader(""), &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "rljail ") {
+		t.Errorf("rljail --version: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 }

@@ -64,6 +64,9 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 		fmt.Fprintln(stderr, "rljail: no command given: usage: rljail [flags] -- CMD [ARG...] (see rljail --help)")
 		return jail.ExitSetupError
 	}
+	if args[1] == "--version" {
+		args = append([]string{args[0], "version"}, args[2:]...)
+	}
 	if !subcommands[args[1]] {
 		args = append([]string{args[0], "run"}, args[1:]...)
 	}
@@ -143,7 +146,39 @@ func oneLine(s string) string {
 }
 
 func usageError(_ *cli.Context, err error, _ bool) error {
-	return &exitError{code: jail.ExitSetupError, msg: oneLine(err.Error()) + " (see rljail --help)", usage: true}
+	return &exitError{code: jail.ExitSetupError, msg: longFlagNames(oneLine(err.Error())) + " (see rljail --help)", usage: true}
+}
+
+// longFlagNames writes the flag names in Go's flag errors ("flag provided
+// but not defined: -bogus", "invalid value ... for flag -cpus") as the
+// help spells them: two dashes for a long name.
+func longFlagNames(msg string) string {
+	for _, lead := range []string{"not defined: -", "for flag -", "an argument: -"} {
+		i := strings.Index(msg, lead)
+		if i < 0 {
+			continue
+		}
+		rest := msg[i+len(lead):]
+		name := rest
+		if j := strings.IndexAny(rest, ": "); j >= 0 {
+			name = rest[:j]
+		}
+		if len(name) > 1 && !strings.HasPrefix(name, "-") {
+			msg = msg[:i+len(lead)] + "-" + rest
+		}
+	}
+	return msg
+}
+
+// unknownSubcommand is the action of a command that has subcommands:
+// reached, no subcommand matched.
+func unknownSubcommand(known string) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.Args().Present() {
+			return &exitError{code: jail.ExitSetupError, msg: fmt.Sprintf("%s has no command %q (it has: %s)", c.Command.Name, c.Args().First(), known)}
+		}
+		return cli.ShowSubcommandHelp(c)
+	}
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {

@@ -13,6 +13,7 @@ func profilesCommand() *cli.Command {
 		Name:         "profiles",
 		Usage:        "list the embedded profiles or show one's effective policy",
 		OnUsageError: usageError,
+		Action:       unknownSubcommand("list, show NAME"),
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",

@@ -20,6 +20,7 @@ func rootfsCommand() *cli.Command {
 		Name:         "rootfs",
 		Usage:        "build or describe the Python root filesystem",
 		OnUsageError: usageError,
+		Action:       unknownSubcommand("build, info"),
 		Subcommands: []*cli.Command{
 			{
 				Name:         "build",

@@ -31,7 +31,7 @@ struct rljail_prestart rljail_prestarted;
 // except in the probe of `rljail check` (jail.probeArg0).
 static int is_run(int argc, char **argv)
 {
-	static const char *const others[] = {"rootfs", "check", "version", "help", "profiles", "-h", "--help", NULL};
+	static const char *const others[] = {"rootfs", "check", "version", "--version", "help", "profiles", "-h", "--help", NULL};
 	if (argc < 2 || !argv[1] || !argv[0] || strcmp(argv[0], "rljail-probe") == 0)
 		return 0;
 	for (const char *const *o = others; *o; o++)
