@@ -1305,8 +1305,8 @@ func init() {
 			layer:     "-v sources resolved on the host: a symlink the jail planted must not redirect a later grant (unless the user typed the target)",
 			run:       attackPlantedSymlinkSource},
 		{name: "planted_report_targets", group: groupFilesystem,
-			mechanism: "run 1 plants, in a read-write volume, symlinks to a host file and FIFOs under the names a later run's --result and --audit-log use; run 2 names them; run 3 names a report file inside the volume it grants",
-			layer:     "the report and the log are opened without following a planted link and without blocking on a FIFO; a report file inside a writable volume is refused",
+			mechanism: "run 1 plants, in a read-write volume, symlinks to host files and FIFOs under the names a later run's --result, --audit-log and --env-file use; run 2 names them; run 3 names such a file inside the volume it grants",
+			layer:     "the report, the log and the env file are opened without following a planted link and without blocking on a FIFO; such a file inside a writable volume is refused",
 			run:       attackPlantedReportTargets},
 		{name: "symlinks_inside_volume", group: groupFilesystem,
 			mechanism: "follow absolute and relative symlinks inside a granted directory that point at host secrets and at /",
@@ -3939,15 +3939,21 @@ func attackPlantedReportTargets(t *testing.T, m mode) {
 			t.Fatal(err)
 		}
 	}
+	// A host env file that holds a secret, which a planted link must not
+	// bring into a later jail's environment.
+	secret := randomToken("envsecret")
+	secretEnv := filepath.Join(victimDir, "secret.env")
+	writeFile(t, secretEnv, "SECRET="+secret+"\n", 0o644)
 	rw := newOpenDir(t)
 	attackPyOK(t, m, runOpts{}, []string{"-v", rw + ":/out:rw"}, `
 import os, sys
 for name in ("r-link.json", "a-link.log"):
     os.symlink(sys.argv[1], "/out/" + name)
-for name in ("r-fifo.json", "a-fifo.log"):
+for name in ("r-fifo.json", "a-fifo.log", "e-fifo.env"):
     os.mkfifo("/out/" + name)
+os.symlink(sys.argv[2], "/out/e-link.env")
 print("PLANTED", sorted(os.listdir("/out")))
-`, victim)
+`, victim, secretEnv)
 	for _, c := range []struct{ flag, name string }{
 		{"--result", "r-link.json"}, {"--audit-log", "a-link.log"},
 		{"--result", "r-fifo.json"}, {"--audit-log", "a-fifo.log"},
@@ -3969,9 +3975,26 @@ print("PLANTED", sorted(os.listdir("/out")))
 			t.Errorf("%s %s: the link the jail planted redirected rljail's write: %s now holds %q (%v)", c.flag, c.name, victim, got, err)
 		}
 	}
+	for _, name := range []string{"e-link.env", "e-fifo.env"} {
+		cmd := exec.Command(testBin, "--rootfs", rootfsDir, "--timeout", "5s", "--env-file", filepath.Join(rw, name), "--", "python3", "-c", "import os; print('RAN', os.environ.get('SECRET'))")
+		cmd.Dir = newDir(t)
+		cmd.Env = modeEnv(m)
+		start := time.Now()
+		stdout, stderr, exit := attackExec(t, m, cmd)
+		took := time.Since(start)
+		t.Logf("--env-file %s (planted): exit %d after %v, stdout %q, stderr %q", name, exit, took, stdout, stderr)
+		if took > 10*time.Second {
+			t.Errorf("--env-file %s, a FIFO or link the jail planted: rljail took %v", name, took)
+		}
+		if strings.Contains(stdout+stderr, secret) {
+			t.Errorf("LEAK: --env-file %s (a link the jail planted to %s) brought the host secret into the jail", name, secretEnv)
+		}
+	}
 	// A report file inside the volume the run grants read-write.
-	for _, flag := range []string{"--result", "--audit-log"} {
-		cmd := exec.Command(testBin, "--rootfs", rootfsDir, "-v", rw+":/out:rw", flag, filepath.Join(rw, "new.json"), "--", "python3", "-c", "print('RAN')")
+	writeFile(t, filepath.Join(rw, "ok.env"), "A=1\n", 0o644)
+	for _, c := range []struct{ flag, name string }{{"--result", "new.json"}, {"--audit-log", "new.log"}, {"--env-file", "ok.env"}} {
+		flag := c.flag
+		cmd := exec.Command(testBin, "--rootfs", rootfsDir, "-v", rw+":/out:rw", flag, filepath.Join(rw, c.name), "--", "python3", "-c", "print('RAN')")
 		cmd.Dir = newDir(t)
 		cmd.Env = modeEnv(m)
 		stdout, stderr, exit := attackExec(t, m, cmd)

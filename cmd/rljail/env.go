@@ -35,7 +35,7 @@ func envEntry(e string) (kv string, ok bool, err error) {
 // quoting, # starts a comment line, a bare KEY is passed from rljail's
 // environment).
 func readEnvFile(path string) ([]string, error) {
-	f, err := os.Open(path)
+	f, err := openInput(path)
 	if err != nil {
 		return nil, fmt.Errorf("--env-file: %w", err)
 	}

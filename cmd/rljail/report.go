@@ -12,7 +12,8 @@ import (
 	"github.com/rljail/rljail/jail"
 )
 
-// The files rljail writes for its caller (--result, --audit-log) are named
+// The files rljail writes for its caller (--result, --audit-log), and the
+// one it reads (--env-file), are named
 // by paths on the host, and the jail may write below some host paths: the
 // volumes granted rw. A payload could plant a symbolic link or a FIFO
 // there under the file's name, in this run for the audit log or in an
@@ -99,12 +100,45 @@ func openOutput(path string, flags int, mode uint32) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// trustedLink reports whether the symbolic link path lives in a directory
-// that only root may change (as /dev/stdout does), so that no payload can
-// have put it there.
-func trustedLink(path string) bool {
+// openInput opens a file rljail reads for its caller (--env-file) as
+// openOutput opens the ones it writes: no planted link followed, no
+// blocking on a FIFO (one without a writer reads as empty).
+func openInput(path string) (*os.File, error) {
+	const base = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
+	fd, err := unix.Open(path, base|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, unix.ELOOP) && trustedLink(path) {
+		fd, err = unix.Open(path, base, 0)
+	}
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("%s is a symbolic link in a directory others may change: name the file it points to", path)
+	case err != nil:
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
 	var st unix.Stat_t
-	if err := unix.Stat(filepath.Dir(path), &st); err != nil {
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is not a file", path)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// trustedLink reports whether the symbolic link path lives where no
+// payload can have put it: in a directory that only root may change (as
+// /dev/stdout does), or in procfs (/dev/fd/N, /proc/self/fd/N: a shell's
+// process substitution).
+func trustedLink(path string) bool {
+	dir := filepath.Dir(path)
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err == nil && fs.Type == unix.PROC_SUPER_MAGIC {
+		return true
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
 		return false
 	}
 	return st.Uid == 0 && st.Mode&0o022 == 0

@@ -464,6 +464,9 @@ func buildSpec(c *cli.Context, notice func(string, ...any)) (jail.Spec, error) {
 		spec.Workdir = prof.Workdir
 	}
 	for _, f := range c.StringSlice("env-file") {
+		if err := checkOutsideWritableVolumes("--env-file", f, c.StringSlice("volume")); err != nil {
+			return spec, err
+		}
 		entries, err := readEnvFile(f)
 		if err != nil {
 			return spec, err
