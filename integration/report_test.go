@@ -268,3 +268,33 @@ func TestResultFileReused(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditHashIsOfWhatRan: a script in a read-write volume that rewrites
+// itself before it exits must not leave the hash of its new content in
+// the audit log: the hash is of what Python started.
+func TestAuditHashIsOfWhatRan(t *testing.T) {
+	t.Parallel()
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			vol := newOpenDir(t)
+			script := "open('/job/run.py', 'w').write('print(\"benign\")\\n')\nprint('done')\n"
+			writeFile(t, filepath.Join(vol, "run.py"), script, 0o666)
+			logPath := filepath.Join(newOpenDir(t), "audit.log")
+			stdout, stderr, exit, _ := runJail(t, m, runOpts{}, "-v", vol+":/job:rw", "--audit-log", logPath, "--", "python3", "/job/run.py")
+			if exit != 0 || !strings.Contains(stdout, "done") {
+				t.Fatalf("exit %d, stdout %q, stderr %q", exit, stdout, stderr)
+			}
+			if now, _ := os.ReadFile(filepath.Join(vol, "run.py")); !strings.Contains(string(now), "benign") {
+				t.Fatalf("the script did not rewrite itself: %q", now)
+			}
+			recs := readAuditLog(t, logPath)
+			if len(recs) != 1 {
+				t.Fatalf("%d audit records, want 1", len(recs))
+			}
+			if got, want := recs[0]["script_sha256"], sha256Hex([]byte(script)); got != want {
+				t.Errorf("script_sha256 = %v, want %s, the hash of the script that ran (not of what it left)", got, want)
+			}
+		})
+	}
+}

@@ -32,20 +32,15 @@ type auditRecord struct {
 	Result       jail.Result `json:"result"`
 }
 
-func newAuditRecord(argv []string, spec jail.Spec, res jail.Result, stdin *hashingReader) auditRecord {
+func newAuditRecord(argv []string, scriptSum string, res jail.Result, stdin *hashingReader) auditRecord {
 	rec := auditRecord{
 		Time:   time.Now().UTC().Format(time.RFC3339Nano),
 		RunID:  res.RunID,
 		Argv:   argv,
 		Result: res,
 	}
-	code, script := scriptOf(argv)
-	rec.Code, rec.Script = code, script
-	if script != "" && script != "-" {
-		if sum, err := scriptSHA256(script, spec); err == nil {
-			rec.ScriptSHA256 = sum
-		}
-	}
+	rec.Code, rec.Script = scriptOf(argv)
+	rec.ScriptSHA256 = scriptSum
 	if stdin != nil {
 		rec.StdinSHA256, rec.StdinBytes = stdin.sum()
 	}
@@ -166,6 +161,22 @@ const maxScriptBytes = 64 << 20
 // have swapped its script for a link to a host file), and only a regular
 // file of at most maxScriptBytes is hashed (a FIFO or /dev/zero would
 // hang the supervisor).
+// auditScriptSum is the sha256 of the script argv runs, taken before the
+// payload starts: a script in a writable volume could rewrite itself (or
+// become a link) before it exits, and the log would then name a hash of
+// what it left rather than of what ran. "" when there is none to take.
+func auditScriptSum(argv []string, spec jail.Spec) string {
+	_, script := scriptOf(argv)
+	if script == "" || script == "-" {
+		return ""
+	}
+	sum, err := scriptSHA256(script, spec)
+	if err != nil {
+		return ""
+	}
+	return sum
+}
+
 func scriptSHA256(p string, spec jail.Spec) (string, error) {
 	src, rel, ok := grantOf(p, spec)
 	if !ok {

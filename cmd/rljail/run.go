@@ -188,6 +188,10 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 
 	var res jail.Result
+	var scriptSum string
+	if err == nil && audit != nil {
+		scriptSum = auditScriptSum(c.Args().Slice(), spec)
+	}
 	if err == nil {
 		res, err = jail.Run(context.Background(), spec)
 	} else {
@@ -224,7 +228,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		}
 	}
 	if audit != nil {
-		rec := newAuditRecord(c.Args().Slice(), spec, res, hashedStdin)
+		rec := newAuditRecord(c.Args().Slice(), scriptSum, res, hashedStdin)
 		if werr := writeJSON(audit, rec); werr != nil && err == nil {
 			return setupError("write the audit log: %v", werr)
 		}
