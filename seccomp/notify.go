@@ -62,6 +62,11 @@ type Denied struct {
 	Count   int               `json:"count"`
 }
 
+// MaxDenied bounds the distinct entries (a call with the values of the
+// arguments its rules look at) that a report lists; beyond it, each call
+// gets one more entry without arguments that counts every other value.
+const MaxDenied = 256
+
 // Supervisor answers a filter's notifications for one run.
 type Supervisor struct {
 	prog *Program
@@ -163,6 +168,12 @@ func (s *Supervisor) record(req *seccompNotif) {
 	first := s.report.Violation == ""
 	if first {
 		s.report.Violation = name
+	}
+	if _, ok := s.index[key]; !ok && len(s.report.Denied) >= MaxDenied {
+		// A payload that varies an argument without end must not grow the
+		// supervisor (nor the report, nor learn's output) without end:
+		// further values count in one entry per call, without arguments.
+		key, args = name, nil
 	}
 	if i, ok := s.index[key]; ok {
 		s.report.Denied[i].Count++
