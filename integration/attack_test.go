@@ -1521,12 +1521,15 @@ for mode in (0o4755, 0o2755, 0o6755):
     attempt("open_creat:%o" % mode, lambda: os.close(os.open("/out/o%o" % mode, os.O_WRONLY | os.O_CREAT, mode)))
     attempt("openat_creat:%o" % mode, lambda: sc(257, -100, ("/out/a%o" % mode).encode(), os.O_WRONLY | os.O_CREAT, mode))
     attempt("creat:%o" % mode, lambda: sc(85, ("/out/c%o" % mode).encode(), mode))
+    attempt("mkfifo:%o" % mode, lambda: os.mkfifo("/out/f%o" % mode, mode))
+    attempt("mknod_fifo:%o" % mode, lambda: os.mknod("/out/n%o" % mode, 0o010000 | mode))
+    attempt("mknodat_fifo:%o" % mode, lambda: sc(259, -100, ("/out/m%o" % mode).encode(), 0o010000 | mode, 0))
 attempt("chown_root", lambda: os.chown("/out/prog", 0, 0))
 attempt("lchown_root", lambda: os.lchown("/out/prog", 0, 0))
 os.mkdir("/out/dir")
 attempt("chmod_dir:2777", lambda: os.chmod("/out/dir", 0o2777))
 `)
-	attackExpectAllFailed(t, r, 20)
+	attackExpectAllFailed(t, r, 29)
 	attackVolumeScan(t, vol)
 }
 
