@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -425,6 +426,38 @@ func payloadEnv(extra []string) []string {
 	return out
 }
 
+// onlineCPUs counts the host's online CPUs (/sys/devices/system/cpu/online,
+// "0-3,6"); not runtime.NumCPU, which counts this process's CPU set, and
+// the supervisor runs pinned to one CPU while a jail starts. A count it
+// cannot read is large, so that nothing is refused for it.
+func onlineCPUs() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return 1 << 20
+	}
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		z := a
+		var err2 error
+		if isRange {
+			z, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || z < a {
+			return 1 << 20
+		}
+		n += z - a + 1
+	}
+	if n == 0 {
+		return 1 << 20
+	}
+	return n
+}
+
+// maxPids is the kernel's highest process count (PID_MAX_LIMIT on 64-bit).
+const maxPids = 4 << 20
+
 // validate checks the limits; the flag names are in the messages because
 // that is what a user typed.
 func (r Resources) validate() error {
@@ -435,10 +468,16 @@ func (r Resources) validate() error {
 		return fmt.Errorf("--memory %d bytes is below the 8 MiB a Python process needs to start", r.MemoryBytes)
 	case r.PidsMax < 0:
 		return fmt.Errorf("--pids-limit %d is negative", r.PidsMax)
+	case r.PidsMax == 1:
+		return errors.New("--pids-limit 1 leaves no room for the payload: the jail's init counts too (2 at least)")
+	case r.PidsMax > maxPids:
+		return fmt.Errorf("--pids-limit %d is more than the kernel allows (%d)", r.PidsMax, maxPids)
 	case r.CPUs < 0:
 		return fmt.Errorf("--cpus %g is negative", r.CPUs)
 	case r.CPUs != 0 && r.CPUs < 0.01:
 		return fmt.Errorf("--cpus %g is below the minimum of 0.01", r.CPUs)
+	case r.CPUs > 0 && r.CPUs > float64(onlineCPUs()):
+		return fmt.Errorf("--cpus %g is more than the %d CPUs of this host", r.CPUs, onlineCPUs())
 	case r.CPUTime < 0:
 		return fmt.Errorf("--cpu-time %s is negative", r.CPUTime)
 	case r.OutputBytes < 0:

@@ -83,6 +83,9 @@ func TestValidate(t *testing.T) {
 		{name: "rootfs is a file", mutate: func(s *Spec) { s.Rootfs = file }, wantErr: "not a directory"},
 		{name: "bad env", mutate: func(s *Spec) { s.Env = []string{"NOEQUALS"} }, wantErr: "not KEY=VALUE"},
 		{name: "relative workdir", mutate: func(s *Spec) { s.Workdir = "tmp" }, wantErr: "absolute"},
+		{name: "pids limit 1", mutate: func(s *Spec) { s.Resources.PidsMax = 1 }, wantErr: "init counts too"},
+		{name: "pids limit beyond the kernel's", mutate: func(s *Spec) { s.Resources.PidsMax = 99999999999 }, wantErr: "more than the kernel allows"},
+		{name: "more CPUs than the host", mutate: func(s *Spec) { s.Resources.CPUs = float64(onlineCPUs() + 1) }, wantErr: "CPUs of this host"},
 		{name: "missing volume source", mutate: func(s *Spec) {
 			s.Volumes = []Volume{{Source: filepath.Join(dir, "nope"), Dest: "/x"}}
 		}, wantErr: "no such file"},
