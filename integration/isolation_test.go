@@ -196,12 +196,15 @@ except Exception as e:
 			t.Errorf("the jail modified the read-only workspace file: %q", b)
 		}
 	}},
-	{"workspace_not_mounted_for_root_or_home", func(t *testing.T, m mode) {
+	{"workspace_not_mounted_for_root_home_or_etc", func(t *testing.T, m mode) {
 		home := "/root"
 		if m == asRootless {
 			home = testHome
 		}
-		for _, dir := range []string{"/", home} {
+		for _, dir := range []string{"/", home, "/etc", "/etc/ssh"} {
+			if _, err := os.Stat(dir); err != nil {
+				continue
+			}
 			stdout, stderr, exit, _ := runJail(t, m, runOpts{dir: dir}, python(`
 import os
 print("EXISTS", os.path.exists("/workspace"))

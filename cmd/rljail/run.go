@@ -545,6 +545,14 @@ func workspaceDir() (string, string, error) {
 			return "", fmt.Sprintf("not mounting %s at %s: it is the root or your home directory; cd to a project directory or grant it with -v", real, jail.WorkspaceDir), nil
 		}
 	}
+	// The host's configuration and state: as root the workspace is
+	// idmapped to the jail's user, which could then read what only root
+	// may (/etc/shadow from /etc).
+	for _, s := range []string{"/etc", "/root", "/boot", "/proc", "/sys", "/dev", "/run"} {
+		if real == s || strings.HasPrefix(real, s+"/") {
+			return "", fmt.Sprintf("not mounting %s at %s: it holds the host's configuration or state; cd to a project directory or grant it with -v", real, jail.WorkspaceDir), nil
+		}
+	}
 	return real, "", nil
 }
 
@@ -555,8 +563,8 @@ const (
 	signalsKey = "rljail.signals"
 )
 
-// catchSignals catches SIGINT, SIGTERM and SIGHUP for the payload: the
-// jail's init passes them on. Until then a signal has its default effect:
+// catchSignals catches SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
+// SIGUSR2 for the payload: the jail's init passes them on (jail.Spec.Signals). Until then a signal has its default effect:
 // it ends rljail, and its jail with it.
 func catchSignals() (*jail.SignalPipe, error) {
 	return jail.CatchSignals(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
