@@ -68,10 +68,30 @@ func checkOutsideWritableVolumes(flag, path string, volumes []string) error {
 // openOutput opens a file rljail writes for its caller (see above) with
 // flags (O_WRONLY and more), creating it with mode.
 func openOutput(path string, flags int, mode uint32) (*os.File, error) {
-	const base = unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
-	fd, err := unix.Open(path, flags|base|unix.O_CREAT|unix.O_NOFOLLOW, mode)
+	return openCallerFile(path, flags|unix.O_CREAT, mode, func(st *unix.Stat_t) bool {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG, unix.S_IFIFO, unix.S_IFCHR, unix.S_IFSOCK:
+			return true
+		}
+		return false
+	})
+}
+
+// openInput opens a file rljail reads for its caller (--env-file) as
+// openOutput opens the ones it writes (a FIFO without a writer reads as
+// empty).
+func openInput(path string) (*os.File, error) {
+	return openCallerFile(path, unix.O_RDONLY, 0, func(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT != unix.S_IFDIR })
+}
+
+// openCallerFile opens path without following a planted link and without
+// blocking on a FIFO, and keeps it if ok accepts what it is; the file then
+// blocks as usual (a pipe's other end may be slow).
+func openCallerFile(path string, flags int, mode uint32, ok func(*unix.Stat_t) bool) (*os.File, error) {
+	flags |= unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
+	fd, err := unix.Open(path, flags|unix.O_NOFOLLOW, mode)
 	if errors.Is(err, unix.ELOOP) && trustedLink(path) {
-		fd, err = unix.Open(path, flags|base|unix.O_CREAT, mode)
+		fd, err = unix.Open(path, flags, mode)
 	}
 	switch {
 	case errors.Is(err, unix.ELOOP):
@@ -82,41 +102,7 @@ func openOutput(path string, flags int, mode uint32) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG, unix.S_IFIFO, unix.S_IFCHR, unix.S_IFSOCK:
-	default:
-		unix.Close(fd)
-		return nil, fmt.Errorf("%s is not a file", path)
-	}
-	// Writes block as usual (a pipe's reader may be slow).
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), path), nil
-}
-
-// openInput opens a file rljail reads for its caller (--env-file) as
-// openOutput opens the ones it writes: no planted link followed, no
-// blocking on a FIFO (one without a writer reads as empty).
-func openInput(path string) (*os.File, error) {
-	const base = unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
-	fd, err := unix.Open(path, base|unix.O_NOFOLLOW, 0)
-	if errors.Is(err, unix.ELOOP) && trustedLink(path) {
-		fd, err = unix.Open(path, base, 0)
-	}
-	switch {
-	case errors.Is(err, unix.ELOOP):
-		return nil, fmt.Errorf("%s is a symbolic link in a directory others may change: name the file it points to", path)
-	case err != nil:
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFDIR {
+	if err := unix.Fstat(fd, &st); err != nil || !ok(&st) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%s is not a file", path)
 	}
