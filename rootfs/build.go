@@ -278,6 +278,9 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, logf
 		}
 		libs = append(libs, more...)
 	}
+	if err := addZoneinfo(ctx, t, hostZoneinfo); err != nil {
+		logf("no time zone database in the rootfs: %v", err)
+	}
 	shLibs, err := addShell(t, r, hostShell)
 	if err != nil {
 		logf("no /bin/sh in the rootfs: %v", err)
@@ -334,6 +337,24 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, logf
 // for subprocess's shell=True, os.system and os.popen, which model-written
 // code uses often. Debian's is dash (125 KB, libc only).
 const hostShell = "/bin/sh"
+
+// hostZoneinfo is the time zone database the rootfs gets (Python's
+// zoneinfo reads it; the tzdata package is not installed), without its
+// right/ and posix/ copies: 2 MB.
+const hostZoneinfo = "/usr/share/zoneinfo"
+
+// addZoneinfo copies the host's time zone database into the tree.
+func addZoneinfo(ctx context.Context, t *tree, dir string) error {
+	real, err := t.mirror(dir)
+	if err != nil {
+		return err
+	}
+	_, err = t.copyDir(ctx, real, func(rel string, isDir bool) bool {
+		top, _, _ := strings.Cut(rel, "/")
+		return top == "right" || top == "posix"
+	})
+	return err
+}
 
 // addShell copies the host's /bin/sh (as the links that lead to it) into
 // the tree and returns the libraries it needs.
