@@ -817,7 +817,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				// A request on the control pipe, not a signal to init:
 				// init ignores every signal, so the payload cannot signal it.
 				if sig, isSys := s.(syscall.Signal); isSys {
-					stop.signal(j.control, sig, time.Now())
+					stop.signal(j.control, sig)
 				}
 			}
 		}

@@ -110,10 +110,10 @@ type Spec struct {
 	// Signals, when set, carries signals for the payload (the CLI forwards
 	// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 here); the
 	// jail's init passes them on. A payload that does not end when asked
-	// is killed: StopGrace after a SIGTERM, SIGHUP or SIGQUIT, at once on
-	// any such signal after that, and on the third SIGINT within
-	// StopGrace (an interactive program may take one SIGINT as an
-	// interrupt and go on; a user who presses ^C three times wants out).
+	// is killed: StopGrace after a SIGTERM, SIGHUP or SIGQUIT, and at once
+	// on any further SIGTERM, SIGHUP, SIGQUIT or SIGINT. A SIGINT alone
+	// never kills: an interactive payload (a REPL) takes it as an
+	// interrupt and goes on.
 	Signals <-chan os.Signal
 	// StopGrace is how long the payload has to end after a SIGTERM,
 	// SIGHUP or SIGQUIT before the jail is killed; 0 means

@@ -21,8 +21,7 @@ const DefaultStopGrace = 5 * time.Second
 type stopper struct {
 	grace  time.Duration
 	timer  *time.Timer
-	asked  string      // the first SIGTERM, SIGHUP or SIGQUIT passed on
-	ints   []time.Time // the SIGINTs passed on, within grace of the last
+	asked  string // the first SIGTERM, SIGHUP or SIGQUIT passed on
 	mu     sync.Mutex
 	killed string // why the payload was killed, once it was
 }
@@ -43,7 +42,7 @@ func (s *stopper) cancel() {
 
 // signal passes sig on, or kills the payload when sig repeats a request
 // to stop that it has not heeded.
-func (s *stopper) signal(control io.Writer, sig syscall.Signal, now time.Time) {
+func (s *stopper) signal(control io.Writer, sig syscall.Signal) {
 	switch sig {
 	case syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
 		if s.asked != "" {
@@ -53,19 +52,11 @@ func (s *stopper) signal(control io.Writer, sig syscall.Signal, now time.Time) {
 		s.asked = unix.SignalName(sig)
 		s.timer = time.NewTimer(s.grace)
 	case syscall.SIGINT:
+		// Never a reason to kill on its own: an interactive payload (a
+		// REPL, which a runner interrupts cell after cell) takes it as an
+		// interrupt and goes on. After a request to stop, it insists.
 		if s.asked != "" {
 			s.kill(control, "SIGINT came after "+s.asked)
-			return
-		}
-		kept := s.ints[:0]
-		for _, t := range s.ints {
-			if now.Sub(t) < s.grace {
-				kept = append(kept, t)
-			}
-		}
-		s.ints = append(kept, now)
-		if len(s.ints) >= 3 {
-			s.kill(control, "a third SIGINT came within "+s.grace.String())
 			return
 		}
 	}

@@ -31,7 +31,7 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 		OnUsageError: usageError,
 		Flags: withFixedNames([]cli.Flag{
 			&cli.StringFlag{Name: "timeout", Value: "10s", Usage: "wall-clock limit (Go duration such as 2s, 1m30s, or seconds); the jail is killed at it, exit 124"},
-			&cli.StringFlag{Name: "stop-grace", Value: "5s", Usage: "how long the payload has to end after rljail passes it SIGTERM, SIGHUP or SIGQUIT before the jail is killed (a second such signal, or a third SIGINT, kills at once)"},
+			&cli.StringFlag{Name: "stop-grace", Value: "5s", Usage: "how long the payload has to end after rljail passes it SIGTERM, SIGHUP or SIGQUIT before the jail is killed (any further signal of these or SIGINT kills at once; SIGINT alone never kills)"},
 			&cli.StringSliceFlag{Name: "volume", Aliases: []string{"v"}, Usage: "grant a host path: SRC:DST[:ro|rw], read-only unless rw"},
 			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "set KEY=VALUE in the jail, or pass KEY from rljail's environment"},
 			&cli.StringSliceFlag{Name: "env-file", Usage: "read KEY=VALUE lines from a file (# comments)"},
