@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -208,6 +209,57 @@ func TestOutputReaderGone(t *testing.T) {
 			}
 			if b, err := os.ReadFile(report); err != nil || !strings.Contains(string(b), "no space left on device") {
 				t.Errorf("stdout to /dev/full: the report does not say the output was lost (%v): %s", err, b)
+			}
+		})
+	}
+}
+
+// TestMergedOutputOrder: with rljail's stdout and stderr one file (2>&1,
+// as a runner that merges them into the model's observation does), what
+// the payload writes to each arrives in the order it wrote it, and
+// rljail's own lines start a line even when the payload stopped mid-line.
+func TestMergedOutputOrder(t *testing.T) {
+	t.Parallel()
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			dir := newOpenDir(t)
+			cmd := exec.Command(testBin, "--rootfs", rootfsDir, "--timeout", "2s", "--result", filepath.Join(dir, "r.json"), "--",
+				"python3", "-c", `
+import sys, time
+for i in range(20):
+    sys.stdout.write("out%d\n" % i); sys.stdout.flush()
+    sys.stderr.write("err%d\n" % i); sys.stderr.flush()
+sys.stdout.write("working..."); sys.stdout.flush()
+time.sleep(30)`)
+			cmd.Dir = dir
+			cmd.Env = modeEnv(m)
+			if m == asRootless {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
+			}
+			f, err := os.Create(filepath.Join(dir, "merged.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			cmd.Stdout, cmd.Stderr = f, f // one open file for both
+			_ = cmd.Run()
+			got, _ := os.ReadFile(filepath.Join(dir, "merged.txt"))
+			var want strings.Builder
+			for i := 0; i < 20; i++ {
+				fmt.Fprintf(&want, "out%d\nerr%d\n", i, i)
+			}
+			want.WriteString("working...\n")
+			// Rootless, the fallback warning comes first.
+			body := string(got)
+			if i := strings.Index(body, "out0\n"); i >= 0 {
+				body = body[i:]
+			}
+			if !strings.HasPrefix(body, want.String()) {
+				t.Errorf("merged output out of order, or rljail's line not on a line of its own:\n%s", got)
+			}
+			if !strings.Contains(string(got), "\nrljail: killed at the time limit") {
+				t.Errorf("rljail's timeout line does not start a line:\n%q", got)
 			}
 		})
 	}

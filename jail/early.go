@@ -38,7 +38,7 @@ func StartEarly() *Early {
 	}
 	go func() {
 		defer close(e.ready)
-		e.j, e.err = spawnInit(e.root, e.unified, true)
+		e.j, e.err = spawnInit(e.root, e.unified, true, OutputMerged(os.Stdout, os.Stderr))
 	}()
 	return e
 }

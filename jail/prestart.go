@@ -42,6 +42,7 @@ func takePrestarted(root, unified bool) *jailRun {
 	}
 	// The first step waits for a cgroup as it decided (p.unified).
 	j := newJailRun(ends, p.unified != 0, p.root != 0, int(p.pid), int(p.pidfd))
+	j.merged = p.merged != 0
 	uid, gid, _ := jailHostIDs(root)
 	if (p.root != 0) != root || (p.unified != 0) != unified || int(p.uid) != uid || int(p.gid) != gid {
 		j.discard()
@@ -71,6 +72,7 @@ type prestartRec struct {
 	startLock                                               int32
 	looked, resultFDs                                       int32
 	resultFD, resultFDFlags                                 [4]int32 // RLJAIL_RESULT_FDS
+	merged                                                  int32
 }
 
 // CallerFD says whether descriptor fd, named by --result-fd, was open when

@@ -74,12 +74,13 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	var j *jailRun
 	var unified bool
 	var err error
-	if e := spec.Early; e.usable(root) {
+	merged := OutputMerged(spec.Stdout, spec.Stderr)
+	if e := spec.Early; e.usable(root) && e.j.merged == merged {
 		e.used = true
 		j, unified = e.j, e.unified
 	} else {
 		unified = cgroup.Unified()
-		if j, err = spawnInit(root, unified, spec.Seccomp != nil && spec.Seccomp.Notify); err != nil {
+		if j, err = spawnInit(root, unified, spec.Seccomp != nil && spec.Seccomp.Notify, merged); err != nil {
 			return setupFailed(ExitSetupError, err)
 		}
 	}
@@ -276,6 +277,8 @@ const hostJailID = 65534
 
 // jailRun is a started jail.
 type jailRun struct {
+	// merged: the payload's stdout and stderr are one pipe (OutputMerged).
+	merged bool
 	// The first step, started with vfork and exec (spawnInit): its pid,
 	// and its pidfd while it has not been reaped (under stage1Mu).
 	stage1Pid   int
@@ -314,7 +317,7 @@ type jailRun struct {
 // pidfd (configure). Go's own clone into a user namespace would copy this
 // process's page tables and exec after it; this way the supervisor goes on
 // with the cgroup and the mount trees while the kernel makes the jail.
-func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
+func spawnInit(root, waitCgroup, notify, merged bool) (*jailRun, error) {
 	var err error
 	var toClose []*os.File
 	pipe := func() (*os.File, *os.File) {
@@ -359,7 +362,11 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 	// syscall's fork and exec rather than os/exec's: os/exec first checks,
 	// once per process, that pidfds work by forking a child of its own.
 	files := make([]uintptr, 0, 7)
-	for _, f := range append([]*os.File{stdinR, stdoutW, stderrW}, extra...) {
+	payloadErr := stderrW
+	if merged {
+		payloadErr = stdoutW // one pipe for both (OutputMerged)
+	}
+	for _, f := range append([]*os.File{stdinR, stdoutW, payloadErr}, extra...) {
 		if f == nil {
 			files = append(files, ^uintptr(0)) // closed in the first step
 			continue
@@ -391,7 +398,54 @@ func spawnInit(root, waitCgroup, notify bool) (*jailRun, error) {
 			f.Close()
 		}
 	}
-	return newJailRun(stage1Ends{ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW}, waitCgroup, root, pid, pidfd), nil
+	j := newJailRun(stage1Ends{ctl, statusR, stdinW, stdoutR, stderrR, notifyR, guardW}, waitCgroup, root, pid, pidfd)
+	j.merged = merged
+	return j, nil
+}
+
+// OutputMerged tells whether the payload's stdout and stderr go to one
+// file (rljail ... 2>&1, or a terminal): the payload then gets one pipe
+// for both, so that what it writes to each arrives in the order it wrote
+// it, as it would outside the jail (with two pipes, two pumps reordered
+// them). The report then counts all of it as stdout.
+//
+// A writer that wraps a file says so with an Unwrap() io.Writer method.
+func OutputMerged(stdout, stderr io.Writer) bool {
+	a, ok1 := unwrapWriter(stdout).(*os.File)
+	b, ok2 := unwrapWriter(stderr).(*os.File)
+	if !ok1 || !ok2 || a == nil || b == nil {
+		return false
+	}
+	sa, errA := fstatNoBlock(a)
+	sb, errB := fstatNoBlock(b)
+	return errA == nil && errB == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+// unwrapWriter follows Unwrap() io.Writer to the writer underneath.
+func unwrapWriter(w io.Writer) io.Writer {
+	for i := 0; i < 8; i++ {
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	return w
+}
+
+// fstatNoBlock stats f without os.File.Fd, which would make a descriptor
+// shared with rljail's caller blocking.
+func fstatNoBlock(f *os.File) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return st, err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil {
+		return st, err
+	}
+	return st, serr
 }
 
 // jailHostIDs returns the host uid and gid the jail's user (JailUID) maps

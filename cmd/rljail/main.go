@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -76,7 +77,7 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 		// would end rljail without a report when its reader goes away
 		// (rljail ... | head). Copies above 2 fail with EPIPE instead, and
 		// the output pump then stops as a pipe would (jail.pumpOutput).
-		stdout, stderr = aboveTwo(stdout), aboveTwo(stderr)
+		stdout, stderr = trackLines(aboveTwo(stdout), aboveTwo(stderr))
 	}
 	app := newApp(stdin, stdout, stderr)
 	if args[1] != "run" {
@@ -113,11 +114,11 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 			reportParseFailure(args[2:], ee.msg)
 		}
 		if ee.msg != "" {
-			fmt.Fprintln(stderr, "rljail: "+ee.msg)
+			fmt.Fprintln(ownLines(stderr), "rljail: "+ee.msg)
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "rljail: "+oneLine(err.Error()))
+	fmt.Fprintln(ownLines(stderr), "rljail: "+oneLine(err.Error()))
 	return jail.ExitSetupError
 }
 
@@ -208,4 +209,67 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			},
 		},
 	}
+}
+
+// lineState says whether the last byte written to one file ended a line.
+// rljail's stdout and stderr share one when they are one file.
+type lineState struct {
+	mu  sync.Mutex
+	mid bool
+}
+
+// trackedWriter is a destination of the payload's output (or of rljail's
+// own lines) that keeps its lineState.
+type trackedWriter struct {
+	w  io.Writer
+	st *lineState
+}
+
+// Unwrap returns the destination (jail.OutputMerged looks through it).
+func (t *trackedWriter) Unwrap() io.Writer { return t.w }
+
+func (t *trackedWriter) Write(p []byte) (int, error) {
+	n, err := t.w.Write(p)
+	if n > 0 {
+		t.st.mu.Lock()
+		t.st.mid = p[n-1] != '\n'
+		t.st.mu.Unlock()
+	}
+	return n, err
+}
+
+// trackLines wraps rljail's stdout and stderr so that its own lines can
+// start on a line of their own (ownLines); one state when both are one
+// file.
+func trackLines(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	out, errs := &lineState{}, &lineState{}
+	if jail.OutputMerged(stdout, stderr) {
+		errs = out
+	}
+	return &trackedWriter{stdout, out}, &trackedWriter{stderr, errs}
+}
+
+// ownLines is the writer for rljail's own lines on w: when the payload's
+// output to the same file stopped in the middle of a line, a line break
+// comes first, so that "rljail: ..." starts a line (a runner may look for
+// it there).
+func ownLines(w io.Writer) io.Writer {
+	if t, ok := w.(*trackedWriter); ok {
+		return ownWriter{t}
+	}
+	return w
+}
+
+type ownWriter struct{ t *trackedWriter }
+
+func (o ownWriter) Write(p []byte) (int, error) {
+	o.t.st.mu.Lock()
+	mid := o.t.st.mid
+	o.t.st.mu.Unlock()
+	if mid && len(p) > 0 {
+		if _, err := o.t.Write([]byte{'\n'}); err != nil {
+			return 0, err
+		}
+	}
+	return o.t.Write(p)
 }

@@ -90,9 +90,10 @@ func parseDuration(flag, s string) (time.Duration, error) {
 
 func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error {
 	quiet := c.Bool("quiet")
+	own := ownLines(stderr) // rljail's own lines, each at a line's start
 	notice := func(format string, a ...any) {
 		if !quiet {
-			fmt.Fprintf(stderr, "rljail: "+format+"\n", a...)
+			fmt.Fprintf(own, "rljail: "+format+"\n", a...)
 		}
 	}
 	start := time.Now()
@@ -175,7 +176,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		spec.Stdin, spec.Stdout, spec.Stderr = hashedStdin, stdout, stderr
 		spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
 		// Warnings about fallbacks are printed even with --quiet.
-		spec.Warn = func(msg string) { fmt.Fprintln(stderr, "rljail: warning: "+msg) }
+		spec.Warn = func(msg string) { fmt.Fprintln(own, "rljail: warning: "+msg) }
 		sigs, _ := c.App.Metadata[signalsKey].(*jail.SignalPipe)
 		if sigs == nil {
 			if sigs, err = catchSignals(); err == nil {
@@ -213,11 +214,11 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		res.Seccomp.Added = c.StringSlice("seccomp-add")
 		res.Seccomp.Removed = c.StringSlice("seccomp-remove")
 		if c.String("seccomp") == "learn" {
-			printLearned(stderr, *res.Seccomp)
+			printLearned(own, *res.Seccomp)
 		}
 	}
 	if c.Bool("verbose") {
-		fmt.Fprintln(stderr, "rljail: "+summary(res))
+		fmt.Fprintln(own, "rljail: "+summary(res))
 	}
 	for _, f := range resultFiles {
 		if werr := f.write(res); werr != nil && err == nil {

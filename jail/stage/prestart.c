@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -99,6 +100,10 @@ void rljail_prestart(int argc, char **argv)
 	for (int i = 0; i < 3; i++)
 		if (fcntl(i, F_GETFD) < 0)
 			return;
+	// rljail's stdout and stderr as one file (2>&1): the payload gets one
+	// pipe for both, so that what it writes to each keeps its order.
+	struct stat o, e;
+	int merged = fstat(1, &o) == 0 && fstat(2, &e) == 0 && o.st_dev == e.st_dev && o.st_ino == e.st_ino;
 	// Pairs: [0] is read or the supervisor's socket end, [1] write or the jail's.
 	enum { CTL, STATUS, IN, OUT, ERR, NOTIFY, GUARD, NPAIRS };
 	int fd[NPAIRS][2];
@@ -169,7 +174,7 @@ void rljail_prestart(int argc, char **argv)
 	if (pid == 0) {
 		// The first step's descriptors 0-6, as spawnInit lays them out;
 		// nothing else of this process's.
-		int src[7] = {fd[IN][0], fd[OUT][1], fd[ERR][1], fd[CTL][1], fd[STATUS][1], fd[NOTIFY][1], fd[GUARD][0]};
+		int src[7] = {fd[IN][0], fd[OUT][1], merged ? fd[OUT][1] : fd[ERR][1], fd[CTL][1], fd[STATUS][1], fd[NOTIFY][1], fd[GUARD][0]};
 		int hi[7];
 		for (int i = 0; i < 7; i++)
 			if ((hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 16)) < 0)
@@ -216,6 +221,7 @@ void rljail_prestart(int argc, char **argv)
 	p->stderr_r = fd[ERR][0];
 	p->notify_r = fd[NOTIFY][0];
 	p->guard_w = fd[GUARD][1];
+	p->merged = merged;
 	// Every thread the Go runtime starts inherits this slack; the first
 	// step, forked above, keeps the caller's, and so do the jail and its
 	// payload. The supervisor gives the caller's to any init it starts

@@ -52,6 +52,9 @@ struct rljail_prestart {
 	int looked;
 	int result_fds;
 	int result_fd[4], result_fd_flags[4];
+	// 1: rljail's stdout and stderr are one file (2>&1), and the payload
+	// gets one pipe for both, so that their order is kept (jail.OutputMerged).
+	int merged;
 };
 
 #define RLJAIL_RESULT_FDS 4
