@@ -13,6 +13,10 @@ import sys
 import traceback
 
 
+# A cell's printed output is cut here: rljail's --output-limit counts the whole session.
+MAX_OUTPUT = 64 << 10
+
+
 def llm_query(prompt):
     """Ask the host's model; returns its answer as a string."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -37,7 +41,10 @@ def main():
                 exec(compile(code, "<cell>", "exec"), namespace)
             except BaseException:  # SystemExit and KeyboardInterrupt end the cell, not the REPL
                 ok, error = False, traceback.format_exc(limit=5)
-        out.write(json.dumps({"ok": ok, "output": buf.getvalue(), "error": error}) + "\n")
+        output = buf.getvalue()
+        if len(output) > MAX_OUTPUT:  # what the model reads back stays short
+            output = output[:MAX_OUTPUT] + "\n[%d more characters cut]" % (len(output) - MAX_OUTPUT)
+        out.write(json.dumps({"ok": ok, "output": output, "error": error}) + "\n")
         out.flush()
 
 

@@ -52,7 +52,8 @@ class JailedREPL:
         self.bridge = _Bridge(sock, _Ask)
         os.chmod(sock, 0o666)
         threading.Thread(target=self.bridge.serve_forever, daemon=True).start()
-        argv = [RLJAIL, "-q", "--timeout", timeout, "--no-workspace",
+        # --output-limit counts the whole session; the REPL cuts each cell's output.
+        argv = [RLJAIL, "-q", "--timeout", timeout, "--output-limit", "1g", "--no-workspace",
                 "-v", sock + ":/run/llm.sock",
                 "-v", os.path.join(HERE, "rlm_jail_repl.py") + ":/opt/rlm/repl.py"]
         if context_dir:
