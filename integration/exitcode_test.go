@@ -264,3 +264,36 @@ time.sleep(30)`)
 		})
 	}
 }
+
+// TestManyArguments: tens of thousands of arguments and environment
+// entries (a harness passing model-chosen arguments) reach the payload
+// quickly and cheaply. The jail's init once grew its tables one entry at
+// a time on an allocator that frees only its last block: 40,000
+// arguments took gigabytes, outside every jail limit, and the timeout.
+func TestManyArguments(t *testing.T) {
+	t.Parallel()
+	dir := newOpenDir(t)
+	var env strings.Builder
+	for i := 0; i < 20000; i++ {
+		fmt.Fprintf(&env, "V%d=x\n", i)
+	}
+	writeFile(t, filepath.Join(dir, "many.env"), env.String(), 0o644)
+	args := []string{"--rootfs", rootfsDir, "--timeout", "20s", "--env-file", filepath.Join(dir, "many.env"), "--",
+		"python3", "-c", "import os, sys; print(len(sys.argv), sum(k.startswith('V') for k in os.environ))"}
+	for i := 0; i < 40000; i++ {
+		args = append(args, "arg")
+	}
+	cmd := exec.Command(testBin, args...)
+	cmd.Dir = dir
+	cmd.Env = modeEnv(asRoot)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil || !strings.Contains(string(out), "40001 20000") {
+		t.Fatalf("40,000 arguments and 20,000 variables: %v after %v\n%.500s", err, took, out)
+	}
+	if took > 10*time.Second {
+		t.Errorf("40,000 arguments and 20,000 variables took %v", took)
+	}
+	t.Logf("40,000 arguments and 20,000 variables: %v", took)
+}
