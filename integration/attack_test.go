@@ -1308,6 +1308,10 @@ func init() {
 			mechanism: "run 1 plants, in a read-write volume, symlinks to host files and FIFOs under the names a later run's --result, --audit-log and --env-file use; run 2 names them; run 3 names such a file inside the volume it grants",
 			layer:     "the report, the log and the env file are opened without following a planted link and without blocking on a FIFO; such a file inside a writable volume is refused",
 			run:       attackPlantedReportTargets},
+		{name: "host_user_counters", group: groupDoS,
+			mechanism: "queue thousands of blocked real-time signals to itself and to PID 1, and open inotify instances: both count against the host user who owns the jail's user namespace (root as root), whose limits are host-wide",
+			layer:     "RLIMIT_SIGPENDING of 256 for the payload and for init; inotify is not in any profile",
+			run:       attackHostUserCounters},
 		{name: "symlinks_inside_volume", group: groupFilesystem,
 			mechanism: "follow absolute and relative symlinks inside a granted directory that point at host secrets and at /",
 			layer:     "symlinks resolve inside the jail's own mount namespace, where the host tree does not exist",
@@ -4004,5 +4008,69 @@ print("PLANTED", sorted(os.listdir("/out")))
 		if exit != 125 || strings.Contains(stdout, "RAN") || !strings.Contains(stderr, "inside the volume") {
 			t.Errorf("%s inside the rw volume: exit %d, stdout %q, stderr %q; want 125 and the reason", flag, exit, stdout, stderr)
 		}
+	}
+}
+
+// sigQueued reads the signals queued for the user of process pid, host
+// wide ("SigQ: queued/limit" in /proc/PID/status).
+func sigQueued(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigQ:"); ok {
+			n, _, _ := strings.Cut(strings.TrimSpace(v), "/")
+			q, err := strconv.Atoi(n)
+			if err != nil {
+				t.Fatalf("SigQ %q: %v", v, err)
+			}
+			return q
+		}
+	}
+	t.Fatalf("no SigQ in /proc/%d/status", pid)
+	return 0
+}
+
+func attackHostUserCounters(t *testing.T, m mode) {
+	p := startJail(t, m, runOpts{}, append([]string{"--timeout", "30s"}, python(`
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMIN})
+sent = {"self": 0, "init": 0}
+for target, pid in (("self", os.getpid()), ("init", 1)):
+    for i in range(5000):
+        try:
+            os.kill(pid, signal.SIGRTMIN)
+            sent[target] += 1
+        except OSError:
+            break
+fd = libc.inotify_init1(0)
+print("INOTIFY", fd, ctypes.get_errno())
+print("READY", sent, flush=True)
+time.sleep(20)
+`)...)...)
+	// The host user the jail's queue counts against: root as root (this
+	// test process), the invoking user rootless (rljail itself runs so).
+	counted := os.Getpid()
+	if m == asRootless {
+		counted = p.cmd.Process.Pid
+	}
+	before := sigQueued(t, counted)
+	if !p.stdout.waitFor("READY", 20*time.Second) {
+		_ = p.cmd.Process.Kill()
+		p.wait()
+		t.Fatalf("the payload never printed READY: %s %s", p.stdout.String(), p.stderr.String())
+	}
+	during := sigQueued(t, counted)
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait()
+	t.Logf("signals queued for the host user: %d before, %d while the jail held its queue; payload said %q", before, during, p.stdout.String())
+	if during-before > 2*256+64 {
+		t.Errorf("the jail queued %d signals against its host user's host-wide limit (want at most 2 x 256: the payload's and init's RLIMIT_SIGPENDING)", during-before)
+	}
+	if !strings.Contains(p.stdout.String(), "INOTIFY -1 1") {
+		t.Errorf("inotify_init1 did not fail with EPERM in the jail: %q", p.stdout.String())
 	}
 }

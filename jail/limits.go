@@ -85,6 +85,12 @@ func setupLimits(spec *Spec, runID string, announce func(dirs ...string) error, 
 		secs++
 	}
 	l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_CPU, Soft: secs, Hard: secs + 1})
+	// Queued signals (kill with a real-time signal, sigqueue, timer_create)
+	// count against the host user who owns the jail's user namespace, root
+	// as root: a payload that queued 100,000 of them made root's
+	// sigqueue and timer_create fail on the whole host. init applies this
+	// one to itself too (signals sent to PID 1 stay queued).
+	l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_SIGPENDING, Soft: sigPendingMax, Hard: sigPendingMax})
 	// No CPU cgroup: the payload runs at a lower priority than the
 	// supervisor, whose kill timer must win the CPU (fallbackLine says so).
 	if mech[cgroup.LimitCPU] == cgroup.MechanismNone {
@@ -253,6 +259,12 @@ func (l *jailLimits) collect(res *Result, usage *syscall.Rusage, vanished bool, 
 	}
 	return false
 }
+
+// sigPendingMax is the jail's RLIMIT_SIGPENDING: plenty for a program
+// (Python queues none of its own), and 64 jails at once hold at most 16,384
+// of their host user's, whose own limit is some 90,000 on a machine of
+// 24 GiB.
+const sigPendingMax = 256
 
 // envHas reports whether env (KEY=VALUE entries) sets key.
 func envHas(env []string, key string) bool {

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1148,6 +1149,17 @@ static int init_main(void)
 	// then the limits come.
 	finish_root(&c, &sk);
 	read_message(&c);
+	// The pending-signal limit holds for init too: what the payload sends
+	// to PID 1 is blocked here and stays queued, and every queued signal
+	// of the jail counts against its host user's as well (the user
+	// namespace's owner: root, or the invoking user).
+	for (int i = 0; i < c.nrl; i++) {
+		if (c.rl[i].resource != RLIMIT_SIGPENDING)
+			continue;
+		struct rlimit lim = {c.rl[i].soft, c.rl[i].hard};
+		if (setrlimit(RLIMIT_SIGPENDING, &lim) < 0)
+			die(125, "limit init's pending signals: %s", errstr(errno));
+	}
 	// cgroup v1: init joins the jail's cgroups itself, before the payload,
 	// so that the payload and all it does are counted (what init did
 	// before is a fixed few pages of mounts), and init is counted in
