@@ -4009,6 +4009,20 @@ print("PLANTED", sorted(os.listdir("/out")))
 			t.Errorf("%s inside the rw volume: exit %d, stdout %q, stderr %q; want 125 and the reason", flag, exit, stdout, stderr)
 		}
 	}
+	// The volume's directory by another name, a bind mount of it, in a
+	// mount namespace of the run's own (so the host's table stays as the
+	// other cases compare it).
+	if m == asRoot {
+		alias := newOpenDir(t)
+		cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$0" "$1" && shift && exec "$@"`,
+			rw, alias, testBin, "--rootfs", rootfsDir, "-v", rw+":/out:rw", "--result", filepath.Join(alias, "new.json"), "--", "python3", "-c", "print('RAN')")
+		cmd.Dir = newDir(t)
+		cmd.Env = modeEnv(m)
+		stdout, stderr, exit := attackExec(t, m, cmd)
+		if exit != 125 || strings.Contains(stdout, "RAN") || !strings.Contains(stderr, "inside the volume") {
+			t.Errorf("--result through a bind mount of the rw volume: exit %d, stdout %q, stderr %q; want 125 and the reason", exit, stdout, stderr)
+		}
+	}
 }
 
 // sigQueued reads the signals queued for the user of process pid, host

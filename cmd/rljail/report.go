@@ -41,6 +41,19 @@ func checkOutsideWritableVolumes(flag, path string, volumes []string) error {
 	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
 		names = append(names, filepath.Join(dir, filepath.Base(abs)))
 	}
+	// The directories above the file, as inodes: a volume's directory
+	// reached by another name (a bind mount, a link) is still the volume.
+	type inode struct{ dev, ino uint64 }
+	above := map[inode]bool{}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		var st unix.Stat_t
+		if unix.Stat(dir, &st) == nil {
+			above[inode{st.Dev, st.Ino}] = true
+		}
+		if dir == "/" || dir == "." {
+			break
+		}
+	}
 	for _, v := range volumes {
 		vol, err := jail.ParseVolume(v)
 		if err != nil || !vol.Writable {
@@ -50,6 +63,11 @@ func checkOutsideWritableVolumes(flag, path string, volumes []string) error {
 		if err != nil {
 			continue
 		}
+		inside := false
+		var st unix.Stat_t
+		if unix.Stat(src, &st) == nil && above[inode{st.Dev, st.Ino}] {
+			inside = true
+		}
 		roots := []string{src}
 		if real, err := filepath.EvalSymlinks(src); err == nil {
 			roots = append(roots, real)
@@ -57,9 +75,12 @@ func checkOutsideWritableVolumes(flag, path string, volumes []string) error {
 		for _, n := range names {
 			for _, r := range roots {
 				if n == r || strings.HasPrefix(n, strings.TrimSuffix(r, "/")+"/") {
-					return fmt.Errorf("%s %s is inside the volume %s that the jail may write: the payload could replace it with a link to another file; name a file outside it", flag, path, vol.Source)
+					inside = true
 				}
 			}
+		}
+		if inside {
+			return fmt.Errorf("%s %s is inside the volume %s that the jail may write: the payload could replace it with a link to another file; name a file outside it", flag, path, vol.Source)
 		}
 	}
 	return nil
