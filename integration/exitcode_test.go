@@ -297,3 +297,57 @@ func TestManyArguments(t *testing.T) {
 	}
 	t.Logf("40,000 arguments and 20,000 variables: %v", took)
 }
+
+// TestStalledReaderTimeout: a caller that holds rljail's stdout open but
+// never reads it (a harness that waits for the exit before it reads, with
+// more output than a pipe holds) still gets rljail back at --timeout, as
+// timeout(1) would give it back, with the loss in the report.
+func TestStalledReaderTimeout(t *testing.T) {
+	t.Parallel()
+	for _, merged := range []bool{false, true} {
+		name := "separate"
+		if merged {
+			name = "merged"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := newOpenDir(t)
+			report := filepath.Join(dir, "r.json")
+			cmd := exec.Command(testBin, "--rootfs", rootfsDir, "--timeout", "2s", "--output-limit", "64m", "--result", report, "--",
+				"python3", "-c", "import sys, time\nsys.stdout.write('x' * (10 << 20)); sys.stdout.flush(); time.sleep(60)")
+			cmd.Dir = dir
+			cmd.Env = modeEnv(asRoot)
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close() // held open, never read
+			var errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = w, &errb
+			if merged {
+				cmd.Stderr = w
+			}
+			start := time.Now()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("rljail did not return within 20 s of a 2 s timeout while its stdout's reader did not read")
+			}
+			took := time.Since(start)
+			if code := cmd.ProcessState.ExitCode(); code != 124 || took > 10*time.Second {
+				t.Errorf("exit %d after %v, want 124 within a few seconds of the 2 s timeout; stderr %q", code, took, errb.String())
+			}
+			if b, err := os.ReadFile(report); err != nil || !strings.Contains(string(b), "its reader did not read it") {
+				t.Errorf("the report does not say that stdout was not all passed on (%v): %.300s", err, b)
+			}
+		})
+	}
+}

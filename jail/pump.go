@@ -1,8 +1,11 @@
 package jail
 
 import (
+	"errors"
 	"io"
 	"os"
+	"sync/atomic"
+	"time"
 )
 
 // pumped is what one output pump saw.
@@ -19,7 +22,7 @@ type pumped struct {
 // stops: the payload's next write fails as it would have outside the jail
 // (EPIPE; Python raises BrokenPipeError), rather than its output being
 // lost without a word.
-func pumpOutput(dst io.Writer, src *os.File, limit int64) pumped {
+func pumpOutput(dst io.Writer, src *os.File, limit int64, read *atomic.Int64) pumped {
 	defer src.Close()
 	if dst == nil {
 		dst = io.Discard
@@ -31,6 +34,7 @@ func pumpOutput(dst io.Writer, src *os.File, limit int64) pumped {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.total += int64(n)
+			read.Store(p.total)
 			if room := limit - passed; room > 0 {
 				chunk := buf[:n]
 				if int64(len(chunk)) > room {
@@ -49,5 +53,37 @@ func pumpOutput(dst io.Writer, src *os.File, limit int64) pumped {
 		if err != nil {
 			return p
 		}
+	}
+}
+
+// pumpGrace is how long a run that the kill timer (or its caller) ended
+// waits for its output to be passed on.
+const pumpGrace = time.Second
+
+// errReaderStalled is a pump's write error when rljail's reader did not
+// take the output within pumpGrace of the run's end.
+var errReaderStalled = errors.New("its reader did not read it")
+
+// pumpRun is one stream's pump, running.
+type pumpRun struct {
+	done chan pumped
+	read atomic.Int64 // bytes read from the jail so far
+}
+
+func startPump(dst io.Writer, src *os.File, limit int64) *pumpRun {
+	r := &pumpRun{done: make(chan pumped, 1)}
+	go func() { r.done <- pumpOutput(dst, src, limit, &r.read) }()
+	return r
+}
+
+// result waits for the pump to end, or until grace fires (nil: no
+// limit); a pump given up on is left in its write, which the process's
+// exit ends.
+func (r *pumpRun) result(grace <-chan time.Time) pumped {
+	select {
+	case p := <-r.done:
+		return p
+	case <-grace:
+		return pumped{total: r.read.Load(), writeErr: errReaderStalled}
 	}
 }

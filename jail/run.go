@@ -781,17 +781,8 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	})
 	defer timer.Stop()
 
-	var pumps sync.WaitGroup
-	var outStats, errStats pumped
-	pump := func(dst io.Writer, src *os.File, into *pumped) {
-		pumps.Add(1)
-		go func() {
-			defer pumps.Done()
-			*into = pumpOutput(dst, src, spec.Resources.OutputBytes)
-		}()
-	}
-	pump(spec.Stdout, j.stdoutR, &outStats)
-	pump(spec.Stderr, j.stderrR, &errStats)
+	outPump := startPump(spec.Stdout, j.stdoutR, spec.Resources.OutputBytes)
+	errPump := startPump(spec.Stderr, j.stderrR, spec.Resources.OutputBytes)
 	stopCPU := make(chan struct{})
 	go lim.watchCPU(j.kill, stopCPU)
 	go func() {
@@ -882,7 +873,18 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	close(stopCPU)
 	j.control.Close()
 	j.stdinW.Close()
-	pumps.Wait()
+	// A run the kill timer (or the caller) ended ends now, even when
+	// rljail's reader stopped reading and a pump is stuck in its write:
+	// that output is given up after a short grace, as timeout(1) would.
+	var grace <-chan time.Time
+	select {
+	case <-timedOut:
+		grace = time.After(pumpGrace)
+	case <-ctx.Done():
+		grace = time.After(pumpGrace)
+	default:
+	}
+	outStats, errStats := outPump.result(grace), errPump.result(grace)
 	got := <-msgs
 	for _, m := range got {
 		if m.Warning != "" {
@@ -907,6 +909,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 			why = pe.Err
 		}
 		msg := fmt.Sprintf("the payload's %s could not be passed on (%v); its later writes there failed", o.name, why)
+		if errors.Is(why, errReaderStalled) {
+			msg = fmt.Sprintf("the payload's %s was not all passed on: its reader did not read it within %s of the run's end", o.name, pumpGrace)
+		}
 		res.Warnings = append(res.Warnings, msg)
 		// A reader that went away (| head) is routine: the report says it.
 		if !errors.Is(o.p.writeErr, syscall.EPIPE) && spec.Warn != nil {

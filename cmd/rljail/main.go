@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -214,8 +215,9 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 // lineState says whether the last byte written to one file ended a line.
 // rljail's stdout and stderr share one when they are one file.
 type lineState struct {
-	mu  sync.Mutex
-	mid bool
+	mu    sync.Mutex
+	mid   bool
+	stuck bool // one of rljail's own writes blocked (ownWriter)
 }
 
 // trackedWriter is a destination of the payload's output (or of rljail's
@@ -262,14 +264,38 @@ func ownLines(w io.Writer) io.Writer {
 
 type ownWriter struct{ t *trackedWriter }
 
+// ownWriteWait bounds one of rljail's own writes: its stderr may be a pipe
+// that nobody reads (the payload's output filled it), and rljail must
+// still end at its timeout. A write given up on stays blocked in its
+// goroutine until the process exits; later own lines are dropped.
+const ownWriteWait = 2 * time.Second
+
 func (o ownWriter) Write(p []byte) (int, error) {
 	o.t.st.mu.Lock()
-	mid := o.t.st.mid
+	mid, stuck := o.t.st.mid, o.t.st.stuck
 	o.t.st.mu.Unlock()
-	if mid && len(p) > 0 {
-		if _, err := o.t.Write([]byte{'\n'}); err != nil {
+	if stuck {
+		return 0, errors.New("an earlier write is still blocked")
+	}
+	n := len(p)
+	if mid && n > 0 {
+		p = append([]byte{'\n'}, p...)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := o.t.Write(p)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
 			return 0, err
 		}
+		return n, nil
+	case <-time.After(ownWriteWait):
+		o.t.st.mu.Lock()
+		o.t.st.stuck = true
+		o.t.st.mu.Unlock()
+		return 0, errors.New("the write blocked")
 	}
-	return o.t.Write(p)
 }
