@@ -150,9 +150,7 @@ func TestOutputReaderGone(t *testing.T) {
 				"python3", "-c", "import time\nfor i in range(10**7):\n    print(i, flush=i < 3)")
 			cmd.Dir = dir
 			cmd.Env = modeEnv(m)
-			if m == asRootless {
-				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
-			}
+			runAsMode(cmd, m)
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
@@ -197,10 +195,7 @@ func TestOutputReaderGone(t *testing.T) {
 			cmd = exec.Command(testBin, "--rootfs", rootfsDir, "--result", report, "--", "python3", "-c", "print('x' * 100)")
 			cmd.Dir = dir
 			cmd.Env = modeEnv(m)
-			cmd.SysProcAttr = nil
-			if m == asRootless {
-				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
-			}
+			runAsMode(cmd, m)
 			errb.Reset()
 			cmd.Stdout, cmd.Stderr = full, &errb
 			_ = cmd.Run()
@@ -234,9 +229,7 @@ sys.stdout.write("working..."); sys.stdout.flush()
 time.sleep(30)`)
 			cmd.Dir = dir
 			cmd.Env = modeEnv(m)
-			if m == asRootless {
-				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
-			}
+			runAsMode(cmd, m)
 			f, err := os.Create(filepath.Join(dir, "merged.txt"))
 			if err != nil {
 				t.Fatal(err)

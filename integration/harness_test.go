@@ -220,6 +220,13 @@ func modeEnv(m mode) []string {
 	return []string{"PATH=" + hostPath, "HOME=/root", "USER=root", "LOGNAME=root"}
 }
 
+// runAsMode makes cmd run as the rootless test user in rootless mode.
+func runAsMode(cmd *exec.Cmd, m mode) {
+	if m == asRootless {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
+	}
+}
+
 // hostIDsOfJail are the host uid and gid the jail's user maps to: the
 // invoking user's own rootless, an unprivileged id (65534) as root.
 func hostIDsOfJail(m mode) (uid, gid int) {

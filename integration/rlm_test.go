@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -33,9 +32,7 @@ func TestRLMExample(t *testing.T) {
 			cmd := exec.Command("/usr/bin/python3", filepath.Join(dir, "rlm_repl.py")) // Debian's, as the rootfs build uses
 			cmd.Dir = tmp
 			cmd.Env = append(modeEnv(m), "RLJAIL_BIN="+testBin, "RLJAIL_ROOTFS="+rootfsDir, "TMPDIR="+tmp, "OPENAI_API_KEY="+key)
-			if m == asRootless {
-				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
-			}
+			runAsMode(cmd, m)
 			cmd.WaitDelay = 5 * time.Second
 			done := make(chan struct{})
 			timer := time.AfterFunc(60*time.Second, func() { _ = cmd.Process.Kill(); close(done) })
