@@ -150,11 +150,13 @@ func TestResultPathInArgs(t *testing.T) {
 	}
 }
 
-// A command line that does not parse leaves no earlier report in
-// --result's file: a runner reading it after exit 125 finds this run's
-// setup error.
+// A command line that does not parse, or a setup error found before the
+// run (a bad --result-fd, an audit log that cannot be opened), leaves no
+// earlier report in --result's file: a runner reading it after exit 125
+// finds this run's setup error.
 func TestParseFailureReplacesOldReport(t *testing.T) {
-	for _, bad := range [][]string{{"--bogus"}, {"--cpus", "abc"}, {"--pids-limit", "x"}, {"--result-fd", "abc"}} {
+	for _, bad := range [][]string{{"--bogus"}, {"--cpus", "abc"}, {"--pids-limit", "x"}, {"--result-fd", "abc"},
+		{"--result-fd", "1"}, {"--result-fd", "-7"}, {"--audit-log", "/nonexistent-dir/a.log"}} {
 		p := filepath.Join(t.TempDir(), "r.json")
 		old := `{"status":"ok","exit_code":0}` + "\n"
 		if err := os.WriteFile(p, []byte(old), 0o644); err != nil {

@@ -107,14 +107,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	if c.IsSet("result") && c.String("result") == "" {
 		return setupError("--result needs a file name")
 	}
-	if fd := c.Int("result-fd"); fd < -1 {
-		return setupError("--result-fd %d is not a descriptor (-1, the default, means none)", fd)
-	}
-	for _, flag := range []string{"result", "audit-log"} {
-		if p := c.String(flag); p != "" {
-			if err := checkOutsideWritableVolumes("--"+flag, p, c.StringSlice("volume")); err != nil {
-				return setupError("%v", err)
-			}
+	if p := c.String("result"); p != "" {
+		if err := checkOutsideWritableVolumes("--result", p, c.StringSlice("volume")); err != nil {
+			return setupError("%v", err)
 		}
 	}
 	if p := c.String("result"); p != "" {
@@ -135,12 +130,32 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		}
 		resultFiles = append(resultFiles, reportFile{f, true})
 	}
+	// A setup error from here on still leaves its report in the files
+	// opened so far.
+	failEarly := func(err error) error {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			res := jail.Result{Status: jail.StatusSetupError, ExitCode: ee.code, Error: ee.msg, WallMS: time.Since(start).Milliseconds()}
+			for _, f := range resultFiles {
+				_ = f.write(res)
+			}
+		}
+		return err
+	}
+	if fd := c.Int("result-fd"); fd < -1 {
+		return failEarly(setupError("--result-fd %d is not a descriptor (-1, the default, means none)", fd))
+	}
+	if p := c.String("audit-log"); p != "" {
+		if err := checkOutsideWritableVolumes("--audit-log", p, c.StringSlice("volume")); err != nil {
+			return failEarly(setupError("%v", err))
+		}
+	}
 	if fd := c.Int("result-fd"); fd >= 0 {
 		if fd <= 2 {
-			return setupError("--result-fd %d: use a descriptor above 2 (stdout and stderr belong to the payload)", fd)
+			return failEarly(setupError("--result-fd %d: use a descriptor above 2 (stdout and stderr belong to the payload)", fd))
 		}
 		if err := checkResultFD(fd); err != nil {
-			return setupError("%v", err)
+			return failEarly(setupError("%v", err))
 		}
 		f := os.NewFile(uintptr(fd), "result-fd")
 		defer f.Close()
@@ -151,7 +166,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		_, statErr := os.Lstat(p)
 		f, err := openOutput(p, unix.O_WRONLY|unix.O_APPEND, 0o600)
 		if err != nil {
-			return setupError("open the audit log: %v", err)
+			return failEarly(setupError("open the audit log: %v", err))
 		}
 		defer f.Close()
 		var end int64
@@ -162,7 +177,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 			if statErr != nil {
 				_ = os.Remove(p) // ours, and empty
 			}
-			return setupError("no room for the audit log's record in %s: %v", p, err)
+			return failEarly(setupError("no room for the audit log's record in %s: %v", p, err))
 		}
 		audit = f
 	}
