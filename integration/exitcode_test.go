@@ -344,3 +344,62 @@ func TestStalledReaderTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestLateReaderKeepsStatus: a payload that ended on its own before
+// --timeout keeps its exit status however late its reader takes the
+// output (a slow reader once turned it into a timeout, 124); and a SIGTERM
+// while only output waits for its reader ends rljail within the grace.
+func TestLateReaderKeepsStatus(t *testing.T) {
+	t.Parallel()
+	dir := newOpenDir(t)
+	report := filepath.Join(dir, "r.json")
+	cmd := exec.Command(testBin, "--rootfs", rootfsDir, "--timeout", "2s", "--result", report, "--",
+		"python3", "-c", "import sys\nsys.stdout.write('x' * 100000)\nsys.exit(3)")
+	cmd.Dir = dir
+	cmd.Env = modeEnv(asRoot)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second) // well past the timeout
+	n, _ := io.Copy(io.Discard, out)
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 3 || n != 100000 {
+		t.Errorf("exit %d with %d bytes read late, want the payload's 3 and all 100000", code, n)
+	}
+	if b, _ := os.ReadFile(report); !strings.Contains(string(b), `"status":"exit_nonzero"`) {
+		t.Errorf("the report: %.300s", b)
+	}
+
+	cmd = exec.Command(testBin, "--rootfs", rootfsDir, "--timeout", "30s", "--", "python3", "-c", "import sys\nsys.stdout.write('x' * 200000)")
+	cmd.Dir = dir
+	cmd.Env = modeEnv(asRoot)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close() // never read
+	cmd.Stdout = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	time.Sleep(time.Second)
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+		if took := time.Since(start); took > 4*time.Second {
+			t.Errorf("rljail took %v to end after SIGTERM while its output waited for a reader", took)
+		}
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Errorf("rljail did not end within 15 s of SIGTERM while its output waited for a reader")
+	}
+}

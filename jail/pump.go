@@ -76,14 +76,15 @@ func startPump(dst io.Writer, src *os.File, limit int64) *pumpRun {
 	return r
 }
 
-// result waits for the pump to end, or until grace fires (nil: no
-// limit); a pump given up on is left in its write, which the process's
-// exit ends.
-func (r *pumpRun) result(grace <-chan time.Time) pumped {
+// result waits for the pump to end, or until grace fires or giveUp is
+// closed (nil: never); a pump given up on is left in its write, which the
+// process's exit ends.
+func (r *pumpRun) result(grace <-chan time.Time, giveUp <-chan struct{}) pumped {
 	select {
 	case p := <-r.done:
 		return p
 	case <-grace:
-		return pumped{total: r.read.Load(), writeErr: errReaderStalled}
+	case <-giveUp:
 	}
+	return pumped{total: r.read.Load(), writeErr: errReaderStalled}
 }

@@ -418,7 +418,36 @@ func OutputMerged(stdout, stderr io.Writer) bool {
 	}
 	sa, errA := fstatNoBlock(a)
 	sb, errB := fstatNoBlock(b)
-	return errA == nil && errB == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino
+	if errA != nil || errB != nil || sa.Dev != sb.Dev || sa.Ino != sb.Ino {
+		return false
+	}
+	if sa.Mode&unix.S_IFMT != unix.S_IFREG {
+		return true // one pipe, terminal or device
+	}
+	// A regular file opened twice (>f 2>f) has two offsets: writes through
+	// one pipe would land where the other's do not, as they would for the
+	// payload outside the jail. Only one open file (>f 2>&1) is merged.
+	return sameOpenFile(a, b)
+}
+
+// sameOpenFile tells whether a and b are one open file description
+// (kcmp KCMP_FILE), as after dup.
+func sameOpenFile(a, b *os.File) bool {
+	ra, err1 := a.SyscallConn()
+	rb, err2 := b.SyscallConn()
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	same := false
+	_ = ra.Control(func(fa uintptr) {
+		_ = rb.Control(func(fb uintptr) {
+			const kcmpFile = 0
+			pid := uintptr(unix.Getpid())
+			r, _, errno := unix.Syscall6(unix.SYS_KCMP, pid, pid, kcmpFile, fa, fb, 0)
+			same = errno == 0 && r == 0
+		})
+	})
+	return same
 }
 
 // unwrapWriter follows Unwrap() io.Writer to the writer underneath.
@@ -844,6 +873,16 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	if stop.grace <= 0 {
 		stop.grace = DefaultStopGrace
 	}
+	initGone := make(chan struct{})  // the jail's init has ended
+	giveUp := make(chan struct{})    // the caller asked to stop while output waited for its reader
+	stopAsked := make(chan struct{}) // the caller asked the payload to stop (SIGTERM, SIGHUP, SIGQUIT)
+	closeOnce := func(c chan struct{}) {
+		select {
+		case <-c:
+		default:
+			close(c)
+		}
+	}
 	go func() {
 		for {
 			select {
@@ -859,17 +898,39 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				if !ok {
 					return
 				}
+				sig, isSys := s.(syscall.Signal)
+				if !isSys {
+					continue
+				}
+				select {
+				case <-initGone:
+					// Only output is left, waiting for its reader: a
+					// request to stop gives it up.
+					switch sig {
+					case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT:
+						closeOnce(giveUp)
+					}
+					continue
+				default:
+				}
+				switch sig {
+				case syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+					closeOnce(stopAsked)
+				}
 				// A request on the control pipe, not a signal to init:
 				// init ignores every signal, so the payload cannot signal it.
-				if sig, isSys := s.(syscall.Signal); isSys {
-					stop.signal(j.control, sig)
-				}
+				stop.signal(j.control, sig)
 			}
 		}
 	}()
+	defer close(done)
 
 	usage, waitErr := j.waitInit()
-	close(done)
+	close(initGone)
+	// The jail is gone: the kill timer has nothing left to kill, and a run
+	// that ended before it fired did not time out, however slowly its
+	// reader takes the output.
+	timer.Stop()
 	close(stopCPU)
 	j.control.Close()
 	j.stdinW.Close()
@@ -882,9 +943,11 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		grace = time.After(pumpGrace)
 	case <-ctx.Done():
 		grace = time.After(pumpGrace)
+	case <-stopAsked:
+		grace = time.After(pumpGrace)
 	default:
 	}
-	outStats, errStats := outPump.result(grace), errPump.result(grace)
+	outStats, errStats := outPump.result(grace, giveUp), errPump.result(grace, giveUp)
 	got := <-msgs
 	for _, m := range got {
 		if m.Warning != "" {
@@ -961,12 +1024,20 @@ func (j *jailRun) verdict(ctx context.Context, spec *Spec, res Result, got []ini
 		}
 	}
 
+	exited := false
+	for _, m := range got {
+		exited = exited || m.Exited
+	}
 	select {
 	case <-timedOut:
-		res.Status = StatusTimeout
-		res.ExitCode = ExitTimeout
-		res.Error = fmt.Sprintf("killed at the time limit of %s", spec.Timeout)
-		return res, nil, false
+		// The timer kills init, which then reports nothing: a payload
+		// whose end init reported ended on its own, just before.
+		if !exited {
+			res.Status = StatusTimeout
+			res.ExitCode = ExitTimeout
+			res.Error = fmt.Sprintf("killed at the time limit of %s", spec.Timeout)
+			return res, nil, false
+		}
 	default:
 	}
 	for _, m := range got {

@@ -268,7 +268,7 @@ type ownWriter struct{ t *trackedWriter }
 // that nobody reads (the payload's output filled it), and rljail must
 // still end at its timeout. A write given up on stays blocked in its
 // goroutine until the process exits; later own lines are dropped.
-const ownWriteWait = 2 * time.Second
+const ownWriteWait = 500 * time.Millisecond
 
 func (o ownWriter) Write(p []byte) (int, error) {
 	o.t.st.mu.Lock()

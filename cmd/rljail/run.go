@@ -280,6 +280,16 @@ func checkResultFD(fd int) error {
 	if flags&unix.O_ACCMODE == unix.O_RDONLY {
 		return fmt.Errorf("--result-fd %d is open for reading only", fd)
 	}
+	// A pipe whose reader is gone reports POLLERR: the report could never
+	// be read, and finding that out after the payload ran would lose its
+	// exit status.
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: 0}}
+	if n, err := unix.Poll(pfd, 0); err == nil && n > 0 && pfd[0].Revents&unix.POLLERR != 0 {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+			return fmt.Errorf("--result-fd %d is a pipe whose reader is gone", fd)
+		}
+	}
 	return nil
 }
 

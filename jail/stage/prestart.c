@@ -102,8 +102,14 @@ void rljail_prestart(int argc, char **argv)
 			return;
 	// rljail's stdout and stderr as one file (2>&1): the payload gets one
 	// pipe for both, so that what it writes to each keeps its order.
+	// A regular file counts only as one open file (>f 2>&1, kcmp), as
+	// jail.OutputMerged decides: >f 2>f has two offsets.
 	struct stat o, e;
 	int merged = fstat(1, &o) == 0 && fstat(2, &e) == 0 && o.st_dev == e.st_dev && o.st_ino == e.st_ino;
+	if (merged && S_ISREG(o.st_mode)) {
+		long self = syscall(SYS_getpid);
+		merged = syscall(SYS_kcmp, self, self, 0 /* KCMP_FILE */, 1, 2) == 0;
+	}
 	// Pairs: [0] is read or the supervisor's socket end, [1] write or the jail's.
 	enum { CTL, STATUS, IN, OUT, ERR, NOTIFY, GUARD, NPAIRS };
 	int fd[NPAIRS][2];
