@@ -29,16 +29,46 @@ def answer(prompt):
     return "stub answer to: " + prompt[:60]
 
 
+# The jail is hostile: it may open many connections, send endless lines or garbage.
+MAX_CONNECTIONS = 8
+MAX_REQUEST = 1 << 20
+
+
 class _Bridge(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
+
+    def __init__(self, path, handler):
+        super().__init__(path, handler)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def handle_error(self, request, client_address):
+        pass  # a bad request from the jail is not the runner's error to print
 
 
 class _Ask(socketserver.StreamRequestHandler):
     def handle(self):
-        for line in self.rfile:
-            prompt = str(json.loads(line).get("prompt", ""))
-            self.wfile.write((json.dumps({"answer": answer(prompt)}) + "\n").encode())
-            self.wfile.flush()
+        if not self.server.slots.acquire(blocking=False):
+            return  # too many connections at once: this one is closed
+        try:
+            while True:
+                line = self.rfile.readline(MAX_REQUEST + 1)
+                if not line:
+                    return
+                if len(line) > MAX_REQUEST or not line.endswith(b"\n"):
+                    self._reply({"error": "request too long"})
+                    return
+                try:
+                    prompt = str(json.loads(line).get("prompt", ""))
+                except (ValueError, AttributeError):
+                    self._reply({"error": "bad request"})
+                    continue
+                self._reply({"answer": answer(prompt)})
+        finally:
+            self.server.slots.release()
+
+    def _reply(self, obj):
+        self.wfile.write((json.dumps(obj) + "\n").encode())
+        self.wfile.flush()
 
 
 class JailedREPL:
@@ -70,20 +100,34 @@ class JailedREPL:
             raise RuntimeError("the jailed REPL ended (exit status %s)" % self.proc.wait())
         return json.loads(line)
 
-    def close(self):
-        """Ends the REPL (its stdin closes) and returns rljail's exit status."""
-        self.proc.stdin.close()
-        status = self.proc.wait()
-        self.bridge.shutdown()
-        self.bridge.server_close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return status
+    def close(self, wait=5):
+        """Ends the REPL (its stdin closes; a cell that will not end is stopped) and
+        returns rljail's exit status."""
+        try:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass  # the REPL is gone already
+            try:
+                return self.proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()  # rljail passes SIGTERM on, then kills at --stop-grace
+                try:
+                    return self.proc.wait(wait + 10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    return self.proc.wait()
+        finally:
+            self.bridge.shutdown()
+            self.bridge.server_close()
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def main():
     repl = JailedREPL()
     try:
         for code in ("x = 21",
+                     "import os; os.write(1, b'to descriptor 1: stderr, not a reply\\n')",
                      "print(x * 2)",
                      "print(llm_query('summarize: ' + str(x)))",
                      "import os; print(sorted(os.environ.items()))",
