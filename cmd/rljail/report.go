@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -21,8 +20,8 @@ import (
 // write its report wherever the link points (truncating that file) or
 // block on the FIFO's open forever, before its kill timer runs. So:
 //
-//   - a file named inside a writable volume (by its path as written, or as
-//     it resolves) is refused: its directory is the jail's to change;
+//   - a file inside a writable volume (by any name) is refused: its
+//     directory is the jail's to change;
 //   - the file is opened without following a symbolic link in its last
 //     element, unless that link lives in a directory only root may change
 //     (/dev/stdout, /dev/stderr);
@@ -31,26 +30,23 @@ import (
 //     written to.
 
 // checkOutsideWritableVolumes refuses path (named by flag) when it lies
-// inside a volume granted rw.
+// inside a volume granted rw, or is one. It compares inodes: the file and
+// every directory above it as its path is written, with each volume's
+// source, so that a volume reached by another name (a link, a bind mount)
+// is still the volume.
 func checkOutsideWritableVolumes(flag, path string, volumes []string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", flag, path, err)
 	}
-	names := []string{abs}
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-		names = append(names, filepath.Join(dir, filepath.Base(abs)))
-	}
-	// The directories above the file, as inodes: a volume's directory
-	// reached by another name (a bind mount, a link) is still the volume.
 	type inode struct{ dev, ino uint64 }
-	above := map[inode]bool{}
-	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+	here := map[inode]bool{}
+	for p := abs; ; p = filepath.Dir(p) {
 		var st unix.Stat_t
-		if unix.Stat(dir, &st) == nil {
-			above[inode{st.Dev, st.Ino}] = true
+		if unix.Stat(p, &st) == nil {
+			here[inode{st.Dev, st.Ino}] = true
 		}
-		if dir == "/" || dir == "." {
+		if p == "/" {
 			break
 		}
 	}
@@ -59,27 +55,8 @@ func checkOutsideWritableVolumes(flag, path string, volumes []string) error {
 		if err != nil || !vol.Writable {
 			continue // buildSpec reports a bad volume
 		}
-		src, err := filepath.Abs(vol.Source)
-		if err != nil {
-			continue
-		}
-		inside := false
 		var st unix.Stat_t
-		if unix.Stat(src, &st) == nil && above[inode{st.Dev, st.Ino}] {
-			inside = true
-		}
-		roots := []string{src}
-		if real, err := filepath.EvalSymlinks(src); err == nil {
-			roots = append(roots, real)
-		}
-		for _, n := range names {
-			for _, r := range roots {
-				if n == r || strings.HasPrefix(n, strings.TrimSuffix(r, "/")+"/") {
-					inside = true
-				}
-			}
-		}
-		if inside {
+		if unix.Stat(vol.Source, &st) == nil && here[inode{st.Dev, st.Ino}] {
 			return fmt.Errorf("%s %s is inside the volume %s that the jail may write: the payload could replace it with a link to another file; name a file outside it", flag, path, vol.Source)
 		}
 	}
