@@ -104,15 +104,14 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	// --result-fd's descriptor (the caller's: written as it stands).
 	var resultFiles []reportFile
 	createdResult := ""
-	if c.IsSet("result") && c.String("result") == "" {
+	set := flagsSet(c)
+	if set["result"] && c.String("result") == "" {
 		return setupError("--result needs a file name")
 	}
 	if p := c.String("result"); p != "" {
 		if err := checkOutsideWritableVolumes("--result", p, c.StringSlice("volume")); err != nil {
 			return setupError("%v", err)
 		}
-	}
-	if p := c.String("result"); p != "" {
 		_, statErr := os.Lstat(p)
 		f, err := openReport(p)
 		if err != nil {
@@ -135,22 +134,16 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	failEarly := func(err error) error {
 		var ee *exitError
 		if errors.As(err, &ee) {
-			res := jail.Result{Status: jail.StatusSetupError, ExitCode: ee.code, Error: ee.msg, WallMS: time.Since(start).Milliseconds()}
 			for _, f := range resultFiles {
-				_ = f.write(res)
+				_ = f.write(setupErrorResult(ee.code, ee.msg, time.Since(start)))
 			}
 		}
 		return err
 	}
-	if fd := c.Int("result-fd"); fd < -1 {
+	switch fd := c.Int("result-fd"); {
+	case fd < -1:
 		return failEarly(setupError("--result-fd %d is not a descriptor (-1, the default, means none)", fd))
-	}
-	if p := c.String("audit-log"); p != "" {
-		if err := checkOutsideWritableVolumes("--audit-log", p, c.StringSlice("volume")); err != nil {
-			return failEarly(setupError("%v", err))
-		}
-	}
-	if fd := c.Int("result-fd"); fd >= 0 {
+	case fd >= 0:
 		if fd <= 2 {
 			return failEarly(setupError("--result-fd %d: use a descriptor above 2 (stdout and stderr belong to the payload)", fd))
 		}
@@ -163,6 +156,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	var audit *os.File
 	if p := c.String("audit-log"); p != "" {
+		if err := checkOutsideWritableVolumes("--audit-log", p, c.StringSlice("volume")); err != nil {
+			return failEarly(setupError("%v", err))
+		}
 		_, statErr := os.Lstat(p)
 		f, err := openOutput(p, unix.O_WRONLY|unix.O_APPEND, 0o600)
 		if err != nil {
@@ -182,7 +178,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		audit = f
 	}
 
-	spec, err := buildSpec(c, notice)
+	spec, err := buildSpec(c, set, notice)
 	var hashedStdin *hashingReader
 	if err == nil {
 		in, closeIn := pollableStdin(stdin)
@@ -211,8 +207,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	if err == nil {
 		res, err = jail.Run(context.Background(), spec)
 	} else {
-		res = jail.Result{Status: jail.StatusSetupError, ExitCode: jail.ExitSetupError, Error: err.Error(),
-			WallMS: time.Since(start).Milliseconds()}
+		res = setupErrorResult(jail.ExitSetupError, err.Error(), time.Since(start))
 	}
 	switch res.Status {
 	case jail.StatusTimeout, jail.StatusSeccompViolation, jail.StatusMemoryLimit, jail.StatusCPULimit, jail.StatusPidsLimit:
@@ -349,7 +344,7 @@ func reportParseFailure(args []string, msg string) {
 		return
 	}
 	defer f.Close()
-	_ = reportFile{f, true}.write(jail.Result{Status: jail.StatusSetupError, ExitCode: jail.ExitSetupError, Error: msg})
+	_ = reportFile{f, true}.write(setupErrorResult(jail.ExitSetupError, msg, 0))
 }
 
 // reportReserve is the room reserveSpace makes for a report or an audit
@@ -374,6 +369,12 @@ func reserveSpace(f *os.File, off int64) error {
 		return err
 	}
 	return nil
+}
+
+// setupErrorResult is the report of a run that failed before its payload
+// started.
+func setupErrorResult(code int, msg string, wall time.Duration) jail.Result {
+	return jail.Result{Status: jail.StatusSetupError, ExitCode: code, Error: msg, WallMS: wall.Milliseconds()}
 }
 
 func setupError(format string, a ...any) error {
@@ -442,8 +443,9 @@ func writeJSON(f *os.File, v any) error {
 	return err
 }
 
-// buildSpec turns flags into a jail.Spec; jail.Run validates the rest.
-func buildSpec(c *cli.Context, notice func(string, ...any)) (jail.Spec, error) {
+// buildSpec turns flags into a jail.Spec (set: flagsSet of c); jail.Run
+// validates the rest.
+func buildSpec(c *cli.Context, set map[string]bool, notice func(string, ...any)) (jail.Spec, error) {
 	var spec jail.Spec
 	if c.NArg() == 0 {
 		return spec, fmt.Errorf("no command given: usage: rljail [flags] -- CMD [ARG...]")
@@ -460,7 +462,6 @@ func buildSpec(c *cli.Context, notice func(string, ...any)) (jail.Spec, error) {
 		return spec, err
 	}
 	spec.Timeout = prof.Timeout
-	set := flagsSet(c)
 	if set["timeout"] || spec.Timeout == 0 {
 		if spec.Timeout, err = parseTimeout(c.String("timeout")); err != nil {
 			return spec, err
@@ -590,8 +591,9 @@ const (
 )
 
 // catchSignals catches SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
-// SIGUSR2 for the payload: the jail's init passes them on (jail.Spec.Signals). Until then a signal has its default effect:
-// it ends rljail, and its jail with it.
+// SIGUSR2 for the payload: the jail's init passes them on
+// (jail.Spec.Signals). Until then a signal has its default effect: it ends
+// rljail, and its jail with it.
 func catchSignals() (*jail.SignalPipe, error) {
 	return jail.CatchSignals(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 }
