@@ -873,16 +873,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	if stop.grace <= 0 {
 		stop.grace = DefaultStopGrace
 	}
-	initGone := make(chan struct{})  // the jail's init has ended
-	giveUp := make(chan struct{})    // the caller asked to stop while output waited for its reader
-	stopAsked := make(chan struct{}) // the caller asked the payload to stop (SIGTERM, SIGHUP, SIGQUIT)
-	closeOnce := func(c chan struct{}) {
-		select {
-		case <-c:
-		default:
-			close(c)
-		}
-	}
+	initGone := make(chan struct{}) // the jail's init has ended
+	giveUp := make(chan struct{})   // the caller asked to stop while output waited for its reader
+	var giveUpOnce sync.Once
 	go func() {
 		for {
 			select {
@@ -893,7 +886,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				j.kill()
 				return
 			case <-stop.expired():
-				stop.kill(j.control, "it had not ended "+stop.grace.String()+" after "+stop.asked)
+				stop.kill(j.control, "it had not ended "+stop.grace.String()+" after "+stop.stopAsked())
 			case s, ok := <-spec.Signals:
 				if !ok {
 					return
@@ -905,17 +898,12 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				select {
 				case <-initGone:
 					// Only output is left, waiting for its reader: a
-					// request to stop gives it up.
-					switch sig {
-					case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT:
-						closeOnce(giveUp)
+					// request to stop, or an interrupt, gives it up.
+					if isStopRequest(sig) || sig == syscall.SIGINT {
+						giveUpOnce.Do(func() { close(giveUp) })
 					}
 					continue
 				default:
-				}
-				switch sig {
-				case syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-					closeOnce(stopAsked)
 				}
 				// A request on the control pipe, not a signal to init:
 				// init ignores every signal, so the payload cannot signal it.
@@ -941,11 +929,10 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	select {
 	case <-timedOut:
 		grace = time.After(pumpGrace)
-	case <-ctx.Done():
-		grace = time.After(pumpGrace)
-	case <-stopAsked:
-		grace = time.After(pumpGrace)
 	default:
+		if ctx.Err() != nil || stop.stopAsked() != "" {
+			grace = time.After(pumpGrace)
+		}
 	}
 	outStats, errStats := outPump.result(grace, giveUp), errPump.result(grace, giveUp)
 	got := <-msgs
@@ -973,7 +960,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 		}
 		msg := fmt.Sprintf("the payload's %s could not be passed on (%v); its later writes there failed", o.name, why)
 		if errors.Is(why, errReaderStalled) {
-			msg = fmt.Sprintf("the payload's %s was not all passed on: its reader did not read it within %s of the run's end", o.name, pumpGrace)
+			msg = fmt.Sprintf("the payload's %s was not all passed on: its reader did not read it before the run was ended", o.name)
 		}
 		res.Warnings = append(res.Warnings, msg)
 		// A reader that went away (| head) is routine: the report says it.

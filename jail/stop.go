@@ -17,13 +17,19 @@ const DefaultStopGrace = 5 * time.Second
 // stopper passes the caller's signals on to the payload (a request on the
 // init's control pipe) and kills the payload when it does not end as
 // asked (Spec.Signals says when). Its methods run on one goroutine, but
-// killedWhy, read after the run.
+// killedWhy and stopAsked, read after the run.
 type stopper struct {
 	grace  time.Duration
 	timer  *time.Timer
-	asked  string // the first SIGTERM, SIGHUP or SIGQUIT passed on
 	mu     sync.Mutex
+	asked  string // the first SIGTERM, SIGHUP or SIGQUIT passed on
 	killed string // why the payload was killed, once it was
+}
+
+// isStopRequest tells the signals that ask the payload to end (SIGINT only
+// interrupts it).
+func isStopRequest(sig syscall.Signal) bool {
+	return sig == syscall.SIGTERM || sig == syscall.SIGHUP || sig == syscall.SIGQUIT
 }
 
 // expired fires when the grace after a SIGTERM, SIGHUP or SIGQUIT is over.
@@ -43,24 +49,27 @@ func (s *stopper) cancel() {
 // signal passes sig on, or kills the payload when sig repeats a request
 // to stop that it has not heeded.
 func (s *stopper) signal(control io.Writer, sig syscall.Signal) {
-	switch sig {
-	case syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
-		if s.asked != "" {
-			s.kill(control, fmt.Sprintf("%s came after %s", unix.SignalName(sig), s.asked))
-			return
-		}
+	// SIGINT is never a reason to kill on its own: an interactive payload
+	// (a REPL, which a runner interrupts cell after cell) takes it as an
+	// interrupt and goes on. After a request to stop, it insists.
+	if asked := s.stopAsked(); asked != "" && (isStopRequest(sig) || sig == syscall.SIGINT) {
+		s.kill(control, fmt.Sprintf("%s came after %s", unix.SignalName(sig), asked))
+		return
+	}
+	if isStopRequest(sig) {
+		s.mu.Lock()
 		s.asked = unix.SignalName(sig)
+		s.mu.Unlock()
 		s.timer = time.NewTimer(s.grace)
-	case syscall.SIGINT:
-		// Never a reason to kill on its own: an interactive payload (a
-		// REPL, which a runner interrupts cell after cell) takes it as an
-		// interrupt and goes on. After a request to stop, it insists.
-		if s.asked != "" {
-			s.kill(control, "SIGINT came after "+s.asked)
-			return
-		}
 	}
 	_, _ = fmt.Fprintf(control, "signal %d\n", int(sig))
+}
+
+// stopAsked names the first stop request passed on, or "".
+func (s *stopper) stopAsked() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asked
 }
 
 // kill asks the init for SIGKILL to the payload: the init then ends
