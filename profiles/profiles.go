@@ -14,7 +14,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"sort"
 	"strings"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/rljail/rljail/hostfile"
 	"github.com/rljail/rljail/seccomp"
 )
 
@@ -124,16 +124,38 @@ func Precompiled(name string) (prog *seccomp.Program, ok bool) {
 	}, true
 }
 
+// MaxFileSize is the largest profile file read (the embedded ones are a
+// few KB).
+const MaxFileSize = 1 << 20
+
 // Load loads an embedded profile by name, or a profile file by path (a
-// value with a slash or ending in .toml).
-func Load(nameOrPath string) (*Profile, error) {
+// value with a slash or ending in .toml) as LoadGuarded does with a Guard
+// that knows no writable volume.
+func Load(nameOrPath string) (*Profile, error) { return LoadGuarded(nameOrPath, nil) }
+
+// IsFile reports whether nameOrPath names a profile file rather than an
+// embedded profile.
+func IsFile(nameOrPath string) bool {
+	return strings.Contains(nameOrPath, "/") || strings.HasSuffix(nameOrPath, ".toml")
+}
+
+// LoadGuarded loads an embedded profile by name, or a profile file by path,
+// read through g (hostfile's rules for a file read for the caller: never
+// from a volume the jail may write, never a planted link, never blocking
+// without a bound); nil g knows no writable volume. A profile file is a
+// security policy: one a payload could have written would grant it the
+// host.
+func LoadGuarded(nameOrPath string, g *hostfile.Guard) (*Profile, error) {
 	if nameOrPath == "" {
 		nameOrPath = Default
 	}
-	if strings.Contains(nameOrPath, "/") || strings.HasSuffix(nameOrPath, ".toml") {
-		data, err := os.ReadFile(nameOrPath)
+	if IsFile(nameOrPath) {
+		if g == nil {
+			g = &hostfile.Guard{}
+		}
+		data, err := g.ReadFile("--profile", nameOrPath, MaxFileSize)
 		if err != nil {
-			return nil, fmt.Errorf("profile %s: %w", nameOrPath, unwrapPathError(err))
+			return nil, err
 		}
 		return parse(nameOrPath, nameOrPath, data, 0)
 	}
@@ -318,12 +340,4 @@ func decodeError(source string, err error) error {
 		return fmt.Errorf("profile %s: line %d: %s", source, row, de.Error())
 	}
 	return fmt.Errorf("profile %s: %w", source, err)
-}
-
-func unwrapPathError(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }

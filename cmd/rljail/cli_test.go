@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rljail/rljail/hostfile"
 )
 
 func TestParseTimeout(t *testing.T) {
@@ -66,7 +68,7 @@ func TestReadEnvFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readEnvFile(p)
+	got, err := readEnvFile(&hostfile.Guard{}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +80,8 @@ func TestReadEnvFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("A=1\n=oops\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readEnvFile(bad); err == nil || !strings.Contains(err.Error(), ":2:") {
-		t.Fatalf("readEnvFile(bad) error = %v, want one naming line 2", err)
+	if _, err := readEnvFile(&hostfile.Guard{}, bad); err == nil || !strings.Contains(err.Error(), ":2:") {
+		t.Fatalf("readEnvFile(&hostfile.Guard{}, bad) error = %v, want one naming line 2", err)
 	}
 }
 

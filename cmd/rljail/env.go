@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/rljail/rljail/hostfile"
 )
 
 // envEntry turns a -e value into KEY=VALUE. A bare KEY takes rljail's own
@@ -31,17 +34,20 @@ func envEntry(e string) (kv string, ok bool, err error) {
 	return key + "=" + v, true, nil
 }
 
+// maxEnvFile is the largest --env-file read.
+const maxEnvFile = 16 << 20
+
 // readEnvFile reads KEY=VALUE lines (docker's --env-file format: no
 // quoting, # starts a comment line, a bare KEY is passed from rljail's
-// environment).
-func readEnvFile(path string) ([]string, error) {
-	f, err := openInput(path)
+// environment), through guard: never from a volume the jail may write,
+// never a planted link, never blocking without a bound.
+func readEnvFile(guard *hostfile.Guard, path string) ([]string, error) {
+	data, err := guard.ReadFile("--env-file", path, maxEnvFile)
 	if err != nil {
-		return nil, fmt.Errorf("--env-file: %w", err)
+		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	line := 0
 	for sc.Scan() {

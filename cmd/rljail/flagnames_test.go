@@ -114,7 +114,11 @@ func BenchmarkCLIBuildSpec(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		app := runApp(func(c *cli.Context) error {
-			_, err := buildSpec(c, flagsSet(c), func(string, ...any) {})
+			guard, prof, err := loadProfile(c)
+			if err != nil {
+				return err
+			}
+			_, err = buildSpec(c, flagsSet(c), prof, guard, func(string, ...any) {})
 			return err
 		})
 		if err := app.Run([]string{"rljail", "run", "-q", "--rootfs", rootfsDir, "--", "python3", "-c", "pass"}); err != nil {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rljail/rljail/hostfile"
 	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/profiles"
 	"github.com/rljail/rljail/seccomp"
@@ -199,7 +200,7 @@ func FuzzReadEnvFile(f *testing.F) {
 		if err := os.WriteFile(p, content, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		got, err := readEnvFile(p)
+		got, err := readEnvFile(&hostfile.Guard{}, p)
 
 		// The model: split at \n, drop trailing \r, skip blank and comment
 		// lines, give the rest (left-trimmed) to envEntry.

@@ -1,129 +1,223 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
+	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/hostfile"
 	"github.com/rljail/rljail/jail"
 )
 
-// The files rljail writes for its caller (--result, --audit-log), and the
-// one it reads (--env-file), are named
-// by paths on the host, and the jail may write below some host paths: the
-// volumes granted rw. A payload could plant a symbolic link or a FIFO
-// there under the file's name, in this run for the audit log or in an
-// earlier one for either, and rljail, as root or as its user, would then
-// write its report wherever the link points (truncating that file) or
-// block on the FIFO's open forever, before its kill timer runs. So:
-//
-//   - a file inside a writable volume (by any name) is refused: its
-//     directory is the jail's to change;
-//   - the file is opened without following a symbolic link in its last
-//     element, unless that link lives in a directory only root may change
-//     (/dev/stdout, /dev/stderr);
-//   - the open does not block (a FIFO without a reader is an error), and
-//     only a regular file, a FIFO, a character device or a socket is
-//     written to.
+// The files rljail reads or writes for its caller (--profile, --env-file,
+// --result, --audit-log) are opened through hostfile.Guard, which holds
+// the rules for all of them in one place: never inside a volume the jail
+// may write (flags' and profile's alike), never through a planted link,
+// never blocking without a bound.
 
-// checkOutsideWritableVolumes refuses path (named by flag) when it lies
-// inside a volume granted rw, or is one. It compares inodes: the file and
-// every directory above it as its path is written, with each volume's
-// source, so that a volume reached by another name (a link, a bind mount)
-// is still the volume.
-func checkOutsideWritableVolumes(flag, path string, volumes []string) error {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", flag, path, err)
+// checkResultFD refuses a --result-fd that the caller did not pass open
+// for writing. Whether it was open is what the binary's entry saw before
+// rljail made descriptors of its own (jail.CallerFD); a test binary, whose
+// entry did not look, checks it now.
+func checkResultFD(fd int) error {
+	flags, open, known, looked := jail.CallerFD(fd)
+	switch {
+	case !known && looked:
+		return fmt.Errorf("--result-fd %d: give the descriptor as a decimal number", fd)
+	case !known:
+		f, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+		if err != nil {
+			return fmt.Errorf("--result-fd %d is not open: %v", fd, err)
+		}
+		flags, open = f, true
 	}
-	type inode struct{ dev, ino uint64 }
-	here := map[inode]bool{}
-	for p := abs; ; p = filepath.Dir(p) {
-		var st unix.Stat_t
-		if unix.Stat(p, &st) == nil {
-			here[inode{st.Dev, st.Ino}] = true
-		}
-		if p == "/" {
-			break
-		}
+	if !open {
+		return fmt.Errorf("--result-fd %d is not an open descriptor of rljail's caller (redirect one, as in 3>report.json)", fd)
 	}
-	for _, v := range volumes {
-		vol, err := jail.ParseVolume(v)
-		if err != nil || !vol.Writable {
-			continue // buildSpec reports a bad volume
-		}
+	if flags&unix.O_ACCMODE == unix.O_RDONLY {
+		return fmt.Errorf("--result-fd %d is open for reading only", fd)
+	}
+	// A pipe whose reader is gone reports POLLERR: the report could never
+	// be read, and finding that out after the payload ran would lose its
+	// exit status.
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: 0}}
+	if n, err := unix.Poll(pfd, 0); err == nil && n > 0 && pfd[0].Revents&unix.POLLERR != 0 {
 		var st unix.Stat_t
-		if unix.Stat(vol.Source, &st) == nil && here[inode{st.Dev, st.Ino}] {
-			return fmt.Errorf("%s %s is inside the volume %s that the jail may write: the payload could replace it with a link to another file; name a file outside it", flag, path, vol.Source)
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+			return fmt.Errorf("--result-fd %d is a pipe whose reader is gone", fd)
 		}
 	}
 	return nil
 }
 
-// openOutput opens a file rljail writes for its caller (see above) with
-// flags (O_WRONLY and more), creating it with mode.
-func openOutput(path string, flags int, mode uint32) (*os.File, error) {
-	return openCallerFile(path, flags|unix.O_CREAT, mode, func(st *unix.Stat_t) bool {
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFREG, unix.S_IFIFO, unix.S_IFCHR, unix.S_IFSOCK:
-			return true
+// flagValuesInArgs finds the values of the flag named names in a run's
+// arguments as Go's flag parsing reads them: flags up to "--" or the
+// first argument that is not one (the payload's own arguments come
+// after), in order (for --result the last one wins). A flag run does not
+// know is taken to have no value.
+func flagValuesInArgs(args []string, names ...string) []string {
+	takesValue := map[string]bool{}
+	for _, f := range runCommand(nil, nil, nil).Flags {
+		if df, ok := f.(cli.DocGenerationFlag); ok && !df.TakesValue() {
+			continue // a bool flag
 		}
-		return false
-	})
+		for _, n := range f.Names() {
+			takesValue[n] = true
+		}
+	}
+	var values []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		name := strings.TrimLeft(a, "-")
+		value, hasValue := "", false
+		if k, v, ok := strings.Cut(name, "="); ok {
+			name, value, hasValue = k, v, true
+		}
+		if !takesValue[name] {
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				break
+			}
+			i++
+			value = args[i]
+		}
+		if slices.Contains(names, name) {
+			values = append(values, value)
+		}
+	}
+	return values
 }
 
-// openInput opens a file rljail reads for its caller (--env-file) as
-// openOutput opens the ones it writes (a FIFO without a writer reads as
-// empty).
-func openInput(path string) (*os.File, error) {
-	return openCallerFile(path, unix.O_RDONLY, 0, func(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT != unix.S_IFDIR })
+// resultPathInArgs finds --result's file in a run's arguments (the last
+// one given wins), or "".
+func resultPathInArgs(args []string) string {
+	if v := flagValuesInArgs(args, "result"); len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return ""
 }
 
-// openCallerFile opens path without following a planted link and without
-// blocking on a FIFO, and keeps it if ok accepts what it is; the file then
-// blocks as usual (a pipe's other end may be slow).
-func openCallerFile(path string, flags int, mode uint32, ok func(*unix.Stat_t) bool) (*os.File, error) {
-	flags |= unix.O_CLOEXEC | unix.O_NONBLOCK | unix.O_NOCTTY
-	fd, err := unix.Open(path, flags|unix.O_NOFOLLOW, mode)
-	if errors.Is(err, unix.ELOOP) && trustedLink(path) {
-		fd, err = unix.Open(path, flags, mode)
+// reportParseFailure writes a setup_error report to --result's file when
+// the command line did not parse, so that the file never holds an earlier
+// run's report after this one's exit 125. Best effort: the error line on
+// stderr says what went wrong either way.
+func reportParseFailure(args []string, msg string) {
+	p := flagValuesInArgs(args, "result")
+	if len(p) == 0 {
+		return
 	}
-	switch {
-	case errors.Is(err, unix.ELOOP):
-		return nil, fmt.Errorf("%s is a symbolic link in a directory others may change: name the file it points to", path)
-	case errors.Is(err, unix.ENXIO):
-		return nil, fmt.Errorf("%s is a FIFO that nobody reads", path)
-	case err != nil:
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	f, _, err := openReport(hostfile.NewGuard(writableSources(flagValuesInArgs(args, "volume", "v")), jail.IsJailHostUID), p[len(p)-1])
+	if err != nil {
+		return
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || !ok(&st) {
-		unix.Close(fd)
-		return nil, fmt.Errorf("%s is not a file", path)
-	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), path), nil
+	defer f.Close()
+	_ = reportFile{f, true}.write(setupErrorResult(jail.ExitSetupError, msg, 0))
 }
 
-// trustedLink reports whether the symbolic link path lives where no
-// payload can have put it: in a directory that only root may change (as
-// /dev/stdout does), or in procfs (/dev/fd/N, /proc/self/fd/N: a shell's
-// process substitution).
-func trustedLink(path string) bool {
-	dir := filepath.Dir(path)
-	var fs unix.Statfs_t
-	if err := unix.Statfs(dir, &fs); err == nil && fs.Type == unix.PROC_SUPER_MAGIC {
-		return true
+// reportReserve is the room reserveSpace makes for a report or an audit
+// record: far more than one takes (about 1 KB; a learn-mode report with
+// many denied calls a few KB).
+const reportReserve = 64 << 10
+
+// reserveSpace allocates room for a report at offset off of a regular
+// file without changing its size (fallocate FALLOC_FL_KEEP_SIZE), so that
+// a full disk stops the run before the payload runs (exit 125, the
+// payload not run) rather than after it, with its effects done and its
+// exit status lost. The report's final write and cut to its length
+// (reportFile.write) free what it did not use. Filesystems without
+// fallocate are not checked.
+func reserveSpace(f *os.File, off int64) error {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return false
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, reportReserve)
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || errors.Is(err, unix.EFBIG) {
+		return err
 	}
-	return st.Uid == 0 && st.Mode&0o022 == 0
+	return nil
+}
+
+// setupErrorResult is the report of a run that failed before its payload
+// started.
+func setupErrorResult(code int, msg string, wall time.Duration) jail.Result {
+	return jail.Result{Status: jail.StatusSetupError, ExitCode: code, Error: msg, WallMS: wall.Milliseconds()}
+}
+
+func setupError(format string, a ...any) error {
+	return &exitError{code: jail.ExitSetupError, msg: oneLine(fmt.Sprintf(format, a...))}
+}
+
+// openReport opens --result's file for writing, creating it. A report
+// left in it by an earlier run is cut to a single newline, so that while
+// this run lasts, or if it is killed, nobody reads that report as this
+// one's. It is not truncated to zero: on ext4 (auto_da_alloc) a file
+// truncated to zero is flushed to disk when it is closed, and the next
+// truncation waits for that write, which cost each run with a reused
+// report file about 0.4 ms (writeReport cuts to the report's length at
+// the end, which is neither).
+func openReport(g *hostfile.Guard, p string) (*os.File, bool, error) {
+	f, created, err := g.OpenWrite("--result", p, unix.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+		if err := f.Truncate(1); err != nil {
+			f.Close()
+			return nil, false, err
+		}
+		if _, err := f.WriteAt([]byte{'\n'}, 0); err != nil {
+			f.Close()
+			return nil, false, err
+		}
+	}
+	return f, created, nil
+}
+
+// reportFile is where the report goes: --result's file, which openReport
+// opened (ours), or --result-fd's descriptor.
+type reportFile struct {
+	*os.File
+	ours bool
+}
+
+// write writes the run's report, one JSON line. Ours, a regular file is
+// then cut to the report's length, should anything have been written to
+// it meanwhile.
+func (f reportFile) write(res jail.Result) error {
+	b, err := res.AppendJSON(make([]byte, 0, 1024))
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	// Cut even at the report's length: that frees the room reserveSpace
+	// allocated beyond it.
+	if st, err := f.Stat(); err == nil && f.ours && st.Mode().IsRegular() {
+		return f.Truncate(int64(len(b)))
+	}
+	return nil
+}
+
+func writeJSON(f *os.File, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	return err
 }

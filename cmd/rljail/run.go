@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/hostfile"
 	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/profiles"
 	"github.com/rljail/rljail/seccomp"
@@ -105,20 +105,21 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	var resultFiles []reportFile
 	createdResult := ""
 	set := flagsSet(c)
+	// The profile is read first: its volumes join the flags' in the rule
+	// that no file rljail reads or writes for its caller lies in a volume
+	// the jail may write (hostfile.Guard). If it cannot be read, the
+	// report still goes to --result's file, guarded by the flags' volumes.
+	guard, prof, profErr := loadProfile(c)
 	if set["result"] && c.String("result") == "" {
 		return setupError("--result needs a file name")
 	}
 	if p := c.String("result"); p != "" {
-		if err := checkOutsideWritableVolumes("--result", p, c.StringSlice("volume")); err != nil {
-			return setupError("%v", err)
-		}
-		_, statErr := os.Lstat(p)
-		f, err := openReport(p)
+		f, created, err := openReport(guard, p)
 		if err != nil {
 			return setupError("open the result file: %v", err)
 		}
 		defer f.Close()
-		if statErr != nil {
+		if created {
 			createdResult = p // ours to remove if it cannot be written
 		}
 		if err := reserveSpace(f, 0); err != nil {
@@ -140,6 +141,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		}
 		return err
 	}
+	if profErr != nil {
+		return failEarly(setupError("%v", profErr))
+	}
 	switch fd := c.Int("result-fd"); {
 	case fd < -1:
 		return failEarly(setupError("--result-fd %d is not a descriptor (-1, the default, means none)", fd))
@@ -156,11 +160,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	var audit *os.File
 	if p := c.String("audit-log"); p != "" {
-		if err := checkOutsideWritableVolumes("--audit-log", p, c.StringSlice("volume")); err != nil {
-			return failEarly(setupError("%v", err))
-		}
-		_, statErr := os.Lstat(p)
-		f, err := openOutput(p, unix.O_WRONLY|unix.O_APPEND, 0o600)
+		f, created, err := guard.OpenWrite("--audit-log", p, unix.O_WRONLY|unix.O_APPEND, 0o600)
 		if err != nil {
 			return failEarly(setupError("open the audit log: %v", err))
 		}
@@ -170,7 +170,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 			end = st.Size()
 		}
 		if err := reserveSpace(f, end); err != nil {
-			if statErr != nil {
+			if created {
 				_ = os.Remove(p) // ours, and empty
 			}
 			return failEarly(setupError("no room for the audit log's record in %s: %v", p, err))
@@ -178,7 +178,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		audit = f
 	}
 
-	spec, err := buildSpec(c, set, notice)
+	spec, err := buildSpec(c, set, prof, guard, notice)
 	var hashedStdin *hashingReader
 	if err == nil {
 		in, closeIn := pollableStdin(stdin)
@@ -253,199 +253,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	return nil
 }
 
-// checkResultFD refuses a --result-fd that the caller did not pass open
-// for writing. Whether it was open is what the binary's entry saw before
-// rljail made descriptors of its own (jail.CallerFD); a test binary, whose
-// entry did not look, checks it now.
-func checkResultFD(fd int) error {
-	flags, open, known, looked := jail.CallerFD(fd)
-	switch {
-	case !known && looked:
-		return fmt.Errorf("--result-fd %d: give the descriptor as a decimal number", fd)
-	case !known:
-		f, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
-		if err != nil {
-			return fmt.Errorf("--result-fd %d is not open: %v", fd, err)
-		}
-		flags, open = f, true
-	}
-	if !open {
-		return fmt.Errorf("--result-fd %d is not an open descriptor of rljail's caller (redirect one, as in 3>report.json)", fd)
-	}
-	if flags&unix.O_ACCMODE == unix.O_RDONLY {
-		return fmt.Errorf("--result-fd %d is open for reading only", fd)
-	}
-	// A pipe whose reader is gone reports POLLERR: the report could never
-	// be read, and finding that out after the payload ran would lose its
-	// exit status.
-	pfd := []unix.PollFd{{Fd: int32(fd), Events: 0}}
-	if n, err := unix.Poll(pfd, 0); err == nil && n > 0 && pfd[0].Revents&unix.POLLERR != 0 {
-		var st unix.Stat_t
-		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
-			return fmt.Errorf("--result-fd %d is a pipe whose reader is gone", fd)
-		}
-	}
-	return nil
-}
-
-// resultPathInArgs finds --result's file in a run's arguments as Go's flag
-// parsing reads them: flags up to "--" or the first argument that is not
-// one (the payload's own arguments come after). The last one given wins.
-// A flag run does not know is taken to have no value.
-func resultPathInArgs(args []string) string {
-	takesValue := map[string]bool{}
-	for _, f := range runCommand(nil, nil, nil).Flags {
-		if df, ok := f.(cli.DocGenerationFlag); ok && !df.TakesValue() {
-			continue // a bool flag
-		}
-		for _, n := range f.Names() {
-			takesValue[n] = true
-		}
-	}
-	path := ""
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
-			break
-		}
-		name := strings.TrimLeft(a, "-")
-		value, hasValue := "", false
-		if k, v, ok := strings.Cut(name, "="); ok {
-			name, value, hasValue = k, v, true
-		}
-		if !takesValue[name] {
-			continue
-		}
-		if !hasValue {
-			if i+1 >= len(args) {
-				break
-			}
-			i++
-			value = args[i]
-		}
-		if name == "result" {
-			path = value
-		}
-	}
-	return path
-}
-
-// reportParseFailure writes a setup_error report to --result's file when
-// the command line did not parse, so that the file never holds an earlier
-// run's report after this one's exit 125. Best effort: the error line on
-// stderr says what went wrong either way.
-func reportParseFailure(args []string, msg string) {
-	p := resultPathInArgs(args)
-	if p == "" {
-		return
-	}
-	f, err := openReport(p)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	_ = reportFile{f, true}.write(setupErrorResult(jail.ExitSetupError, msg, 0))
-}
-
-// reportReserve is the room reserveSpace makes for a report or an audit
-// record: far more than one takes (about 1 KB; a learn-mode report with
-// many denied calls a few KB).
-const reportReserve = 64 << 10
-
-// reserveSpace allocates room for a report at offset off of a regular
-// file without changing its size (fallocate FALLOC_FL_KEEP_SIZE), so that
-// a full disk stops the run before the payload runs (exit 125, the
-// payload not run) rather than after it, with its effects done and its
-// exit status lost. The report's final write and cut to its length
-// (reportFile.write) free what it did not use. Filesystems without
-// fallocate are not checked.
-func reserveSpace(f *os.File, off int64) error {
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return nil
-	}
-	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, reportReserve)
-	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || errors.Is(err, unix.EFBIG) {
-		return err
-	}
-	return nil
-}
-
-// setupErrorResult is the report of a run that failed before its payload
-// started.
-func setupErrorResult(code int, msg string, wall time.Duration) jail.Result {
-	return jail.Result{Status: jail.StatusSetupError, ExitCode: code, Error: msg, WallMS: wall.Milliseconds()}
-}
-
-func setupError(format string, a ...any) error {
-	return &exitError{code: jail.ExitSetupError, msg: oneLine(fmt.Sprintf(format, a...))}
-}
-
-// openReport opens --result's file for writing, creating it. A report
-// left in it by an earlier run is cut to a single newline, so that while
-// this run lasts, or if it is killed, nobody reads that report as this
-// one's. It is not truncated to zero: on ext4 (auto_da_alloc) a file
-// truncated to zero is flushed to disk when it is closed, and the next
-// truncation waits for that write, which cost each run with a reused
-// report file about 0.4 ms (writeReport cuts to the report's length at
-// the end, which is neither).
-func openReport(p string) (*os.File, error) {
-	f, err := openOutput(p, unix.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
-		if err := f.Truncate(1); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if _, err := f.WriteAt([]byte{'\n'}, 0); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-	return f, nil
-}
-
-// reportFile is where the report goes: --result's file, which openReport
-// opened (ours), or --result-fd's descriptor.
-type reportFile struct {
-	*os.File
-	ours bool
-}
-
-// write writes the run's report, one JSON line. Ours, a regular file is
-// then cut to the report's length, should anything have been written to
-// it meanwhile.
-func (f reportFile) write(res jail.Result) error {
-	b, err := res.AppendJSON(make([]byte, 0, 1024))
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	if _, err := f.Write(b); err != nil {
-		return err
-	}
-	// Cut even at the report's length: that frees the room reserveSpace
-	// allocated beyond it.
-	if st, err := f.Stat(); err == nil && f.ours && st.Mode().IsRegular() {
-		return f.Truncate(int64(len(b)))
-	}
-	return nil
-}
-
-func writeJSON(f *os.File, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(append(b, '\n'))
-	return err
-}
-
-// buildSpec turns flags into a jail.Spec (set: flagsSet of c); jail.Run
-// validates the rest.
-func buildSpec(c *cli.Context, set map[string]bool, notice func(string, ...any)) (jail.Spec, error) {
+// buildSpec turns flags and the profile (loadProfile's, with its guard)
+// into a jail.Spec (set: flagsSet of c); jail.Run validates the rest.
+func buildSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, guard *hostfile.Guard, notice func(string, ...any)) (jail.Spec, error) {
 	var spec jail.Spec
 	if c.NArg() == 0 {
 		return spec, fmt.Errorf("no command given: usage: rljail [flags] -- CMD [ARG...]")
@@ -454,10 +264,7 @@ func buildSpec(c *cli.Context, set map[string]bool, notice func(string, ...any))
 	if n := c.String("network"); n != "none" {
 		return spec, fmt.Errorf("--network %q is not supported: the jail has no network; none is the only mode", n)
 	}
-	prof, err := loadProfile(c)
-	if err != nil {
-		return spec, err
-	}
+	var err error
 	if spec.Seccomp, err = seccompProgram(c, prof); err != nil {
 		return spec, err
 	}
@@ -495,10 +302,7 @@ func buildSpec(c *cli.Context, set map[string]bool, notice func(string, ...any))
 		spec.Workdir = prof.Workdir
 	}
 	for _, f := range c.StringSlice("env-file") {
-		if err := checkOutsideWritableVolumes("--env-file", f, c.StringSlice("volume")); err != nil {
-			return spec, err
-		}
-		entries, err := readEnvFile(f)
+		entries, err := readEnvFile(guard, f)
 		if err != nil {
 			return spec, err
 		}
@@ -622,17 +426,49 @@ func flagsSet(c *cli.Context) map[string]bool {
 	return set
 }
 
-// loadProfile loads --profile. The common case, an embedded profile used
-// as it is, takes its build-time program and decodes no TOML: the profile
-// then only carries its name (an embedded profile sets no defaults).
-func loadProfile(c *cli.Context) (*profiles.Profile, error) {
+// loadProfile loads --profile, and returns with it the Guard for the
+// run's files: it knows the volumes granted rw by the flags and by the
+// profile. A profile file is read through the flags' Guard, and must not
+// lie in a volume that the profile itself grants rw either. The common
+// case, an embedded profile used as it is, takes its build-time program
+// and decodes no TOML: the profile then only carries its name (an
+// embedded profile sets no defaults). A guard is returned even with an
+// error.
+func loadProfile(c *cli.Context) (*hostfile.Guard, *profiles.Profile, error) {
+	guard := hostfile.NewGuard(writableSources(c.StringSlice("volume")), jail.IsJailHostUID)
 	name := c.String("profile")
 	if !policyChanged(c) {
 		if prog, ok := profiles.Precompiled(name); ok {
-			return &profiles.Profile{Name: name, Source: "embedded", Program: prog}, nil
+			return guard, &profiles.Profile{Name: name, Source: "embedded", Program: prog}, nil
 		}
 	}
-	return profiles.Load(name)
+	prof, err := profiles.LoadGuarded(name, guard)
+	if err != nil {
+		return guard, nil, err
+	}
+	if len(prof.Volumes) > 0 {
+		guard = guard.With(writableSources(prof.Volumes)...)
+		if profiles.IsFile(name) {
+			if err := guard.Check("--profile", name); err != nil {
+				return guard, nil, err
+			}
+		}
+	}
+	return guard, prof, nil
+}
+
+// writableSources lists the host sources of the volumes granted rw among
+// vols (-v values, or a profile's); one that does not parse is left to
+// buildSpec to report.
+func writableSources(vols []string) []string {
+	var out []string
+	for _, v := range vols {
+		vol, err := jail.ParseVolume(v)
+		if err == nil && vol.Writable {
+			out = append(out, vol.Source)
+		}
+	}
+	return out
 }
 
 // policyChanged reports whether flags change the profile's policy, which
