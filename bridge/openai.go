@@ -1,0 +1,197 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// OpenAI answers LLM calls by calling an OpenAI-compatible
+// chat-completions endpoint from the host, with a key the jail never
+// sees. It is safe for concurrent use; at most Concurrency requests are
+// in flight at once, across every call of the session.
+//
+// net/http rather than an SDK: one POST and one decode are all a call
+// needs, and the binary every run starts stays small.
+type OpenAI struct {
+	endpoint string // the chat-completions URL
+	model    string
+	key      string
+	retries  int
+	client   *http.Client
+	sem      chan struct{}
+}
+
+// DefaultConcurrency is --llm-concurrency's default.
+const DefaultConcurrency = 8
+
+// maxResponse bounds one response body read from the endpoint.
+const maxResponse = 16 << 20
+
+// NewOpenAI returns an Answerer for the endpoint (a base URL such as
+// http://127.0.0.1:8000/v1, or the full .../chat/completions URL), the
+// default model, and key (sent as a bearer token; empty sends none).
+// concurrency <= 0 takes DefaultConcurrency; retries is how many times a
+// request that failed for a reason worth retrying (a network error, 429,
+// a 5xx) is tried again.
+func NewOpenAI(endpoint, model, key string, concurrency, retries int) (*OpenAI, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--llm-endpoint %q is not an http:// or https:// URL", endpoint)
+	}
+	if model == "" {
+		return nil, errors.New("--llm openai needs --llm-model NAME")
+	}
+	if !strings.HasSuffix(u.Path, "/chat/completions") {
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/chat/completions"
+	}
+	if concurrency <= 0 {
+		concurrency = DefaultConcurrency
+	}
+	if retries < 0 {
+		retries = 0
+	}
+	return &OpenAI{
+		endpoint: u.String(), model: model, key: key, retries: retries,
+		client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: concurrency, IdleConnTimeout: 30 * time.Second}},
+		sem:    make(chan struct{}, concurrency),
+	}, nil
+}
+
+// Answer asks the model once per prompt, the prompts of a batch
+// concurrently.
+func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, error) {
+	if req.ToolArgs != nil {
+		return nil, fmt.Errorf("%s is a tool: --llm openai answers only the model calls", req.Name)
+	}
+	model := o.model
+	if req.Model != "" {
+		model = req.Model
+	}
+	out := make([]json.RawMessage, len(req.Prompts))
+	errs := make([]error, len(req.Prompts))
+	var wg sync.WaitGroup
+	for i, p := range req.Prompts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			text, err := o.complete(ctx, model, p)
+			if err == nil {
+				out[i], err = json.Marshal(text)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			if len(req.Prompts) > 1 {
+				return nil, fmt.Errorf("prompt %d: %w", i, err)
+			}
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// complete asks for one chat completion, retrying what is worth it.
+func (o *OpenAI) complete(ctx context.Context, model, prompt string) (string, error) {
+	body, err := json.Marshal(map[string]any{
+		"model":    model,
+		"messages": []map[string]string{{"role": "user", "content": prompt}},
+	})
+	if err != nil {
+		return "", err
+	}
+	var last error
+	for attempt := 0; attempt <= o.retries; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
+			}
+		}
+		select {
+		case o.sem <- struct{}{}:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		text, retry, err := o.post(ctx, body)
+		<-o.sem
+		if err == nil {
+			return text, nil
+		}
+		last = err
+		if !retry || ctx.Err() != nil {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	return "", last
+}
+
+func (o *OpenAI) post(ctx context.Context, body []byte) (text string, retry bool, err error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, o.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return "", false, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if o.key != "" {
+		hreq.Header.Set("Authorization", "Bearer "+o.key)
+	}
+	resp, err := o.client.Do(hreq)
+	if err != nil {
+		// The URL and the error text never carry the key (it is a header).
+		return "", true, fmt.Errorf("the model endpoint: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+	if err != nil {
+		return "", true, fmt.Errorf("read the model's answer: %w", err)
+	}
+	if len(data) > maxResponse {
+		return "", false, fmt.Errorf("the model's answer is larger than %d bytes", maxResponse)
+	}
+	if resp.StatusCode != http.StatusOK {
+		retry := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
+		return "", retry, fmt.Errorf("the model endpoint answered %s: %s", resp.Status, oneLine(apiError(data), 300))
+	}
+	var r struct {
+		Choices []struct {
+			Message struct {
+				Content *string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return "", false, fmt.Errorf("the model's answer is not chat-completions JSON: %v", err)
+	}
+	if len(r.Choices) == 0 || r.Choices[0].Message.Content == nil {
+		return "", false, errors.New("the model's answer has no choices[0].message.content")
+	}
+	return *r.Choices[0].Message.Content, false, nil
+}
+
+// apiError is the message of an OpenAI-style error body, or the body.
+func apiError(data []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	return string(data)
+}
