@@ -6,6 +6,10 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rljail/rljail/termsafe"
 )
 
 // pumped is what one output pump saw.
@@ -22,10 +26,21 @@ type pumped struct {
 // stops: the payload's next write fails as it would have outside the jail
 // (EPIPE; Python raises BrokenPipeError), rather than its output being
 // lost without a word.
-func pumpOutput(dst io.Writer, src *os.File, limit int64, read *atomic.Int64) pumped {
+//
+// visible (dst is a terminal) makes the payload's control characters
+// visible on their way (termsafe.Writer), so that its escape sequences
+// cannot drive the caller's terminal. The limit and the counts are of the
+// bytes the payload wrote either way; the terminal may show up to
+// termsafe.MaxGrowth times as many.
+func pumpOutput(dst io.Writer, src *os.File, limit int64, read *atomic.Int64, visible bool) pumped {
 	defer src.Close()
 	if dst == nil {
 		dst = io.Discard
+	}
+	var safe *termsafe.Writer
+	if visible {
+		safe = termsafe.NewWriter(dst)
+		dst = safe
 	}
 	var p pumped
 	buf := make([]byte, 32<<10)
@@ -51,6 +66,12 @@ func pumpOutput(dst io.Writer, src *os.File, limit int64, read *atomic.Int64) pu
 			}
 		}
 		if err != nil {
+			if safe != nil {
+				// The start of a character the payload never finished:
+				// shown as bytes, so that the terminal does not join it
+				// with what rljail writes next.
+				p.writeErr = safe.Flush()
+			}
 			return p
 		}
 	}
@@ -70,10 +91,41 @@ type pumpRun struct {
 	read atomic.Int64 // bytes read from the jail so far
 }
 
-func startPump(dst io.Writer, src *os.File, limit int64) *pumpRun {
+func startPump(dst io.Writer, src *os.File, limit int64, visible bool) *pumpRun {
 	r := &pumpRun{done: make(chan pumped, 1)}
-	go func() { r.done <- pumpOutput(dst, src, limit, &r.read) }()
+	go func() { r.done <- pumpOutput(dst, src, limit, &r.read, visible) }()
 	return r
+}
+
+// IsTerminal tells whether w writes to a terminal: the file under it
+// (through Unwrap() io.Writer) answers the terminal ioctl TCGETS. A writer
+// may answer for itself with an IsTerminal() bool method (the CLI's
+// wrappers do, so that one ioctl per file serves the whole process).
+func IsTerminal(w io.Writer) bool {
+	for i := 0; i < 8 && w != nil; i++ {
+		if t, ok := w.(interface{ IsTerminal() bool }); ok {
+			return t.IsTerminal()
+		}
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	f, ok := w.(*os.File)
+	if !ok || f == nil {
+		return false
+	}
+	rc, err := f.SyscallConn() // not Fd(): that would make a shared descriptor blocking
+	if err != nil {
+		return false
+	}
+	tty := false
+	_ = rc.Control(func(fd uintptr) {
+		_, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		tty = err == nil
+	})
+	return tty
 }
 
 // result waits for the pump to end, or until grace fires or giveUp is

@@ -810,8 +810,11 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	})
 	defer timer.Stop()
 
-	outPump := startPump(spec.Stdout, j.stdoutR, spec.Resources.OutputBytes)
-	errPump := startPump(spec.Stderr, j.stderrR, spec.Resources.OutputBytes)
+	// A terminal gets the payload's control characters made visible
+	// (Spec.TTYPassthrough); merged, the payload's stderr pipe carries
+	// nothing, and its terminal is not asked.
+	outPump := startPump(spec.Stdout, j.stdoutR, spec.Resources.OutputBytes, !spec.TTYPassthrough && IsTerminal(spec.Stdout))
+	errPump := startPump(spec.Stderr, j.stderrR, spec.Resources.OutputBytes, !spec.TTYPassthrough && !j.merged && IsTerminal(spec.Stderr))
 	stopCPU := make(chan struct{})
 	go lim.watchCPU(j.kill, stopCPU)
 	go func() {

@@ -96,6 +96,14 @@ type Spec struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// TTYPassthrough passes the payload's output to a terminal unchanged
+	// (colours, cursor movement, and also titles, the clipboard and
+	// queries whose replies the payload may read on a terminal stdin). By
+	// default, when Stdout or Stderr is a terminal (IsTerminal), every
+	// control character of the payload's output to it is made visible
+	// (package termsafe). Output to anything else passes byte for byte
+	// either way.
+	TTYPassthrough bool
 
 	// Seccomp is the payload's system call filter, installed last before
 	// execve; nil runs without one. In the strict and learn modes the

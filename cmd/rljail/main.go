@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rljail/rljail/jail"
+	"github.com/rljail/rljail/termsafe"
 )
 
 // version is set by the Makefile (-ldflags -X main.version=...).
@@ -225,10 +227,21 @@ type lineState struct {
 type trackedWriter struct {
 	w  io.Writer
 	st *lineState
+	// Whether w is a terminal, asked once (by the jail for the payload's
+	// output, by ownWriter for rljail's own lines).
+	termOnce sync.Once
+	term     bool
 }
 
 // Unwrap returns the destination (jail.OutputMerged looks through it).
 func (t *trackedWriter) Unwrap() io.Writer { return t.w }
+
+// IsTerminal tells whether the destination is a terminal (jail.IsTerminal
+// asks it).
+func (t *trackedWriter) IsTerminal() bool {
+	t.termOnce.Do(func() { t.term = jail.IsTerminal(t.w) })
+	return t.term
+}
 
 func (t *trackedWriter) Write(p []byte) (int, error) {
 	n, err := t.w.Write(p)
@@ -248,13 +261,14 @@ func trackLines(stdout, stderr io.Writer) (io.Writer, io.Writer) {
 	if jail.OutputMerged(stdout, stderr) {
 		errs = out
 	}
-	return &trackedWriter{stdout, out}, &trackedWriter{stderr, errs}
+	return &trackedWriter{w: stdout, st: out}, &trackedWriter{w: stderr, st: errs}
 }
 
 // ownLines is the writer for rljail's own lines on w: when the payload's
 // output to the same file stopped in the middle of a line, a line break
 // comes first, so that "rljail: ..." starts a line (a runner may look for
-// it there).
+// it there). On a terminal, "rljail:" is marked (markOwn), so that a line
+// the payload forges can be told from rljail's own.
 func ownLines(w io.Writer) io.Writer {
 	if t, ok := w.(*trackedWriter); ok {
 		return ownWriter{t}
@@ -278,9 +292,16 @@ func (o ownWriter) Write(p []byte) (int, error) {
 		return 0, errors.New("an earlier write is still blocked")
 	}
 	n := len(p)
+	var out []byte
 	if mid && n > 0 {
-		p = append([]byte{'\n'}, p...)
+		out = append(out, '\n')
 	}
+	if o.t.IsTerminal() {
+		out = markOwn(out, p)
+	} else {
+		out = append(out, p...)
+	}
+	p = out
 	done := make(chan error, 1)
 	go func() {
 		_, err := o.t.Write(p)
@@ -298,4 +319,36 @@ func (o ownWriter) Write(p []byte) (int, error) {
 		o.t.st.mu.Unlock()
 		return 0, errors.New("the write blocked")
 	}
+}
+
+// ownMarkStart and ownMarkEnd surround "rljail:" at the start of each of
+// rljail's own lines on a terminal: reverse video, after a reset of what
+// the payload's output may have left set (with --tty-passthrough). The
+// payload cannot write that mark to a terminal, since its ESC shows as ^[
+// there (jail.Spec.TTYPassthrough): a line it forges reads "rljail:"
+// unmarked, after the erased lines and cursor moves it tried.
+const (
+	ownMarkStart = "\x1b[0;7m"
+	ownMarkEnd   = "\x1b[27m"
+	ownPrefix    = "rljail:"
+)
+
+// markOwn appends p, rljail's own lines for a terminal, to dst: "rljail:"
+// marked where a line starts with it, and any control character in the
+// text made visible (a file name or a command given to rljail may hold
+// one).
+func markOwn(dst, p []byte) []byte {
+	for len(p) > 0 {
+		line := p
+		if i := bytes.IndexByte(p, '\n'); i >= 0 {
+			line = p[:i+1]
+		}
+		p = p[len(line):]
+		if rest, ok := bytes.CutPrefix(line, []byte(ownPrefix)); ok {
+			dst = append(dst, ownMarkStart+ownPrefix+ownMarkEnd...)
+			line = rest
+		}
+		dst = termsafe.Append(dst, line)
+	}
+	return dst
 }

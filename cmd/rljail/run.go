@@ -58,6 +58,7 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.BoolFlag{Name: "verbose", Usage: "print a one-line summary of the run (status, time, CPU, memory, limits) on stderr"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run (argv, code, script hash, result) to FILE"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing of rljail's own but errors and limits weaker than asked"},
+			&cli.BoolFlag{Name: "tty-passthrough", Usage: "pass the payload's control characters to a terminal unchanged (colours, but also its title, clipboard and queries); by default they show as ^[, <9B>, <U+009B>"},
 		}),
 		Action: func(c *cli.Context) error {
 			return runAction(c, stdin, stdout, stderr)
@@ -261,6 +262,7 @@ func buildSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, guar
 		return spec, fmt.Errorf("no command given: usage: rljail [flags] -- CMD [ARG...]")
 	}
 	spec.Command = c.Args().Slice()
+	spec.TTYPassthrough = c.Bool("tty-passthrough")
 	if n := c.String("network"); n != "none" {
 		return spec, fmt.Errorf("--network %q is not supported: the jail has no network; none is the only mode", n)
 	}
