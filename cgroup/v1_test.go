@@ -125,6 +125,7 @@ func TestV1CreateLimitsDestroy(t *testing.T) {
 	}{
 		{filepath.Join(dir("memory"), "memory.limit_in_bytes"), 64 << 20},
 		{filepath.Join(dir("memory"), "memory.memsw.limit_in_bytes"), 64 << 20},
+		{filepath.Join(dir("memory"), "memory.kmem.tcp.limit_in_bytes"), socketMemoryMax},
 		{filepath.Join(dir("pids"), "pids.max"), 32},
 		{filepath.Join(dir("cpu"), "cpu.cfs_period_us"), 100000},
 		{filepath.Join(dir("cpu"), "cpu.cfs_quota_us"), 50000},
@@ -520,4 +521,17 @@ func TestV1Rootless(t *testing.T) {
 	}
 	h.destroy(t)
 	h.wait(t)
+}
+
+func TestSocketMemory(t *testing.T) {
+	for _, c := range []struct{ memory, want int64 }{
+		{0, socketMemoryMax},
+		{8 << 20, 8 << 20},
+		{64 << 20, socketMemoryMax},
+		{512 << 20, socketMemoryMax},
+	} {
+		if got := socketMemory(c.memory); got != c.want {
+			t.Errorf("socketMemory(%d) = %d, want %d", c.memory, got, c.want)
+		}
+	}
 }
