@@ -23,6 +23,7 @@ import (
 //	sleep SECONDS     sleep
 //	spin CPU_MS       burn CPU until the process has used CPU_MS of it
 //	hog BYTES         read a line, allocate and touch BYTES of memory, sleep
+//	write PATH        read a line, write 4 MiB to the file PATH, exit
 //	create            Runs times: run create() with the options in
 //	                  RLJAIL_CGTEST_OPTS, print a helperReport, start a
 //	                  sleeping child in the jail's cgroup, print a second
@@ -69,6 +70,14 @@ func runHelper(mode string, args []string) int {
 		fmt.Println("allocated")
 		time.Sleep(30 * time.Second)
 		spinSink = int(b[len(b)-1])
+	case "write":
+		// Wait until the test has put this process into its cgroup, then
+		// leave a file's pages in the page cache.
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		if err := os.WriteFile(args[0], make([]byte, 4<<20), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	case "create":
 		return helperCreate()
 	default:

@@ -20,6 +20,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
@@ -534,4 +537,76 @@ func TestSocketMemory(t *testing.T) {
 			t.Errorf("socketMemory(%d) = %d, want %d", c.memory, got, c.want)
 		}
 	}
+}
+
+// TestV1DestroyEvictsPageCache: the page cache a jail's process left
+// charged to its memory cgroup is evicted before the cgroup is removed,
+// which it would otherwise keep alive (a dying cgroup).
+func TestV1DestroyEvictsPageCache(t *testing.T) {
+	name := testName(t)
+	c, err := Create(Options{Name: name, Limits: Limits{MemoryBytes: 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy()
+	if c.v1Dirs["memory"] == "" {
+		t.Skip("no v1 memory cgroup")
+	}
+	path := filepath.Join(t.TempDir(), "cached")
+	w := helperCommand("write", path)
+	stdin, err := w.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddProc(w.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte("go\n"))
+	if err := w.Wait(); err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	kv, err := readKV(filepath.Join(c.v1Dirs["memory"], "memory.stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv["cache"] < 4<<20 {
+		t.Fatalf("memory.stat cache %d after writing 4 MiB: the test cannot tell", kv["cache"])
+	}
+	if err := c.Destroy(); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if n := residentPages(t, path); n > 0 {
+		t.Errorf("%d pages of the file the cgroup's process wrote are still in the page cache after Destroy", n)
+	}
+}
+
+// residentPages counts the pages of the file at path in the page cache.
+func residentPages(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	vec := make([]byte, (len(mem)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }

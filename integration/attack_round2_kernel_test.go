@@ -26,7 +26,7 @@ func init() {
 			mechanism: "hold 100 loopback TCP connections (some with SO_RCVBUF/SO_SNDBUF raised) and 40 UDP sockets full of unread data under -m 64m: socket buffers count against the host-wide tcp_mem and udp_mem, where every socket of the host stalls",
 			layer:     "cgroup v1 memory.kmem.tcp.limit_in_bytes (16 MiB) charges the jail's TCP and UDP buffers to a limit of its own; tcp_rmem/tcp_wmem of the jail's network namespace cap autotuning",
 			modes:     rootOnly, serial: true,
-			run:       attackSocketBuffers},
+			run: attackSocketBuffers},
 		{name: "dying_memory_cgroups", group: groupDoS,
 			mechanism: "write files to a volume, whose page cache stays charged to the jail's memory cgroup and keeps it alive, dying, after rljail removed it: one kernel cgroup more per run",
 			layer:     "the jail's page cache is evicted before its cgroup is removed (memory.force_empty on v1, memory.reclaim on v2)",

@@ -262,9 +262,13 @@ func (l *jailLimits) collect(res *Result, usage *syscall.Rusage, vanished bool, 
 
 // cpuTimeSlack is how far below the CPU-time limit the measured CPU time
 // of a run that died of SIGXCPU may be and still count as the limit's
-// work: the figures are whole milliseconds, user and system apart, and
-// the kernel's rusage splits an exact sum in microseconds.
-const cpuTimeSlack = 10 * time.Millisecond
+// work: a tenth of the limit, at least 50 ms. RLIMIT_CPU fires on the
+// process's CPU time sampled at the scheduler's ticks, the rusage is the
+// exact runtime: rootless, a busy loop was sent SIGXCPU at 1 s of ticks
+// with a rusage of 977 ms.
+func cpuTimeSlack(limit time.Duration) time.Duration {
+	return max(50*time.Millisecond, limit/10)
+}
 
 // measuresCPU reports whether a cgroup measures the jail's CPU time; where
 // none does, the CPU figures are the init's rusage, of what it reaped.
@@ -279,7 +283,7 @@ func (l *jailLimits) measuresCPU() bool { return l.cg.MeasuresCPU() }
 // comes when the process alone has used that much.
 func (l *jailLimits) usedCPUTime(res *Result) bool {
 	used := time.Duration(res.CPUUserMS+res.CPUSystemMS) * time.Millisecond
-	return l.res.CPUTime > 0 && used+cpuTimeSlack >= l.res.CPUTime
+	return l.res.CPUTime > 0 && used+cpuTimeSlack(l.res.CPUTime) >= l.res.CPUTime
 }
 
 // sigPendingMax is the jail's RLIMIT_SIGPENDING: plenty for a program
