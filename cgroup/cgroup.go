@@ -88,7 +88,8 @@ type Limits struct {
 	// MemoryBytes caps the jail's memory: memory.max with memory.swap.max 0
 	// and memory.oom.group 1 (v2), or memory.limit_in_bytes with
 	// memory.memsw.limit_in_bytes equal to it (v1), so that swap does not
-	// extend it.
+	// extend it. On v1 the jail's TCP and UDP buffers are limited apart
+	// (socketMemory).
 	MemoryBytes int64
 	// PidsMax caps the number of tasks (processes and threads): pids.max.
 	PidsMax int64
@@ -404,6 +405,12 @@ func (c *Cgroup) Stats() (Stats, error) {
 	return Stats{Missing: []string{"all: the jail has no cgroup"}}, nil
 }
 
+// MeasuresCPU reports whether the jail's cgroup measures its CPU time, as
+// CPUUsage does where it returns no ErrNoAccounting; it reads nothing.
+func (c *Cgroup) MeasuresCPU() bool {
+	return c.v2Leaf != "" || c.v1Dirs[accountingController] != ""
+}
+
 // CPUUsage returns the CPU time the jail has used so far, user and system,
 // from one small file: cheap enough for the supervisor's --cpu-time poll.
 func (c *Cgroup) CPUUsage() (time.Duration, error) {
@@ -452,6 +459,7 @@ func (c *Cgroup) Destroy() error {
 	if c.destroyed {
 		return nil
 	}
+	c.releaseMemory()
 	// Usually nothing is left by now: the jail's init was reaped, and
 	// nothing outlives the init of a PID namespace. Removing the
 	// directories at once spares reading each one's cgroup.procs (on v2,
@@ -478,6 +486,7 @@ func (c *Cgroup) Destroy() error {
 			errs = append(errs, err)
 		}
 	}
+	c.releaseMemory() // now that nothing is left in the cgroup
 	for i := len(c.created) - 1; i >= 0; i-- {
 		if err := rmdirCgroup(c.created[i], deadline); err != nil {
 			errs = append(errs, err)

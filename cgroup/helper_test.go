@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,6 +24,7 @@ import (
 //	sleep SECONDS     sleep
 //	spin CPU_MS       burn CPU until the process has used CPU_MS of it
 //	hog BYTES         read a line, allocate and touch BYTES of memory, sleep
+//	write PATH        read a line, write 4 MiB to the file PATH, exit
 //	create            Runs times: run create() with the options in
 //	                  RLJAIL_CGTEST_OPTS, print a helperReport, start a
 //	                  sleeping child in the jail's cgroup, print a second
@@ -69,6 +71,14 @@ func runHelper(mode string, args []string) int {
 		fmt.Println("allocated")
 		time.Sleep(30 * time.Second)
 		spinSink = int(b[len(b)-1])
+	case "write":
+		// Wait until the test has put this process into its cgroup, then
+		// leave a file's pages in the page cache.
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		if err := os.WriteFile(args[0], make([]byte, 4<<20), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	case "create":
 		return helperCreate()
 	default:
@@ -333,4 +343,32 @@ func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) syscall.Signal 
 		return ws.Signal()
 	}
 	return 0
+}
+
+// residentPages counts the pages of the file at path in the page cache.
+func residentPages(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	vec := make([]byte, (len(mem)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }

@@ -84,6 +84,11 @@ func limitV1(dirs map[string]string, l Limits) ([]string, error) {
 			extra = append(extra, "memory limit does not cover swap: the kernel has no memory.memsw.limit_in_bytes (swap accounting off); the jail may swap beyond --memory")
 		}
 	}
+	if dir, ok := dirs["memory"]; ok && exists(filepath.Join(dir, "memory.kmem.tcp.limit_in_bytes")) {
+		if err := write(dir, "memory.kmem.tcp.limit_in_bytes", strconv.FormatInt(socketMemory(l.MemoryBytes), 10), "the jail's socket buffer limit"); err != nil {
+			return nil, err
+		}
+	}
 	if dir, ok := dirs["pids"]; ok && l.PidsMax > 0 {
 		if err := write(dir, "pids.max", strconv.FormatInt(l.PidsMax, 10), "the pids limit"); err != nil {
 			return nil, err
@@ -99,6 +104,32 @@ func limitV1(dirs map[string]string, l Limits) ([]string, error) {
 		}
 	}
 	return extra, nil
+}
+
+// socketMemoryMax bounds the TCP and UDP buffers of a jail on cgroup v1.
+// v1 charges socket buffers to no memory cgroup by default, only to the
+// host-wide net.ipv4.tcp_mem and udp_mem: a payload under -m 64m held some
+// 300 MB of the host's TCP memory in loopback connections it never read,
+// and a few such jails would reach tcp_mem, where every TCP socket of the
+// host stalls. Writing memory.kmem.tcp.limit_in_bytes makes the kernel
+// charge the sockets the cgroup's processes create to a counter of the
+// cgroup's own, TCP and UDP alike (memcg1_charge_skmem; measured on Linux
+// 6.18: 50 UDP sockets filled with datagrams charged 9 MB to it), and a
+// socket that would pass it is refused more buffer, as under tcp_mem's
+// pressure (it overshoots by what the kernel must not fail, some 40 %
+// under a flood). The counter is apart from memory.limit_in_bytes. A jail
+// has only lo, whose buffers need little: 16 MiB lets a local server and
+// its clients move data at full speed. v2 charges socket buffers to
+// memory.max, with the rest of the jail's memory.
+const socketMemoryMax = 16 << 20
+
+// socketMemory is the v1 limit of the jail's socket buffers: the memory
+// limit when it is smaller than socketMemoryMax.
+func socketMemory(memory int64) int64 {
+	if memory > 0 && memory < socketMemoryMax {
+		return memory
+	}
+	return socketMemoryMax
 }
 
 // killV1 sends SIGKILL to every process in the v1 cgroups until they are

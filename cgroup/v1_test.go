@@ -125,6 +125,7 @@ func TestV1CreateLimitsDestroy(t *testing.T) {
 	}{
 		{filepath.Join(dir("memory"), "memory.limit_in_bytes"), 64 << 20},
 		{filepath.Join(dir("memory"), "memory.memsw.limit_in_bytes"), 64 << 20},
+		{filepath.Join(dir("memory"), "memory.kmem.tcp.limit_in_bytes"), socketMemoryMax},
 		{filepath.Join(dir("pids"), "pids.max"), 32},
 		{filepath.Join(dir("cpu"), "cpu.cfs_period_us"), 100000},
 		{filepath.Join(dir("cpu"), "cpu.cfs_quota_us"), 50000},
@@ -520,4 +521,61 @@ func TestV1Rootless(t *testing.T) {
 	}
 	h.destroy(t)
 	h.wait(t)
+}
+
+func TestSocketMemory(t *testing.T) {
+	for _, c := range []struct{ memory, want int64 }{
+		{0, socketMemoryMax},
+		{8 << 20, 8 << 20},
+		{64 << 20, socketMemoryMax},
+		{512 << 20, socketMemoryMax},
+	} {
+		if got := socketMemory(c.memory); got != c.want {
+			t.Errorf("socketMemory(%d) = %d, want %d", c.memory, got, c.want)
+		}
+	}
+}
+
+// TestV1DestroyEvictsPageCache: the page cache a jail's process left
+// charged to its memory cgroup is evicted before the cgroup is removed,
+// which it would otherwise keep alive (a dying cgroup).
+func TestV1DestroyEvictsPageCache(t *testing.T) {
+	name := testName(t)
+	c, err := Create(Options{Name: name, Limits: Limits{MemoryBytes: 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy()
+	if c.v1Dirs["memory"] == "" {
+		t.Skip("no v1 memory cgroup")
+	}
+	path := filepath.Join(t.TempDir(), "cached")
+	w := helperCommand("write", path)
+	stdin, err := w.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddProc(w.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte("go\n"))
+	if err := w.Wait(); err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	kv, err := readKV(filepath.Join(c.v1Dirs["memory"], "memory.stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv["cache"] < 4<<20 {
+		t.Fatalf("memory.stat cache %d after writing 4 MiB: the test cannot tell", kv["cache"])
+	}
+	if err := c.Destroy(); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if n := residentPages(t, path); n > 0 {
+		t.Errorf("%d pages of the file the cgroup's process wrote are still in the page cache after Destroy", n)
+	}
 }

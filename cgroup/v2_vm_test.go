@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -194,5 +195,61 @@ func TestVMNoLeftovers(t *testing.T) {
 				t.Errorf("left below %s: %s", testTop, e.Name())
 			}
 		}
+	}
+}
+
+// TestVMDestroyEvictsPageCache: on v2 too, the page cache a process of the
+// jail's cgroup left charged to it is reclaimed (memory.reclaim) before
+// the cgroup is removed, which it would otherwise keep alive.
+func TestVMDestroyEvictsPageCache(t *testing.T) {
+	c, err := Create(Options{Name: "rljail-test-evict", Limits: Limits{MemoryBytes: 64 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy()
+	fd, ok := c.CloneFD()
+	if !ok {
+		t.Fatalf("no v2 cgroup (placement %s)", c.Placement())
+	}
+	path := filepath.Join(t.TempDir(), "cached")
+	w := helperCommand("write", path)
+	w.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	w.Stdin = strings.NewReader("go\n")
+	if err := w.Run(); err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	kv, err := readKV(filepath.Join(c.v2Leaf, "memory.stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv["file"] < 4<<20 {
+		t.Fatalf("memory.stat file %d after writing 4 MiB: the test cannot tell", kv["file"])
+	}
+	// The VM's files are in its initramfs, a tmpfs, whose pages no
+	// reclaim can evict without swap: that memory.reclaim is written is
+	// what shows here, and the eviction only on a disk's filesystem.
+	var reclaimed bool
+	testHook = func(step string) error {
+		reclaimed = reclaimed || step == "write "+filepath.Join(c.v2Leaf, "memory.reclaim")
+		return nil
+	}
+	defer func() { testHook = nil }()
+	if err := c.Destroy(); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if !reclaimed {
+		t.Errorf("Destroy did not write memory.reclaim of a cgroup with %d bytes of page cache", kv["file"])
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	const tmpfsMagic, ramfsMagic = 0x01021994, 0x858458f6
+	if st.Type == tmpfsMagic || st.Type == ramfsMagic {
+		t.Logf("%s is on a tmpfs: its pages stay in memory, whatever reclaim does", path)
+		return
+	}
+	if n := residentPages(t, path); n > 0 {
+		t.Errorf("%d pages of the file the cgroup's process wrote are still in the page cache after Destroy", n)
 	}
 }

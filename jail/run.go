@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -307,7 +308,18 @@ type jailRun struct {
 	stage1Err   error
 	stage1Usage *syscall.Rusage
 	killOnce    sync.Once
+	// reapOnKill: no cgroup measures the jail's CPU time, and the payload
+	// runs, so that kill asks init to end the jail (reapKill).
+	reapOnKill atomic.Bool
+	// reapMu guards reaped: init was waited for, and its pidfd must not be
+	// signalled any more.
+	reapMu sync.Mutex
+	reaped bool
 }
+
+// reapGrace is how long init has to kill and reap the jail's processes
+// when kill asks it to, before it is killed itself.
+const reapGrace = 250 * time.Millisecond
 
 // spawnInit starts the init stage's first step (stage1_main in init.c):
 // a plain exec of this binary, which Go makes with vfork, since it has no
@@ -777,8 +789,29 @@ func (j *jailRun) abort() {
 
 // kill ends the jail: SIGKILL to init through its pidfd, and the kernel
 // kills every other process of the PID namespace with it.
+//
+// Where no cgroup measures the jail's CPU time (rootless on cgroup v1),
+// the CPU figures are the init's rusage, which covers only the processes
+// it reaped: the processes the kernel kills with a killed init are
+// released without a reaper (zap_pid_ns_processes ignores SIGCHLD), so a
+// payload that burned seconds of CPU before the kill timer was reported
+// with the init's millisecond. There init is asked instead ("kill" on the
+// control socket) to kill every other process of the jail and reap them,
+// and is killed itself after reapGrace if it has not ended by then.
 func (j *jailRun) kill() {
 	j.killOnce.Do(func() {
+		if j.pidfd >= 0 && j.reapOnKill.Load() {
+			if _, err := io.WriteString(j.control, "kill\n"); err == nil {
+				time.AfterFunc(reapGrace, func() {
+					j.reapMu.Lock()
+					defer j.reapMu.Unlock()
+					if !j.reaped {
+						_ = unix.PidfdSendSignal(j.pidfd, unix.SIGKILL, nil, 0)
+					}
+				})
+				return
+			}
+		}
 		if j.pidfd >= 0 {
 			_ = unix.PidfdSendSignal(j.pidfd, unix.SIGKILL, nil, 0)
 		} else {
@@ -863,6 +896,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 				if m.Exited && ended == nil {
 					ended = lim.stats()
 				}
+				if m.Started && !lim.measuresCPU() {
+					j.reapOnKill.Store(true)
+				}
 				got = append(got, m)
 			}
 		}
@@ -917,6 +953,9 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	defer close(done)
 
 	usage, waitErr := j.waitInit()
+	j.reapMu.Lock()
+	j.reaped = true // reapKill's fallback must not signal a reused pidfd
+	j.reapMu.Unlock()
 	close(initGone)
 	// The jail is gone: the kill timer has nothing left to kill, and a run
 	// that ended before it fired did not time out, however slowly its
