@@ -410,8 +410,11 @@ class Session:
         self._finalizer = weakref.finalize(self, _stop_process, self._proc)
         self._reader = threading.Thread(target=self._read_loop, name="rljail-reader", daemon=True)
         self._reader.start()
+        self._stderr_reader = None
         if stderr is None:
-            threading.Thread(target=self._read_stderr, name="rljail-stderr", daemon=True).start()
+            self._stderr_reader = threading.Thread(target=self._read_stderr, name="rljail-stderr",
+                                                   daemon=True)
+            self._stderr_reader.start()
         try:
             self.hello = self._request("hello", timeout=60.0)
         except BaseException:
@@ -541,6 +544,14 @@ class Session:
                 proc.kill()
                 status = proc.wait()
         self._reader.join(5.0)
+        if self._stderr_reader is not None:
+            self._stderr_reader.join(5.0)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None and not (self._reader.is_alive() and pipe is proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
         self._fail_all("closed", "the session was closed")
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._finalizer.detach()

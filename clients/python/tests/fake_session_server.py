@@ -117,6 +117,7 @@ class Server:
         self.lost = None
         self.running = False
         self.tmp = tempfile.mkdtemp(prefix="fake-rljail-")
+        os.chdir(self.tmp)  # the "jail's" working directory: its own
         self.contexts = 0
         self.ns = {"__name__": "__main__", "__builtins__": self._builtins()}
         self.bridge = {}
