@@ -28,7 +28,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 

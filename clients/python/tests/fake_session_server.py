@@ -33,7 +33,8 @@ PROTOCOL = 1
 
 
 class Config:
-    def __init__(self, argv):
+    def __init__(self, argv, fake_tmp=None):
+        self.fake_tmp = fake_tmp
         self.cell_timeout = None
         self.cell_grace = 1.0
         self.max_cells = None
@@ -116,7 +117,7 @@ class Server:
         self.cells = 0
         self.lost = None
         self.running = False
-        self.tmp = tempfile.mkdtemp(prefix="fake-rljail-")
+        self.tmp = tempfile.mkdtemp(prefix="fake-rljail-", dir=cfg.fake_tmp)
         os.chdir(self.tmp)  # the "jail's" working directory: its own
         self.contexts = 0
         self.ns = {"__name__": "__main__", "__builtins__": self._builtins()}
@@ -440,10 +441,13 @@ def _make_tool(call, name, params):
 
 
 def main(argv):
+    fake_tmp = None
+    if argv[:1] == ["--fake-tmp"]:
+        fake_tmp, argv = argv[1], argv[2:]
     if not argv or argv[0] != "session":
         sys.stderr.write("fake rljail: only 'session' is faked\n")
         return 125
-    server = Server(Config(argv[1:]))
+    server = Server(Config(argv[1:], fake_tmp))
     try:
         server.serve()
     finally:

@@ -39,7 +39,7 @@ import struct
 import threading
 import time
 
-from ..session import CellTimeout, SessionLost
+from ..session import CellTimeout
 from ._common import HostInputs, bind, start_session
 
 __all__ = ["RljailREPL", "install", "REPLResult"]

@@ -21,7 +21,7 @@ smolagents is never imported: this module needs only its calling convention.
 import ast
 import threading
 
-from ..session import CellTimeout, RequestError, SessionError, SessionLost
+from ..session import CellTimeout, SessionError
 from ._common import HostInputs, bind, start_session, to_json
 
 __all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError"]
