@@ -1,0 +1,105 @@
+"""What the adapters share: values handed into the jail, and the scaffold's hidden names.
+
+Small values cross the protocol (``set``).  A large one never should (the protocol caps
+lines, and a multi-GiB context must not be copied through it): it is written to a host
+directory that the session grants read-only, and read inside the jail.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+
+from ..session import Session
+
+#: Where the jail sees the host directory of large inputs.
+INPUTS_IN_JAIL = "/rljail/inputs"
+#: Values whose JSON is longer than this go through a file, not the protocol.
+LARGE_VALUE_BYTES = 1 << 20
+
+
+def to_json(value):
+    """``value`` as plain JSON data (dicts, lists, str, numbers, bool, None), converting
+    tuples, sets, dataclasses and pydantic models; TypeError for anything else."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise TypeError("%r is not JSON" % value)
+        return value
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [to_json(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    dump = getattr(value, "model_dump", None)  # pydantic v2, without importing it
+    if callable(dump):
+        return to_json(dump(mode="json"))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json(dataclasses.asdict(value))
+    raise TypeError("a %s cannot be handed into the jail (JSON values only)" % type(value).__name__)
+
+
+class HostInputs:
+    """A private host directory granted read-only to one session at INPUTS_IN_JAIL."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="rljail-inputs-")
+        self._n = 0
+
+    def volume(self):
+        return "%s:%s:ro" % (self.dir, INPUTS_IN_JAIL)
+
+    def write(self, name, value):
+        """Writes ``value`` (str as text, else JSON) and returns the in-jail code that
+        binds ``name`` to it."""
+        self._n += 1
+        if isinstance(value, str):
+            fname = "%d-%s.txt" % (self._n, name)
+            with open(os.path.join(self.dir, fname), "w", encoding="utf-8") as f:
+                f.write(value)
+            return "with open(%r, encoding='utf-8') as _rljail_f:\n    %s = _rljail_f.read()\n" % (
+                INPUTS_IN_JAIL + "/" + fname, name)
+        fname = "%d-%s.json" % (self._n, name)
+        with open(os.path.join(self.dir, fname), "w", encoding="utf-8") as f:
+            json.dump(value, f)
+        return ("import json as _rljail_json\nwith open(%r, encoding='utf-8') as _rljail_f:\n"
+                "    %s = _rljail_json.load(_rljail_f)\n" % (INPUTS_IN_JAIL + "/" + fname, name))
+
+    def remove(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def bind(session, inputs, name, value, large=LARGE_VALUE_BYTES):
+    """Binds ``name`` in the session's namespace to the JSON ``value``: by ``set`` when
+    small, through a file in ``inputs`` when large.  Raises what the cell raised."""
+    value = to_json(value)
+    if inputs is not None and _json_size(value, large) > large:
+        result = session.run(inputs.write(name, value))
+        if result.error is not None:
+            raise RuntimeError("binding %s in the jail failed: %s" % (name, result.error))
+        return
+    session.set(name, value)
+
+
+def _json_size(value, limit):
+    if isinstance(value, str):
+        return len(value)  # characters: a lower bound of its JSON, enough to decide
+    return len(json.dumps(value))
+
+
+def start_session(options, tools, llm=None, llm_batched=None, rlm=None, rlm_batched=None,
+                  inputs=None):
+    """A Session from an adapter's ``options`` dict, with the adapter's handlers."""
+    options = dict(options or {})
+    volumes = list(options.pop("volumes", ()) or ())
+    if inputs is not None:
+        volumes.append(inputs.volume())
+    return Session(volumes=volumes, tools=tools, llm=llm, llm_batched=llm_batched,
+                   rlm=rlm, rlm_batched=rlm_batched, **options)

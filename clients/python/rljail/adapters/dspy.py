@@ -1,0 +1,424 @@
+"""A DSPy ``CodeInterpreter`` that runs ``dspy.RLM``'s code in rljail.
+
+:class:`RljailInterpreter` follows the protocol of ``dspy/primitives/code_interpreter.py``
+(``tools``, idempotent ``start``, ``execute(code, variables)``, ``shutdown``) and the
+behaviour of its reference implementation ``dspy/primitives/python_interpreter.py`` and
+``runner.js`` (stanfordnlp/dspy 3.3.1): variables injected before each execution, a typed
+``SUBMIT`` built from ``output_fields`` that ends the run with ``FinalOutput``, recoverable
+``CodeExecutionError`` for an exception in the code, ``SyntaxError`` for code that does not
+parse, and a terminal ``CodeInterpreterError`` once the session is lost.  Unlike DSPy's own
+interpreter it has a per-execute timeout (``execute_timeout``: the session's cell timeout;
+the state is kept).
+
+The runner's tools, and the ``llm_query``/``llm_query_batched`` that ``dspy.RLM`` puts in
+``tools`` with its own call counter, run on the host: the jail calls them through the
+bridge, and the supervisor's budgets (``max_llm_calls``...) hold besides DSPy's.
+DSPy is imported only to use its own exception and FinalOutput classes, when installed.
+
+Use it as ``dspy.RLM(..., interpreter_factory=RljailInterpreter.factory(memory="1g"))``
+(or pass the class itself, or an instance as the caller-owned interpreter).
+"""
+
+import asyncio
+import hashlib
+import inspect
+import json
+import keyword
+import threading
+
+from ..session import CellTimeout, RequestError, SessionError, SessionLost
+from ._common import HostInputs, INPUTS_IN_JAIL, LARGE_VALUE_BYTES, start_session, to_json
+
+__all__ = ["RljailInterpreter", "FinalOutput", "CodeInterpreterError", "CodeExecutionError"]
+
+# The names dspy.RLM reserves in the sandbox (RLM._RESERVED_SANDBOX_NAMES) that the
+# bridge serves rather than declaring them as tools.
+_BRIDGE_TOOLS = ("llm_query", "llm_query_batched")
+_SUBMIT_EXCEPTION = "_RljailFinalOutput"
+_SIMPLE_TYPES = ("str", "int", "float", "bool", "list", "dict", "NoneType")
+
+
+class _FinalOutputFallback:
+    """dspy's FinalOutput, for when DSPy is not installed."""
+
+    def __init__(self, output):
+        self.output = output
+
+    def __repr__(self):
+        return "FinalOutput(%r)" % (self.output,)
+
+    def __eq__(self, other):
+        if not isinstance(other, _FinalOutputFallback):
+            return NotImplemented
+        return self.output == other.output
+
+
+class _CodeInterpreterErrorFallback(RuntimeError):
+    """dspy's CodeInterpreterError (terminal for the session), without DSPy."""
+
+
+class _CodeExecutionErrorFallback(_CodeInterpreterErrorFallback):
+    """dspy's CodeExecutionError (recoverable), without DSPy."""
+
+
+def _types():
+    try:
+        from dspy.primitives.code_interpreter import (
+            CodeExecutionError, CodeInterpreterError, FinalOutput)
+    except ImportError:
+        return _FinalOutputFallback, _CodeInterpreterErrorFallback, _CodeExecutionErrorFallback
+    return FinalOutput, CodeInterpreterError, CodeExecutionError
+
+
+def __getattr__(name):
+    # FinalOutput, CodeInterpreterError and CodeExecutionError are DSPy's own classes when
+    # DSPy is installed (so that dspy.RLM catches what this module raises), else stand-ins.
+    names = ("FinalOutput", "CodeInterpreterError", "CodeExecutionError")
+    if name in names:
+        return _types()[names.index(name)]
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def _final_output(output):
+    return _types()[0](output)
+
+
+def _interpreter_error(message):
+    return _types()[1](message)
+
+
+def _execution_error(message):
+    return _types()[2](message)
+
+
+# Runs in the jail whenever the tools or outputs change: SUBMIT with the signature's
+# outputs, and the names the cell must not be able to take away for good.
+_SCAFFOLD = r'''
+class _RljailFinalOutput(BaseException):
+    """SUBMIT's control flow (a BaseException, so that `except Exception` keeps it)."""
+
+
+def _rljail_submit_value(value):
+    import json
+    return json.loads(json.dumps(value, default=str))
+
+
+class _RljailDSPyScaffold:
+    def __init__(self, ns, names):
+        self.ns = ns
+        self.fixed = {n: ns[n] for n in names if n in ns}
+        self.fixed["print"] = print
+        ns["_rljail_submitted"] = None
+
+    def restore(self):
+        self.ns.update(self.fixed)
+        self.ns["_rljail_submitted"] = None
+'''
+
+
+def _submit_code(output_fields):
+    if not output_fields:
+        return ("def SUBMIT(output):\n"
+                "    global _rljail_submitted\n"
+                "    _rljail_submitted = _rljail_submit_value({'output': output})\n"
+                "    raise _RljailFinalOutput()\n")
+    params, items = [], []
+    for field in output_fields:
+        name = field["name"]
+        if not str(name).isidentifier() or keyword.iskeyword(name):
+            raise _interpreter_error("Invalid output field name: %r" % (name,))
+        ftype = field.get("type")
+        if ftype in _SIMPLE_TYPES:
+            params.append("%s: %s" % (name, "type(None)" if ftype == "NoneType" else ftype))
+        else:
+            params.append(name)
+        items.append("%r: %s" % (name, name))
+    return ("def SUBMIT(%s):\n"
+            "    global _rljail_submitted\n"
+            "    _rljail_submitted = _rljail_submit_value({%s})\n"
+            "    raise _RljailFinalOutput()\n" % (", ".join(params), ", ".join(items)))
+
+
+class _Factory:
+    """A zero-argument interpreter factory for ``dspy.RLM(interpreter_factory=...)``."""
+
+    execution_instructions = None
+
+    def __init__(self, cls, kwargs):
+        self._cls = cls
+        self._kwargs = kwargs
+        self.execution_instructions = cls.execution_instructions
+
+    def __call__(self):
+        return self._cls(**self._kwargs)
+
+
+class RljailInterpreter:
+    """DSPy's CodeInterpreter protocol over one ``rljail session``.
+
+    ``tools`` maps names to host callables (keyword arguments in, a JSON-able value
+    out); ``dspy.RLM`` adds its own before each forward pass.  ``output_fields`` is the
+    typed SUBMIT's signature (``[{"name": ..., "type": ...}]``), set by ``dspy.RLM``.
+    ``execute_timeout`` (seconds) bounds each ``execute``; ``include_stderr`` appends
+    the cell's stderr to the output it returns (DSPy's interpreter returns stdout only).
+    Every other keyword argument is a :class:`rljail.Session` option.
+
+    Variables are bound before each execution, as DSPy's interpreter does: small ones
+    over the protocol, large ones (over 1 MiB of JSON) through a file the session
+    grants read-only.  Each execution is followed by a short scaffold cell that puts
+    back SUBMIT, the bridge's functions and ``print`` (``--max-cells`` counts it).
+    """
+
+    execution_instructions = (
+        "Python (CPython) runs in an rljail jail: state persists across executions; the standard "
+        "library and subprocesses work; there is no network and no host file but the ones "
+        "granted; each execution has a time limit."
+    )
+
+    @classmethod
+    def factory(cls, **kwargs):
+        """A zero-argument factory for ``interpreter_factory`` that makes instances with
+        these arguments, and tells ``dspy.RLM`` about the runtime."""
+        return _Factory(cls, kwargs)
+
+    def __init__(self, tools=None, output_fields=None, execute_timeout=None,
+                 include_stderr=False, large_value_bytes=LARGE_VALUE_BYTES, **session_options):
+        self.tools = dict(tools) if tools else {}
+        self.output_fields = output_fields
+        self.execute_timeout = execute_timeout
+        self.include_stderr = include_stderr
+        self.large_value_bytes = large_value_bytes
+        self.session_options = session_options
+        self.session = None
+        self._tools_registered = False
+        self._declared = None        # the tool names the running session was started with
+        self._registered_outputs = None
+        self._cells = 0
+        self._ended = False
+        self._busy = threading.Lock()
+        self._inputs = None
+        self._large = {}             # name -> (sha256, in-jail code) of a large value's file
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self):
+        """Starts the session (idempotent).  A lost or shut-down session cannot be
+        restarted: its state is gone, so this raises CodeInterpreterError."""
+        self._check_active()
+        if self.session is None:
+            self._spawn()
+        elif not self.session.alive:
+            self._terminal("the rljail session was lost (%s); its state is gone. "
+                           "Create a new interpreter." % self.session.lost_reason)
+
+    def shutdown(self):
+        """Ends the session; the interpreter cannot be used again."""
+        self._ended = True
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
+        if self._inputs is not None:
+            self._inputs.remove()
+            self._inputs = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    def __call__(self, code, variables=None):
+        return self.execute(code, variables)
+
+    def _check_active(self):
+        if self._ended:
+            raise _interpreter_error("RljailInterpreter session has ended; create a new "
+                                       "interpreter for a fresh session.")
+
+    def _terminal(self, message):
+        self._ended = True
+        session, self.session = self.session, None
+        if session is not None:
+            try:
+                session.close(wait=2)
+            except SessionError:
+                pass
+        raise _interpreter_error(message)
+
+    def _user_tools(self):
+        return {n: f for n, f in self.tools.items() if n not in _BRIDGE_TOOLS}
+
+    def _spawn(self):
+        declared = {}
+        for name, func in self._user_tools().items():
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise _interpreter_error("Invalid tool name: %r" % (name,))
+            declared[name] = (self._tool_handler(name), _parameters(func))
+        self._inputs = HostInputs()
+        try:
+            self.session = start_session(
+                dict(self.session_options, cell_timeout=self.execute_timeout), declared,
+                llm=self._llm_query, llm_batched=self._llm_query_batched, inputs=self._inputs)
+        except SessionError as e:
+            self._ended = True
+            raise _interpreter_error("cannot start rljail session: %s" % e)
+        self._declared = set(declared)
+        self._registered_outputs = None
+        self._tools_registered = False
+        self._cells = 0
+
+    # ------------------------------------------------------------ execution
+
+    def execute(self, code, variables=None):
+        """Runs ``code`` after binding ``variables``; returns the output (a str),
+        or FinalOutput when the code called SUBMIT."""
+        if not self._busy.acquire(blocking=False):
+            raise _interpreter_error("RljailInterpreter cannot execute while it executes "
+                                       "(from one of its tools, or from two threads).")
+        try:
+            return self._execute(code, variables or {})
+        finally:
+            self._busy.release()
+
+    def _execute(self, code, variables):
+        self._check_active()
+        for key in variables:
+            if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
+                raise _interpreter_error("Invalid variable name: '%s'" % (key,))
+        self.start()
+        if set(self._user_tools()) != self._declared:
+            if self._cells:
+                raise _interpreter_error(
+                    "tools %s were added after the session started; rljail declares tools "
+                    "when a session starts" % sorted(set(self._user_tools()) - self._declared))
+            # No state to lose yet (a pre-warmed interpreter): start again with the tools.
+            self.session.close()
+            self._inputs.remove()
+            self.session = None
+            self._spawn()
+        if not self._tools_registered or self._registered_outputs != self.output_fields:
+            self._register()
+        try:
+            for name, value in variables.items():
+                self._bind(name, value)
+            result = self.session.run(code)
+            self._cells += 1
+        except CellTimeout as e:
+            self._cells += 1
+            self._restore()
+            raise _execution_error("CellTimeout: %s (the state is kept)" % e.result.error.message)
+        except SessionLost as e:
+            self._terminal("the rljail session was lost (%s); interpreter state was lost. "
+                           "Create a new interpreter for a fresh session." % e.reason)
+        except RequestError as e:
+            self._terminal("rljail refused the execution: %s" % e)
+        error = result.error
+        submitted = None
+        if error is not None and error.type == _SUBMIT_EXCEPTION:
+            submitted = self._get("_rljail_submitted")
+        self._restore()
+        if error is None:
+            output = result.stdout
+            if self.include_stderr and result.stderr:
+                output = output + result.stderr
+            return output
+        if error.type == _SUBMIT_EXCEPTION:
+            return _final_output(submitted)
+        if error.type == "SyntaxError":
+            raise SyntaxError("Invalid Python syntax. message: %s" % error.message)
+        raise _execution_error("%s: %s" % (error.type, error.message))
+
+    def _register(self):
+        names = list(_BRIDGE_TOOLS) + sorted(self._declared) + ["SUBMIT"]
+        code = "%s\n%s\n_rljail_dspy = _RljailDSPyScaffold(globals(), %r)\n" % (
+            _SCAFFOLD, _submit_code(self.output_fields), names)
+        self._scaffold(code)
+        self._registered_outputs = self.output_fields
+        self._tools_registered = True
+
+    def _restore(self):
+        self._scaffold("_rljail_dspy.restore()")
+
+    def _scaffold(self, code):
+        try:
+            result = self.session.run(code)
+        except CellTimeout as e:
+            result = e.result
+        except (SessionLost, RequestError) as e:
+            self._terminal("the rljail session failed: %s" % e)
+        if result.error is not None:
+            self._terminal("the interpreter's scaffold failed in the jail: %s" % result.error)
+
+    def _get(self, name):
+        try:
+            return self.session.get(name)
+        except (SessionLost, RequestError) as e:
+            self._terminal("the rljail session failed: %s" % e)
+
+    def _bind(self, name, value):
+        try:
+            value = to_json(value)
+        except TypeError as e:
+            raise _interpreter_error("Unsupported value type: %s" % e)
+        if isinstance(value, str):
+            text = value
+        else:
+            text = json.dumps(value)
+        if len(text) <= self.large_value_bytes:
+            self.session.set(name, value)
+            return
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        cached = self._large.get(name)
+        if cached is None or cached[0] != digest:
+            cached = (digest, self._inputs.write(name, value))
+            self._large[name] = cached
+        result = self.session.run(cached[1])
+        if result.error is not None:
+            raise _interpreter_error("binding %s from %s failed: %s" % (name, INPUTS_IN_JAIL, result.error))
+
+    # ------------------------------------------------------------ calls from the jail
+
+    def _tool_handler(self, name):
+        def handler(**kwargs):
+            func = self.tools.get(name)
+            if func is None:
+                raise LookupError("Unknown tool: %s" % name)
+            return _jsonable(_await(func(**kwargs)))
+        return handler
+
+    def _llm_query(self, prompt, model=None):
+        func = self.tools.get("llm_query")
+        if func is None:
+            raise LookupError("llm_query is not configured (dspy.RLM provides it)")
+        return func(prompt)
+
+    def _llm_query_batched(self, prompts, model=None):
+        func = self.tools.get("llm_query_batched")
+        if func is None:
+            raise LookupError("llm_query_batched is not configured (dspy.RLM provides it)")
+        return func(prompts)
+
+
+def _parameters(func):
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        raise _interpreter_error("cannot read the parameters of tool %r" % (func,))
+    return [p.name for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY)]
+
+
+def _await(result):
+    if asyncio.iscoroutine(result):
+        return asyncio.run(result)
+    return result
+
+
+def _jsonable(value):
+    # python_interpreter._handle_tool_call: None is "", JSON passes, anything else its str.
+    if value is None:
+        return ""
+    try:
+        return to_json(value)
+    except TypeError:
+        return str(value)

@@ -1,0 +1,274 @@
+"""A smolagents ``PythonExecutor`` that runs a ``CodeAgent``'s code in rljail.
+
+:class:`RljailExecutor` has the interface that ``CodeAgent`` drives
+(``src/smolagents/local_python_executor.py``: ``PythonExecutor`` with ``send_tools``,
+``send_variables`` and ``__call__(code) -> CodeOutput``; ``remote_executors.py`` for how
+a remote executor returns the final answer and reports errors), as of huggingface/
+smolagents e3a5b899.  It differs from the remote executors in one way that matters: the
+agent's tools are not re-created in the sandbox from their source.  Each stays on the
+host, and the jail gets a function of the same name that calls it through the bridge,
+so a tool's credentials and network stay outside the jail.
+
+``final_answer(...)`` in the code calls the host's FinalAnswerTool and then ends the code
+with a ``FinalAnswerException`` (a BaseException, as smolagents has it); the executor
+returns the host tool's own return value with ``is_final_answer=True``.  The value of a
+last expression is returned as ``output``, as the local executor does.
+
+Use it as ``CodeAgent(tools=[...], model=..., executor=RljailExecutor(memory="1g"))``.
+smolagents is never imported: this module needs only its calling convention.
+"""
+
+import ast
+import threading
+
+from ..session import CellTimeout, SessionError
+from ._common import HostInputs, bind, start_session, to_json
+
+__all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError"]
+
+
+class CodeOutput:
+    """smolagents' CodeOutput (output, logs, is_final_answer), as a plain class; the
+    agent reads only these three attributes."""
+
+    __slots__ = ("output", "logs", "is_final_answer")
+
+    def __init__(self, output, logs, is_final_answer):
+        self.output = output
+        self.logs = logs
+        self.is_final_answer = is_final_answer
+
+    def __eq__(self, other):
+        if not isinstance(other, CodeOutput):
+            return NotImplemented
+        return (self.output, self.logs, self.is_final_answer) == (
+            other.output, other.logs, other.is_final_answer)
+
+    def __repr__(self):
+        return "CodeOutput(output=%r, logs=%r, is_final_answer=%r)" % (
+            self.output, self.logs, self.is_final_answer)
+
+
+class JailedCodeError(Exception):
+    """The agent's code raised (or ran past its time limit) in the jail.  CodeAgent turns
+    it into an AgentExecutionError that the model sees; the session's state is kept."""
+
+
+_FINAL_EXCEPTION = "FinalAnswerException"
+
+# Runs in the jail after the session starts: final_answer ends the code, and the tools'
+# names come back after every execution (LocalPythonExecutor refuses to rebind them).
+_SCAFFOLD = r'''
+class FinalAnswerException(BaseException):
+    """Raised by final_answer(); BaseException, so that `except Exception` keeps it."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class _RljailSmolScaffold:
+    def __init__(self, ns, names):
+        self.ns = ns
+        bridge = ns.get("final_answer")
+        if bridge is not None:
+            def final_answer(*args, **kwargs):
+                raise FinalAnswerException(bridge(*args, **kwargs))
+            ns["final_answer"] = final_answer
+        self.fixed = {n: ns[n] for n in names if n in ns}
+        self.fixed["FinalAnswerException"] = FinalAnswerException
+
+    def restore(self):
+        self.ns.update(self.fixed)
+        self.ns["_rljail_last"] = None
+'''
+
+
+def capture_last_expression(code, name="_rljail_last"):
+    """``code`` with its last statement, when that is an expression, assigned to ``name``
+    (so that its value can be returned as the local executor returns it), and whether it
+    was.  Code that does not parse is returned as it is: the jail reports its error."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return code, False
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+        return code, False
+    node = tree.body[-1]
+    lines = code.splitlines(keepends=True)
+
+    def offset(lineno, col):
+        # ast columns count UTF-8 bytes; the string is indexed by characters.
+        before = sum(len(line) for line in lines[: lineno - 1])
+        return before + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+    start = offset(node.lineno, node.col_offset)
+    end = offset(node.end_lineno, node.end_col_offset)
+    return code[:start] + name + " = (" + code[start:end] + ")" + code[end:], True
+
+
+def _tool_parameters(tool):
+    inputs = getattr(tool, "inputs", None)
+    if isinstance(inputs, dict):
+        return list(inputs)
+    from ..session import tool_parameters
+    return tool_parameters(tool)
+
+
+class RljailExecutor:
+    """smolagents' PythonExecutor over one ``rljail session``.
+
+    ``additional_authorized_imports`` is accepted for CodeAgent's sake and not used: the
+    jail, not an import list, is the boundary (every module of the jail's Python may be
+    imported).  ``max_print_outputs_length`` becomes the session's per-cell output cap,
+    ``timeout_seconds`` its cell timeout (the state is kept when it fires).  Every other
+    keyword argument is a :class:`rljail.Session` option.
+
+    The session starts at the first :meth:`send_tools` (tools are declared when a
+    session starts) or the first execution; variables sent before are bound then.  A
+    lost session raises :class:`rljail.SessionLost` from every later call (CodeAgent
+    shows it to the model as an execution error; :attr:`lost_reason` says it).
+    """
+
+    def __init__(self, additional_authorized_imports=(), logger=None,
+                 max_print_outputs_length=None, timeout_seconds=None, include_stderr=False,
+                 **session_options):
+        self.additional_authorized_imports = list(additional_authorized_imports or ())
+        self.logger = logger
+        self.include_stderr = include_stderr
+        self.session_options = dict(session_options)
+        if max_print_outputs_length is not None:
+            self.session_options.setdefault("max_output_chars", max_print_outputs_length)
+        if timeout_seconds is not None:
+            self.session_options.setdefault("cell_timeout", timeout_seconds)
+        self.session = None
+        self._tools = {}
+        self._declared = None
+        self._pending_vars = {}
+        self._cells = 0
+        self._inputs = None
+        self._final = None           # (value,) from the host's final_answer in this cell
+        self._final_lock = threading.Lock()
+
+    @property
+    def lost_reason(self):
+        return self.session.lost_reason if self.session is not None else None
+
+    # ------------------------------------------------------------ PythonExecutor
+
+    def send_tools(self, tools):
+        """Makes ``tools`` (name -> smolagents Tool, managed agent or callable) callable
+        by name in the jail, each running on the host."""
+        self._tools = dict(tools)
+        names = set(self._tools)
+        if self.session is not None and names != self._declared:
+            if self._cells:
+                raise ValueError("tools %s came after the session's first execution; rljail "
+                                 "declares tools when a session starts" % sorted(names - self._declared))
+            self.cleanup()
+        if self.session is None:
+            self._start()
+
+    def send_variables(self, variables):
+        """Binds each of ``variables`` (JSON values) in the jail's namespace."""
+        if self.session is None:
+            self._pending_vars.update(variables)
+            return
+        for name, value in variables.items():
+            bind(self.session, self._inputs, name, value)
+
+    def __call__(self, code_action):
+        """Runs the agent's code; returns a CodeOutput, or raises JailedCodeError."""
+        if self.session is None:
+            self._start()
+        code, captured = capture_last_expression(code_action)
+        with self._final_lock:
+            self._final = None
+        try:
+            result = self.session.run(code)
+        except CellTimeout as e:
+            self._cells += 1
+            self._restore()
+            raise JailedCodeError("%s\nExecuting code yielded an error:\nCellTimeout\n%s (the state is kept)"
+                                  % (self._logs(e.result), e.result.error.message))
+        self._cells += 1
+        logs = self._logs(result)
+        error = result.error
+        with self._final_lock:
+            final, self._final = self._final, None
+        if error is not None and error.type == _FINAL_EXCEPTION and final is not None:
+            self._restore()
+            return CodeOutput(output=final[0], logs=logs, is_final_answer=True)
+        output = None
+        if error is None and captured:
+            output = self.session.get("_rljail_last")
+        self._restore()
+        if error is not None:
+            raise JailedCodeError("%s\nExecuting code yielded an error:\n%s\n%s\n%s"
+                                  % (logs, error.type, error.message, error.traceback))
+        return CodeOutput(output=output, logs=logs, is_final_answer=False)
+
+    def cleanup(self):
+        """Ends the session (CodeAgent.cleanup calls this)."""
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
+        if self._inputs is not None:
+            self._inputs.remove()
+            self._inputs = None
+        self._declared = None
+        self._cells = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+        return False
+
+    # ------------------------------------------------------------ plumbing
+
+    def _logs(self, result):
+        if self.include_stderr and result.stderr:
+            return result.stdout + result.stderr
+        return result.stdout
+
+    def _start(self):
+        declared = {}
+        for name, tool in self._tools.items():
+            declared[name] = (self._handler(name), _tool_parameters(tool))
+        self._inputs = HostInputs()
+        self.session = start_session(self.session_options, declared, inputs=self._inputs)
+        self._declared = set(declared)
+        self._cells = 0
+        self._scaffold("%s\n_rljail_smol = _RljailSmolScaffold(globals(), %r)\n"
+                       % (_SCAFFOLD, sorted(declared)))
+        pending, self._pending_vars = self._pending_vars, {}
+        self.send_variables(pending)
+
+    def _restore(self):
+        self._scaffold("_rljail_smol.restore()")
+
+    def _scaffold(self, code):
+        try:
+            result = self.session.run(code)
+        except CellTimeout as e:
+            result = e.result
+        if result.error is not None:
+            raise SessionError("the executor's scaffold failed in the jail: %s" % result.error)
+
+    def _handler(self, name):
+        def handler(**kwargs):
+            tool = self._tools.get(name)
+            if tool is None:
+                raise LookupError("no tool named %r" % name)
+            value = tool(**kwargs)
+            if name == "final_answer":
+                # The answer the agent gets is the host tool's own value, not what the
+                # jail makes of it.
+                with self._final_lock:
+                    self._final = (value,)
+            try:
+                return to_json(value)
+            except TypeError:
+                return str(value)
+        return handler

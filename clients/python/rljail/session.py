@@ -1,0 +1,787 @@
+"""One persistent jailed Python per trajectory, driven over ``rljail session``.
+
+A :class:`Session` starts ``rljail session`` as a child process and speaks its JSON-lines
+protocol (docs/session-protocol.md in the rljail repository) on the child's stdin and
+stdout.  Each session is its own process tree with its own namespace, working directory
+and output: many sessions may run side by side in threads of one process without sharing
+anything, which is the failure mode of in-process REPLs (``exec`` in the runner, where
+concurrent trajectories race on ``os.chdir`` and ``sys.stdout``).
+
+While a cell runs, the jail may call back to the host (``llm_query``, ``rlm_query`` and
+the tools the runner declared).  The supervisor forwards each such call as an event; a
+reader thread here hands it to the runner's callable on a small thread pool and answers
+with ``call_result``, so a slow or failing handler never blocks the protocol.  Budgets
+(how many calls, how long a prompt) are the supervisor's to enforce: this module never
+counts, and the jail can neither see the host's keys nor answer its own calls.
+
+Everything the supervisor says is trusted (it is rljail on the host); everything the
+cell's code chooses (its output, its variables, the arguments of its calls) is data.
+"""
+
+import base64
+import collections
+import inspect
+import itertools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = [
+    "Session", "CellResult", "ErrorInfo", "Repr",
+    "SessionError", "SessionLost", "CellTimeout", "RequestError", "ProtocolError",
+    "find_binary", "PROTOCOL_VERSION",
+]
+
+log = logging.getLogger("rljail")
+
+#: The version of the session protocol this module speaks (``hello`` reports the other side's).
+PROTOCOL_VERSION = 1
+
+# The names of the bridge's own calls; every other call name is a tool the runner declared.
+LLM_CALLS = ("llm_query", "llm_query_batched")
+RLM_CALLS = ("rlm_query", "rlm_query_batched")
+
+# Flags whose numeric values are durations (seconds) or sizes (bytes) when given as numbers.
+_DURATION_FLAGS = {"timeout", "cell_timeout", "cell_grace", "idle_timeout", "cpu_time",
+                   "stop_grace", "llm_timeout", "llm_call_timeout", "tool_call_timeout"}
+_SIZE_FLAGS = {"memory", "tmp_size", "file_size", "output_limit"}
+
+# How long close() waits for rljail to end after "close" before it stops it.
+_CLOSE_WAIT = 10.0
+# Lines from the supervisor longer than this are a broken session, not data to buffer.
+_MAX_LINE = 256 << 20
+# The last bytes of rljail's stderr kept for error messages.
+_STDERR_TAIL = 64 << 10
+
+
+class SessionError(Exception):
+    """Base class of the errors this package raises."""
+
+
+class SessionLost(SessionError):
+    """The jail is gone and its state with it (memory kill, cell that would not stop,
+    session timeout, crashed worker, rljail ended).  Every later request raises this
+    too; start a new Session to go on.  ``reason`` is the supervisor's word for why
+    (``memory_limit``, ``cell_timeout``, ``timeout``, ``idle_timeout``, ``crashed``,
+    ``seccomp``, ...) or ``exited`` when rljail ended without saying."""
+
+    def __init__(self, reason, message="", stderr=""):
+        self.reason = reason or "unknown"
+        self.stderr = stderr
+        text = "session lost: %s" % self.reason
+        if message:
+            text += ": " + message
+        super().__init__(text)
+
+
+class CellTimeout(SessionError):
+    """A cell ran past ``cell_timeout`` and was interrupted; the session and its state
+    are kept.  ``result`` is the cell's :class:`CellResult` (its output so far)."""
+
+    def __init__(self, result):
+        self.result = result
+        super().__init__(result.error.message if result.error else "cell timed out")
+
+
+class RequestError(SessionError):
+    """The supervisor refused a request (``ok: false``) for a reason other than a lost
+    session: a bad name, a path outside the writable places, a budget, a file too large.
+    ``type`` and ``message`` are the supervisor's."""
+
+    def __init__(self, type, message, reply=None):
+        self.type = type
+        self.message = message
+        self.reply = reply
+        super().__init__("%s: %s" % (type, message))
+
+
+class ProtocolError(SessionError):
+    """The other side does not speak this protocol (a wrong version, a malformed reply)."""
+
+
+class Repr(str):
+    """What :meth:`Session.get` returns for a value that is not JSON-serialisable: the
+    value's ``repr`` inside the jail, as a string that says what it is."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "Repr(%s)" % str.__repr__(self)
+
+
+class ErrorInfo:
+    """An exception raised in a cell (the session goes on): its type name, message and
+    traceback as the worker formatted them, or ``CellTimeout`` for an interrupted cell."""
+
+    __slots__ = ("type", "message", "traceback", "raw")
+
+    def __init__(self, type, message="", traceback="", raw=None):
+        self.type = type
+        self.message = message
+        self.traceback = traceback
+        self.raw = raw
+
+    @classmethod
+    def from_reply(cls, obj):
+        if obj is None:
+            return None
+        if not isinstance(obj, dict):
+            return cls("Error", str(obj), "", obj)
+        return cls(str(obj.get("type") or "Error"), str(obj.get("message") or ""),
+                   str(obj.get("traceback") or ""), obj)
+
+    def __str__(self):
+        return "%s: %s" % (self.type, self.message) if self.message else self.type
+
+    def __repr__(self):
+        return "ErrorInfo(type=%r, message=%r)" % (self.type, self.message)
+
+
+class CellResult:
+    """What one cell did.
+
+    ``stdout`` and ``stderr`` are the cell's output as the supervisor kept it (head and
+    tail when longer than ``--max-output-chars``; ``stdout_truncated`` and
+    ``stderr_truncated`` say how many characters were cut, 0 when none).  ``error`` is
+    ``None`` or an :class:`ErrorInfo` for an exception in the cell.  ``ok`` is true when
+    the cell raised nothing.  ``timed_out`` is true for a cell stopped at
+    ``cell_timeout`` (``error.type == "CellTimeout"``, state kept).  ``lost`` and
+    ``lost_reason`` are only ever set when the Session was made with
+    ``errors="result"``; otherwise a lost session raises :class:`SessionLost`.
+    ``variables`` names the namespace's user variables after the cell; ``calls`` holds
+    the session's call counts (``llm_calls``, ``tool_calls``, ...) when the bridge
+    reports them; ``wall_ms`` and ``cpu_ms`` are the supervisor's timings.  ``raw`` is
+    the reply as received.
+    """
+
+    def __init__(self, reply, lost_reason=None):
+        reply = reply or {}
+        self.raw = reply
+        self.lost_reason = lost_reason
+        self.lost = lost_reason is not None
+        self.stdout = _text(reply.get("stdout"))
+        self.stderr = _text(reply.get("stderr"))
+        self.stdout_truncated = _cut(reply.get("stdout_truncated"))
+        self.stderr_truncated = _cut(reply.get("stderr_truncated"))
+        if self.lost:
+            err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+            self.error = ErrorInfo("SessionLost", str(err.get("message") or lost_reason), "", err)
+        else:
+            self.error = ErrorInfo.from_reply(reply.get("error"))
+        self.wall_ms = reply.get("wall_ms")
+        self.cpu_ms = reply.get("cpu_ms")
+        variables = reply.get("variables")
+        self.variables = [str(v) for v in variables] if isinstance(variables, list) else []
+        calls = reply.get("calls")
+        self.calls = dict(calls) if isinstance(calls, dict) else {}
+
+    @property
+    def ok(self):
+        return self.error is None
+
+    @property
+    def timed_out(self):
+        return self.error is not None and self.error.type == "CellTimeout"
+
+    def __repr__(self):
+        state = "ok" if self.ok else str(self.error)
+        return "CellResult(%s, stdout=%r)" % (state, _preview(self.stdout))
+
+
+def _text(value):
+    return value if isinstance(value, str) else ("" if value is None else str(value))
+
+
+def _cut(value):
+    # The protocol counts characters cut; an older side may say only true/false.
+    if isinstance(value, bool):
+        return 1 if value else 0
+    if isinstance(value, int) and value > 0:
+        return value
+    return 0
+
+
+def _preview(text, n=60):
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def find_binary(binary=None):
+    """The argv prefix that starts rljail: ``binary`` (a path, or a list such as
+    ``[sys.executable, "wrapper.py"]``), else ``$RLJAIL_BIN``, else ``rljail`` on PATH."""
+    if binary is not None:
+        if isinstance(binary, (list, tuple)):
+            return [os.fspath(b) for b in binary]
+        return [os.fspath(binary)]
+    env = os.environ.get("RLJAIL_BIN")
+    if env:
+        return [env]
+    found = shutil.which("rljail")
+    if found:
+        return [found]
+    raise SessionError("rljail not found: pass binary=, set RLJAIL_BIN, or put rljail on PATH")
+
+
+def _flag_name(key):
+    return "--" + key.replace("_", "-")
+
+
+def _duration(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if float(value).is_integer():
+        return "%ds" % int(value)
+    return "%dms" % round(value * 1000)
+
+
+def _size(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        return str(value)
+    return "%db" % value
+
+
+def build_flags(limits):
+    """Maps keyword arguments to ``rljail session`` flags: ``cell_timeout=30`` is
+    ``--cell-timeout 30s``, ``memory=1 << 30`` is ``--memory 1073741824b``,
+    ``strict_limits=True`` is ``--strict-limits`` (``False`` and ``None`` are left
+    out), a list repeats the flag.  Strings pass as they are, so every flag of
+    ``rljail session`` can be given, including ones this module has never heard of."""
+    argv = []
+    for key, value in limits.items():
+        if value is None or value is False:
+            continue
+        flag = _flag_name(key)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if v is True:
+                argv.append(flag)
+            elif key in _DURATION_FLAGS:
+                argv += [flag, _duration(v)]
+            elif key in _SIZE_FLAGS:
+                argv += [flag, _size(v)]
+            else:
+                argv += [flag, str(v)]
+    return argv
+
+
+def tool_parameters(func):
+    """The parameter names of a host tool, for ``--tool NAME:a,b``: its signature's
+    positional-or-keyword and keyword-only parameters.  A function that takes only
+    ``*args``/``**kwargs`` needs its names given: ``tools={"f": (f, ["a", "b"])}``."""
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        raise SessionError("cannot read the parameters of tool %r: give them as (func, [names])" % (func,))
+    names = []
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY, p.POSITIONAL_ONLY):
+            names.append(p.name)
+    return names
+
+
+class _Waiter:
+    __slots__ = ("event", "reply")
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.reply = None
+
+
+class Session:
+    """One ``rljail session``: a persistent jailed Python whose state lasts from cell to cell.
+
+    ``binary`` is rljail's path (or an argv prefix list); by default ``$RLJAIL_BIN`` or
+    ``rljail`` on PATH.  ``memory``, ``cell_timeout``, ``timeout`` and every other
+    keyword argument become flags of ``rljail session`` (see :func:`build_flags`):
+    ``max_cells=100``, ``max_output_chars=10000``, ``max_llm_calls=50``,
+    ``idle_timeout="5m"``, ``audit_log="/var/log/rlm.jsonl"``, ``profile="python"``...
+    ``volumes`` is a list of ``"SRC:DST[:ro|rw]"`` strings or ``(src, dst[, mode])``
+    tuples; ``env`` a dict of variables to set in the jail.
+
+    Calls from the jail are served on the host:
+
+    - ``llm`` answers ``llm_query(prompt, model=None)``: a callable taking
+      ``(prompt, model)`` and returning a string; ``llm_batched`` optionally answers
+      ``llm_query_batched(prompts, model)`` as a whole (otherwise each prompt goes to
+      ``llm``, ``batch_concurrency`` at once).  ``llm="openai"`` instead has the
+      supervisor call an OpenAI-compatible endpoint itself (``llm_endpoint=``,
+      ``llm_model=``, ``llm_key_env=``): the key never reaches this process or the jail.
+    - ``rlm`` and ``rlm_batched`` answer ``rlm_query`` and ``rlm_query_batched`` (a
+      child RLM); without them those calls go to ``llm``.
+    - ``tools`` maps a name to a callable (its parameter names are read from its
+      signature) or to ``(callable, [parameter names])``; the jail gets a function of
+      that name whose keyword arguments arrive here as JSON.
+
+    A handler's return value must be JSON-serialisable; an exception in a handler
+    becomes an exception in the cell (the session goes on).
+
+    ``errors`` chooses how a lost session and a cell timeout reach the caller of
+    :meth:`run`: ``"raise"`` (the default) raises :class:`SessionLost` and
+    :class:`CellTimeout`; ``"result"`` returns a :class:`CellResult` with ``lost`` or
+    ``timed_out`` set instead.  Exceptions in the cell are always result fields.
+
+    ``stderr`` is where rljail's own diagnostics go: ``None`` keeps the last 64 KiB for
+    error messages (:attr:`stderr_tail`), or a file object / descriptor to pass them on.
+
+    A session serves one caller at a time (calls from several threads are serialised);
+    :meth:`interrupt` and :meth:`close` may be called from any thread, also while a cell
+    runs.  Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, binary=None, *, memory=None, cell_timeout=None, timeout=None,
+                 volumes=(), env=None, tools=None, llm=None, llm_batched=None, rlm=None,
+                 rlm_batched=None, errors="raise", stderr=None, call_workers=8,
+                 batch_concurrency=8, reply_margin=30.0, extra_args=(), **limits):
+        if errors not in ("raise", "result"):
+            raise ValueError("errors must be 'raise' or 'result', not %r" % (errors,))
+        self.errors = errors
+        self._argv0 = find_binary(binary)
+        self._tools = {}
+        tool_flags = []
+        for name, spec in (tools or {}).items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError("tool name %r is not a Python identifier" % (name,))
+            if name in LLM_CALLS + RLM_CALLS:
+                raise ValueError("tool name %r is the bridge's own" % name)
+            if isinstance(spec, tuple):
+                func, params = spec
+                params = list(params)
+            else:
+                func, params = spec, tool_parameters(spec)
+            if not callable(func):
+                raise TypeError("tool %r is not callable" % name)
+            self._tools[name] = func
+            tool_flags.append("%s:%s" % (name, ",".join(params)))
+        self._llm_mode = None
+        if isinstance(llm, str):
+            self._llm_mode, llm = llm, None
+        elif llm is not None or rlm is not None:
+            self._llm_mode = "client"
+        self._llm, self._llm_batched = llm, llm_batched
+        self._rlm, self._rlm_batched = rlm, rlm_batched
+        self._batch_concurrency = max(1, int(batch_concurrency))
+
+        flags = dict(memory=memory, cell_timeout=cell_timeout, timeout=timeout)
+        flags.update(limits)
+        if self._llm_mode:
+            flags["llm"] = self._llm_mode
+        if tool_flags:
+            flags["tool"] = tool_flags
+        argv = self._argv0 + ["session"] + build_flags(flags)
+        for vol in volumes or ():
+            argv += ["-v", vol if isinstance(vol, str) else ":".join(os.fspath(p) for p in vol)]
+        for key, value in (env or {}).items():
+            argv += ["-e", "%s=%s" % (key, value)]
+        argv += list(extra_args)
+        self.argv = argv
+        self._cell_timeout = _seconds(cell_timeout)
+        self._cell_grace = _seconds(limits.get("cell_grace"))
+        if self._cell_grace is None:
+            self._cell_grace = 1.0
+        self._reply_margin = reply_margin
+
+        self._ids = itertools.count(1)
+        self._waiters = {}
+        self._state_lock = threading.Lock()   # guards _waiters, _lost, _closed
+        self._write_lock = threading.Lock()   # one line at a time on rljail's stdin
+        self._op_lock = threading.RLock()     # one caller at a time
+        self._lost = None                     # (reason, message) once the session is gone
+        self._closed = False
+        self._pool = ThreadPoolExecutor(max_workers=max(1, int(call_workers)),
+                                        thread_name_prefix="rljail-call")
+        self._stderr_buf = collections.deque()
+        self._stderr_len = 0
+        self.hello = None
+        self.protocol = self.version = None
+        self.limits = {}
+
+        if stderr is None:
+            err = subprocess.PIPE
+        else:
+            err = stderr
+        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=err)
+        # The process is stopped when this object is collected or the interpreter exits.
+        self._finalizer = weakref.finalize(self, _stop_process, self._proc)
+        self._reader = threading.Thread(target=self._read_loop, name="rljail-reader", daemon=True)
+        self._reader.start()
+        self._stderr_reader = None
+        if stderr is None:
+            self._stderr_reader = threading.Thread(target=self._read_stderr, name="rljail-stderr",
+                                                   daemon=True)
+            self._stderr_reader.start()
+        try:
+            self.hello = self._request("hello", timeout=60.0)
+        except BaseException:
+            self.close()
+            raise
+        self.protocol = self.hello.get("protocol")
+        self.version = self.hello.get("version")
+        self.limits = self.hello.get("limits") or {}
+        if self.protocol != PROTOCOL_VERSION:
+            self.close()
+            raise ProtocolError("rljail speaks session protocol %r, this package %d"
+                                % (self.protocol, PROTOCOL_VERSION))
+
+    # ----------------------------------------------------------------- requests
+
+    def run(self, code, *, timeout=None):
+        """Runs one cell in the session's namespace and returns its :class:`CellResult`.
+
+        ``timeout`` is how long this process waits for the reply at most (the cell
+        timeout itself is the supervisor's, ``cell_timeout``); by default
+        ``cell_timeout`` plus the grace plus ``reply_margin``, or for ever when the
+        session has no cell timeout.  A reply that never comes is a lost session."""
+        if not isinstance(code, str):
+            raise TypeError("code must be a str, not %s" % type(code).__name__)
+        if timeout is None and self._cell_timeout is not None:
+            timeout = self._cell_timeout + self._cell_grace + self._reply_margin
+        try:
+            reply = self._request("exec", timeout=timeout, code=code)
+        except SessionLost as e:
+            if self.errors == "result":
+                return CellResult({"error": {"message": str(e)}}, lost_reason=e.reason)
+            raise
+        result = CellResult(reply)
+        if result.timed_out and self.errors == "raise":
+            raise CellTimeout(result)
+        return result
+
+    def set(self, name, value):
+        """Binds ``name`` in the namespace to ``value`` (any JSON value)."""
+        json.dumps(value, allow_nan=False)  # refuse here what the wire cannot carry
+        self._request("set", name=name, value=value)
+
+    def get(self, name):
+        """The value of ``name`` in the namespace: decoded JSON, or a :class:`Repr`
+        when the value is not JSON-serialisable."""
+        reply = self._request("get", name=name)
+        value = reply.get("value")
+        if reply.get("repr"):
+            return Repr(value if isinstance(value, str) else str(value))
+        return value
+
+    def load_context(self, value=None, *, path=None):
+        """Binds the next context: ``context`` (and ``context_0``) the first time,
+        ``context_1``, ``context_2``, ... after.  Give a JSON ``value``, or the ``path``
+        of a file inside the jail (a granted read-only volume): a large context should
+        never pass through the protocol.  Returns the name bound."""
+        if (value is None) == (path is None):
+            raise ValueError("give exactly one of value and path")
+        if path is not None:
+            reply = self._request("load_context", path=os.fspath(path))
+        else:
+            json.dumps(value, allow_nan=False)
+            reply = self._request("load_context", value=value)
+        return reply.get("name")
+
+    def put_file(self, path, data):
+        """Writes ``data`` (bytes, or str as UTF-8) to ``path`` inside the jail's
+        writable places (its /tmp, its workspace, a volume granted rw)."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        self._request("put_file", path=os.fspath(path),
+                      data=base64.b64encode(bytes(data)).decode("ascii"))
+
+    def get_file(self, path):
+        """The bytes of ``path`` inside the jail's writable places."""
+        reply = self._request("get_file", path=os.fspath(path))
+        try:
+            return base64.b64decode(reply.get("data") or "", validate=True)
+        except (ValueError, TypeError) as e:
+            raise ProtocolError("get_file: the reply's data is not base64: %s" % e)
+
+    def interrupt(self):
+        """Interrupts the running cell (a KeyboardInterrupt in it; the session goes on).
+        May be called from any thread while :meth:`run` waits."""
+        self._request("interrupt", serialise=False, timeout=30.0)
+
+    @property
+    def alive(self):
+        """False once the session is lost or closed."""
+        return self._lost is None and not self._closed
+
+    @property
+    def lost_reason(self):
+        """The reason the session was lost, or None."""
+        return self._lost[0] if self._lost else None
+
+    @property
+    def stderr_tail(self):
+        """The last bytes rljail wrote on its stderr (when ``stderr`` was not given)."""
+        return b"".join(self._stderr_buf).decode("utf-8", "replace")
+
+    def close(self, wait=_CLOSE_WAIT):
+        """Ends the session: asks rljail to remove the jail, then closes its stdin; a
+        session that has not ended within ``wait`` seconds is stopped.  Returns rljail's
+        exit status.  Safe to call more than once and from any thread."""
+        with self._state_lock:
+            first = not self._closed
+            self._closed = True
+        proc = self._proc
+        if first and self._lost is None and proc.poll() is None:
+            try:
+                self._send({"id": "close-%d" % next(self._ids), "op": "close"})
+            except OSError:
+                pass
+        if first:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            status = proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # rljail removes the jail on SIGTERM
+            try:
+                status = proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                status = proc.wait()
+        self._reader.join(5.0)
+        if self._stderr_reader is not None:
+            self._stderr_reader.join(5.0)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None and not (self._reader.is_alive() and pipe is proc.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        self._fail_all("closed", "the session was closed")
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._finalizer.detach()
+        return status
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        state = "alive" if self.alive else ("lost: %s" % self.lost_reason if self._lost else "closed")
+        return "<rljail.Session pid=%s %s>" % (self._proc.pid, state)
+
+    # ----------------------------------------------------------------- plumbing
+
+    def _request(self, op, timeout=None, serialise=True, **fields):
+        lock = self._op_lock if serialise else _NoLock
+        with lock:
+            waiter = _Waiter()
+            with self._state_lock:
+                if self._lost is not None:
+                    raise SessionLost(self._lost[0], self._lost[1], self.stderr_tail)
+                if self._closed:
+                    raise SessionError("the session is closed")
+                rid = next(self._ids)
+                self._waiters[rid] = waiter
+            msg = {"id": rid, "op": op}
+            msg.update(fields)
+            try:
+                self._send(msg)
+            except (OSError, ValueError) as e:
+                with self._state_lock:
+                    self._waiters.pop(rid, None)
+                self._lose("exited", "cannot write to rljail: %s" % e)
+                raise SessionLost(self._lost[0], self._lost[1], self.stderr_tail)
+            if not waiter.event.wait(timeout):
+                with self._state_lock:
+                    self._waiters.pop(rid, None)
+                # The supervisor owes every request a reply; one that never comes means it
+                # is wedged, and the jail is stopped rather than left behind.
+                self._lose("no_reply", "no reply to %s within %.0f s" % (op, timeout))
+                _stop_process(self._proc)
+                raise SessionLost(self._lost[0], self._lost[1], self.stderr_tail)
+            reply = waiter.reply
+            if reply.get("ok") is True:
+                return reply
+            err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+            etype = str(err.get("type") or "Error")
+            if etype == "SessionLost":
+                reason = str(err.get("reason") or "unknown")
+                self._lose(reason, str(err.get("message") or ""))
+                raise SessionLost(reason, str(err.get("message") or ""), self.stderr_tail)
+            raise RequestError(etype, str(err.get("message") or ""), reply)
+
+    def _send(self, msg):
+        line = json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        data = line.encode("utf-8") + b"\n"
+        with self._write_lock:
+            self._proc.stdin.write(data)
+            self._proc.stdin.flush()
+
+    def _read_loop(self):
+        stdout = self._proc.stdout
+        try:
+            while True:
+                line = stdout.readline(_MAX_LINE + 1)
+                if not line:
+                    break
+                if len(line) > _MAX_LINE:
+                    self._lose("protocol", "a line from rljail longer than %d bytes" % _MAX_LINE)
+                    _stop_process(self._proc)
+                    break
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    log.warning("rljail session: not a JSON line: %r", line[:200])
+                    continue
+                if not isinstance(msg, dict):
+                    log.warning("rljail session: not a JSON object: %r", line[:200])
+                    continue
+                if "event" in msg:
+                    self._on_event(msg)
+                    continue
+                with self._state_lock:
+                    waiter = self._waiters.pop(msg.get("id"), None)
+                if waiter is not None:
+                    waiter.reply = msg
+                    waiter.event.set()
+                elif msg.get("ok") is False:
+                    err = msg.get("error") if isinstance(msg.get("error"), dict) else {}
+                    if err.get("type") == "SessionLost":
+                        self._lose(str(err.get("reason") or "unknown"), str(err.get("message") or ""))
+                    else:
+                        # A refused call_result (a stale call after a cell timeout, say).
+                        log.debug("rljail session: refused request %r: %s", msg.get("id"), err)
+        except (OSError, ValueError) as e:
+            log.debug("rljail session: reading stopped: %s", e)
+        status = self._proc.wait()
+        if self._closed and self._lost is None:
+            self._fail_all("closed", "the session was closed")
+        else:
+            self._lose("exited", "rljail exited with status %s" % status)
+
+    def _read_stderr(self):
+        err = self._proc.stderr
+        try:
+            while True:
+                chunk = err.read1(8192) if hasattr(err, "read1") else err.read(8192)
+                if not chunk:
+                    break
+                self._stderr_buf.append(chunk)
+                self._stderr_len += len(chunk)
+                while self._stderr_len > _STDERR_TAIL and len(self._stderr_buf) > 1:
+                    self._stderr_len -= len(self._stderr_buf.popleft())
+        except (OSError, ValueError):
+            pass
+
+    def _lose(self, reason, message):
+        with self._state_lock:
+            if self._lost is None:
+                self._lost = (reason, message)
+        self._fail_all(*self._lost)
+
+    def _fail_all(self, reason, message):
+        with self._state_lock:
+            waiters, self._waiters = self._waiters, {}
+        for waiter in waiters.values():
+            waiter.reply = {"ok": False, "error": {"type": "SessionLost", "reason": reason,
+                                                   "message": message}}
+            waiter.event.set()
+
+    # ----------------------------------------------------------------- calls from the jail
+
+    def _on_event(self, msg):
+        if msg.get("event") != "call":
+            log.debug("rljail session: unknown event %r", msg.get("event"))
+            return
+        try:
+            self._pool.submit(self._serve_call, msg)
+        except RuntimeError:
+            pass  # the pool is shut down: the session is closing
+
+    def _serve_call(self, msg):
+        call = msg.get("call")
+        name = msg.get("name")
+        args = msg.get("args") if isinstance(msg.get("args"), dict) else {}
+        try:
+            value = self._dispatch(name, args)
+            # The answer must be JSON; anything else becomes an error in the cell.
+            json.dumps(value, allow_nan=False)
+            answer = {"op": "call_result", "call": call, "value": value}
+        except BaseException as e:  # a handler's failure is the cell's exception, not ours
+            answer = {"op": "call_result", "call": call, "error": "%s: %s" % (type(e).__name__, e)}
+        answer["id"] = "call-%s-%d" % (call, next(self._ids))
+        try:
+            self._send(answer)
+        except (OSError, ValueError):
+            pass  # the session is gone; its reader says so
+
+    def _dispatch(self, name, args):
+        model = args.get("model")
+        if name == "llm_query" or (name == "rlm_query" and self._rlm is None):
+            if self._llm is None:
+                raise LookupError("no llm handler on the host")
+            return self._llm(args.get("prompt"), model)
+        if name == "llm_query_batched" or (name == "rlm_query_batched" and self._rlm is None
+                                           and self._rlm_batched is None):
+            return self._batch(self._llm_batched, self._llm, args.get("prompts"), model, "llm")
+        if name == "rlm_query":
+            return self._rlm(args.get("prompt"), model)
+        if name == "rlm_query_batched":
+            return self._batch(self._rlm_batched, self._rlm, args.get("prompts"), model, "rlm")
+        func = self._tools.get(name)
+        if func is None:
+            raise LookupError("no host tool named %r" % (name,))
+        return func(**args)
+
+    def _batch(self, batched, single, prompts, model, what):
+        if not isinstance(prompts, list):
+            raise TypeError("prompts must be a list")
+        if batched is not None:
+            return batched(prompts, model)
+        if single is None:
+            raise LookupError("no %s handler on the host" % what)
+        if len(prompts) <= 1:
+            return [single(p, model) for p in prompts]
+        # A pool of its own: the session's pool may be full of calls waiting on this one.
+        with ThreadPoolExecutor(max_workers=min(self._batch_concurrency, len(prompts))) as pool:
+            return list(pool.map(lambda p: single(p, model), prompts))
+
+
+class _NoLockType:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NoLock = _NoLockType()
+
+
+def _seconds(value):
+    """A duration flag's value in seconds, for the host-side reply deadline."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * scale
+            except ValueError:
+                return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _stop_process(proc):
+    """Stops rljail if it still runs (SIGTERM: it removes the jail), without waiting long."""
+    if proc.poll() is None:
+        try:
+            proc.terminate()
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        except OSError:
+            pass

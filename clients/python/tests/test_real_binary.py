@@ -1,0 +1,183 @@
+"""rljail.Session and the adapters against the real `rljail session` binary.
+
+These tests FAIL, never skip, when ``RLJAIL_BIN`` is unset or names a binary without a
+``session`` subcommand: a suite that passes by skipping would say nothing.  They run the
+same contract as the fake-server unit tests (session_contract.py), then what only a real
+jail can show: output written at the descriptor level, a memory kill, a 2 GiB sparse
+context read in the jail, the OpenAI mode's key staying on the host, nothing left behind.
+
+    RLJAIL_BIN=$PWD/bin/rljail ./clients/python/run_tests.sh --real
+"""
+
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import unittest
+
+import support  # noqa: F401  (sets sys.path)
+
+from rljail import Session, SessionLost
+from rljail.adapters import dspy as dspy_adapter
+from rljail.adapters import rlm as rlm_adapter
+from rljail.adapters import smolagents as smol_adapter
+from session_contract import SessionContract
+
+
+def real_binary():
+    """RLJAIL_BIN, checked to be an rljail that has `session`; AssertionError if not."""
+    path = os.environ.get("RLJAIL_BIN")
+    if not path:
+        raise AssertionError("RLJAIL_BIN is not set: these tests need the real rljail binary "
+                             "(RLJAIL_BIN=$PWD/bin/rljail)")
+    if not os.access(path, os.X_OK):
+        raise AssertionError("RLJAIL_BIN=%s is not an executable file" % path)
+    out = subprocess.run([path, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         timeout=30).stdout.decode("utf-8", "replace")
+    if not any(line.strip().startswith("session") for line in out.splitlines()):
+        raise AssertionError("%s has no `session` subcommand (rljail session, issue 19)" % path)
+    return path
+
+
+class RealBinaryPresent(unittest.TestCase):
+    def test_binary_has_session(self):
+        real_binary()
+
+
+class RealSessionTest(SessionContract, unittest.TestCase):
+    options = {"timeout": "10m"}
+
+    def binary(self):
+        return real_binary()
+
+    def test_descriptor_level_and_subprocess_output_belong_to_the_cell(self):
+        s = self.session()
+        r = s.run("import os, subprocess\nos.write(1, b'fd one\\n')\nos.write(2, b'fd two\\n')\n"
+                  "subprocess.run(['python3', '-c', 'print(\"child\")'])")
+        self.assertTrue(r.ok, r.error)
+        self.assertIn("fd one\n", r.stdout)
+        self.assertIn("child\n", r.stdout)
+        self.assertIn("fd two\n", r.stderr)
+
+    def test_descriptor_output_is_capped_too(self):
+        s = self.session(max_output_chars=1000)
+        r = s.run("import os\nos.write(1, b'HEAD' + b'x' * 100000 + b'TAIL')")
+        self.assertGreater(r.stdout_truncated, 0)
+        self.assertTrue(r.stdout.startswith("HEAD"))
+        self.assertTrue(r.stdout.endswith("TAIL"))
+
+    def test_memory_kill_loses_session(self):
+        s = self.session(memory="128m")
+        with self.assertRaises(SessionLost) as cm:
+            s.run("x = bytearray(1 << 30)")
+        self.assertEqual(cm.exception.reason, "memory_limit")
+
+    def test_sparse_2gib_context_by_path(self):
+        self.binary()
+        d = tempfile.mkdtemp(prefix="rljail-ctx-")
+        self.addCleanup(shutil.rmtree, d, True)
+        path = os.path.join(d, "big.txt")
+        with open(path, "wb") as f:
+            f.write(b"start")
+            f.truncate(2 << 30)
+        s = self.session(memory="256m", volumes=["%s:/context" % d])
+        # The context is bound by path; a cell reads slices of it, never the whole.
+        s.run("import os\nsize = os.path.getsize('/context/big.txt')")
+        self.assertEqual(s.get("size"), 2 << 30)
+        self.assertEqual(s.run("print(open('/context/big.txt', 'rb').read(5))").stdout, "b'start'\n")
+
+    def test_hundred_sessions_leave_nothing(self):
+        def ours():
+            # /tmp is shared with other programs: only rljail's own entries count.
+            return {n for n in os.listdir(tempfile.gettempdir()) if "rljail" in n}
+
+        before = ours()
+        for _ in range(100):
+            with Session(self.binary()) as s:
+                s.run("x = 1")
+        self.assertEqual(sorted(ours() - before), [])
+
+    def test_openai_mode_key_stays_on_host(self):
+        key = "sk-test-%d" % os.getpid()
+        seen = []
+
+        class Endpoint(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                seen.append((self.headers.get("Authorization"), body))
+                out = json.dumps({"choices": [{"message": {"role": "assistant", "content": "42"}}]})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out.encode())
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        os.environ["RLJAIL_TEST_KEY"] = key
+        self.addCleanup(os.environ.pop, "RLJAIL_TEST_KEY", None)
+        s = self.session(llm="openai", llm_endpoint="http://127.0.0.1:%d/v1" % server.server_port,
+                         llm_model="m", llm_key_env="RLJAIL_TEST_KEY")
+        r = s.run("print(llm_query('q'))\nimport os, glob\n"
+                  "dump = repr(dict(os.environ))\n"
+                  "for p in glob.glob('/proc/*/environ') + glob.glob('/proc/*/cmdline'):\n"
+                  "    try:\n        dump += open(p, 'rb').read().decode('latin1')\n"
+                  "    except OSError:\n        pass\nprint(dump)")
+        self.assertTrue(r.ok, r.error)
+        self.assertTrue(r.stdout.startswith("42\n"))
+        self.assertNotIn(key, r.stdout)
+        self.assertEqual(seen[0][0], "Bearer " + key)
+        self.assertEqual(seen[0][1]["messages"][-1]["content"], "q")
+
+
+class RealAdaptersTest(unittest.TestCase):
+    def test_rlm_environment(self):
+        env = rlm_adapter.RljailREPL(context_payload="doc", rljail={"binary": real_binary()})
+        self.addCleanup(env.cleanup)
+        r = env.execute_code("n = len(context)\nanswer['content'] = str(n); answer['ready'] = True")
+        self.assertEqual(r.final_answer, "3")
+        self.assertEqual(r.locals["n"], 3)
+        big = "q" * (2 << 20)
+        env.add_context(big)
+        self.assertEqual(env.execute_code("print(len(context_1))").stdout, "%d\n" % len(big))
+
+    def test_dspy_interpreter(self):
+        interp = dspy_adapter.RljailInterpreter(binary=real_binary(), execute_timeout=5,
+                                                tools={"twice": lambda x: 2 * x})
+        self.addCleanup(interp.shutdown)
+        interp.output_fields = [{"name": "answer", "type": "int"}]
+        self.assertEqual(interp.execute("print(twice(x=n))", {"n": 21}), "42\n")
+        out = interp.execute("SUBMIT(answer=twice(x=n))", {"n": 2})
+        self.assertEqual(out.output, {"answer": 4})
+        with self.assertRaises(dspy_adapter.CodeExecutionError):
+            interp.execute("while True:\n    pass")
+
+    def test_smolagents_executor(self):
+        ex = smol_adapter.RljailExecutor(binary=real_binary())
+        self.addCleanup(ex.cleanup)
+
+        class FinalAnswer:
+            name = "final_answer"
+            inputs = {"answer": {}}
+
+            def __call__(self, answer):
+                return answer
+
+        ex.send_tools({"final_answer": FinalAnswer()})
+        ex.send_variables({"items": [1, 2, 3]})
+        self.assertEqual(ex("sum(items)").output, 6)
+        out = ex("final_answer(max(items))")
+        self.assertTrue(out.is_final_answer)
+        self.assertEqual(out.output, 3)
+
+
+if __name__ == "__main__":
+    unittest.main()
