@@ -154,4 +154,3 @@ func shortName(image string) string {
 	}
 	return image
 }
-

@@ -76,6 +76,11 @@ func rootfsCommand() *cli.Command {
 					} else {
 						fmt.Fprintf(w, "loader:   no ld.so.cache (built by an older rljail; `rljail rootfs build` again for faster starts)\n")
 					}
+					if fi, err := os.Lstat(filepath.Join(dir, "usr/bin/timeout")); err == nil && fi.Mode()&fs.ModeType != fs.ModeDir {
+						fmt.Fprintf(w, "commands: timeout, sh, ls, cat, grep, sed, awk, find, head, wc... (busybox applets; GNU timeout)\n")
+					} else {
+						fmt.Fprintf(w, "commands: python3 and /bin/sh only (built without them, or by an older rljail; `rljail rootfs build` adds them)\n")
+					}
 					return nil
 				},
 			},
