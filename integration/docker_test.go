@@ -124,18 +124,20 @@ sample:
 // check" from outside: no secret of the runner's environment or of the
 // host's files in the output, no connection to a listener the test runs
 // on loopback, and the endless loop ended at the recipes' time limit by
-// the wall clock, with no process left. The four runs go at once: each
-// waits ten seconds.
+// the wall clock, with no process left. The four runs go at once (each
+// waits ten seconds), whatever -parallel says: the subtests are started
+// from goroutines of their own.
 func TestDockerRecipes(t *testing.T) {
 	needCommands(t)
+	var wg sync.WaitGroup
 	for _, recipe := range []string{"shell", "python"} {
 		for _, m := range bothModes {
-			t.Run(recipe+"/"+string(m), func(t *testing.T) {
-				t.Parallel()
-				dockerRecipe(t, m, recipe)
+			wg.Go(func() {
+				t.Run(recipe+"/"+string(m), func(t *testing.T) { dockerRecipe(t, m, recipe) })
 			})
 		}
 	}
+	wg.Wait()
 }
 
 func dockerRecipe(t *testing.T, m mode, recipe string) {
@@ -320,6 +322,12 @@ func TestDockerFlags(t *testing.T) {
 // runs (the command would write a file in a writable volume); so is an
 // image without a mapping, with its hint, and any subcommand but run.
 func TestDockerRefused(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) { dockerRefused(t, m) })
+	}
+}
+
+func dockerRefused(t *testing.T, m mode) {
 	dir := newOpenDir(t)
 	out := filepath.Join(dir, "out")
 	if err := os.Mkdir(out, 0o777); err != nil {
@@ -361,7 +369,7 @@ func TestDockerRefused(t *testing.T) {
 			image = "sandbox-image"
 		}
 		args := append(append(append([]string{"run", "-v", out + ":/out"}, tc.flags...), image), "sh", "-c", "echo ran > /out/ran")
-		r := dockerRun(t, asRoot, dir, "", args...)
+		r := dockerRun(t, m, dir, "", args...)
 		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
 		if r.exit != 125 || len(lines) != 1 || !strings.HasPrefix(lines[0], "rljail docker: "+tc.want) || r.stdout != "" {
 			t.Errorf("docker %q: exit %d, stdout %q, stderr %q; want 125 and one line starting %q", args, r.exit, r.stdout, r.stderr, "rljail docker: "+tc.want)
@@ -372,18 +380,19 @@ func TestDockerRefused(t *testing.T) {
 	}
 	// Other subcommands, through the link and as `rljail docker`.
 	for _, args := range [][]string{{"ps"}, {"pull", "python:3.11"}, {"images"}} {
-		r := dockerRun(t, asRoot, dir, "", args...)
+		r := dockerRun(t, m, dir, "", args...)
 		if r.exit != 125 || !strings.HasPrefix(r.stderr, "rljail docker: `docker "+args[0]+"` is not supported: ") || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("docker %q: exit %d, stderr %q", args, r.exit, r.stderr)
 		}
 		var stderr bytes.Buffer
 		cmd := exec.Command(testBin, append([]string{"docker"}, args...)...)
 		cmd.Stderr = &stderr
+		runAsMode(cmd, m)
 		if err := cmd.Run(); cmd.ProcessState.ExitCode() != 125 || !strings.HasPrefix(stderr.String(), "rljail docker: ") {
 			t.Errorf("rljail docker %q: %v, stderr %q", args, err, stderr.String())
 		}
 	}
-	if r := dockerRun(t, asRoot, dir, "", "version"); r.exit != 0 || !strings.Contains(r.stdout, "standing in for `docker run` only") {
+	if r := dockerRun(t, m, dir, "", "version"); r.exit != 0 || !strings.Contains(r.stdout, "standing in for `docker run` only") {
 		t.Errorf("docker version: exit %d, stdout %q", r.exit, r.stdout)
 	}
 }

@@ -32,7 +32,7 @@ const hostTimeout = "/usr/bin/timeout"
 // (mount, ip, wget, vi, less), and sh (the rootfs's /bin/sh is dash).
 var busyboxApplets = []string{
 	"[", "[[", "awk", "base64", "basename", "bc", "bunzip2", "bzcat", "bzip2", "cat", "chmod",
-	"cmp", "cp", "cut", "date", "dc", "dd", "diff", "dirname", "du", "echo", "egrep", "env",
+	"cmp", "cp", "cut", "date", "dc", "dd", "df", "diff", "dirname", "du", "echo", "egrep", "env",
 	"expand", "expr", "factor", "false", "fgrep", "find", "fold", "getopt", "grep", "gunzip",
 	"gzip", "head", "hexdump", "id", "kill", "link", "ln", "ls", "md5sum", "mkdir", "mkfifo",
 	"mktemp", "mv", "nl", "nproc", "od", "paste", "patch", "printf", "ps", "pwd", "readlink",
