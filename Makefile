@@ -55,11 +55,12 @@ build: deps generate $(STAGE)
 	@$(BIN) version >/dev/null || { echo "$(BIN) does not start (its entry, jail/entry_amd64.s, failed)"; exit 1; }
 
 # rootfs builds the Python root filesystem once (rljail would on first use too),
-# and again over one an older rljail built without the loader cache, /bin/sh or
-# the time zone database.
+# and again over one an older rljail built without the loader cache, /bin/sh,
+# the time zone database or the common commands (timeout; busybox's applets).
 rootfs: build
 	@{ $(BIN) rootfs info 2>/dev/null | grep -q '^loader: *ld.so.cache' && test -L "$(RLJAIL_ROOTFS)/usr/bin/sh" && \
-	   { test -d "$(RLJAIL_ROOTFS)/usr/share/zoneinfo" || ! test -d /usr/share/zoneinfo; }; } || $(BIN) rootfs build
+	   { test -d "$(RLJAIL_ROOTFS)/usr/share/zoneinfo" || ! test -d /usr/share/zoneinfo; } && \
+	   test -e "$(RLJAIL_ROOTFS)/usr/bin/timeout" && { test -e "$(RLJAIL_ROOTFS)/usr/bin/busybox" || ! test -x /bin/busybox; }; } || $(BIN) rootfs build
 
 demo: rootfs
 	@echo '--- rljail -- python3 examples/demo.py'

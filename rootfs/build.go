@@ -38,6 +38,9 @@ type BuildOptions struct {
 	Out string
 	// Log, if set, receives one line per build step, for a progress display.
 	Log func(msg string)
+	// NoCommands leaves out the common commands (busybox's applets and GNU
+	// timeout, commands.go): the rootfs then has python3 and /bin/sh only.
+	NoCommands bool
 }
 
 // Build creates the Python rootfs at opts.Out from the host interpreter, replacing a
@@ -90,7 +93,7 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 	}()
 
 	t := newTree(tmp, opts.Log)
-	if err := assemble(ctx, t, python, info, logf); err != nil {
+	if err := assemble(ctx, t, python, info, !opts.NoCommands, logf); err != nil {
 		return Manifest{}, err
 	}
 	logf("compiling bytecode")
@@ -231,7 +234,7 @@ var runtimeLibraries = []string{"libgcc_s.so.1"}
 
 // assemble copies the interpreter, its standard library and every library they load
 // into the tree.
-func assemble(ctx context.Context, t *tree, python string, info pythonInfo, logf func(string, ...any)) error {
+func assemble(ctx context.Context, t *tree, python string, info pythonInfo, commands bool, logf func(string, ...any)) error {
 	logf("copying the standard library")
 	var modules []string
 	for _, dir := range info.libraryDirs() {
@@ -286,6 +289,13 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, logf
 		logf("no /bin/sh in the rootfs: %v", err)
 	}
 	libs = append(libs, shLibs...)
+	if commands {
+		cmdLibs, err := addCommands(t, r, hostBusybox, hostTimeout)
+		if err != nil {
+			logf("not all common commands in the rootfs: %v (Debian's busybox-static package has them)", err)
+		}
+		libs = append(libs, cmdLibs...)
+	}
 	extra, err := r.dlopenClosure(prog, "glibc", &elfObject{needed: runtimeLibraries})
 	if err != nil {
 		logf("not adding %s: %v", strings.Join(runtimeLibraries, ", "), err)

@@ -302,6 +302,13 @@ os.execvp("python", ["python", "-c", "import sys; print('via PATH', sys.version_
 			want: []string{"/usr/local/bin:/usr/bin:/bin", "/usr/bin/python /usr/bin/python3", "via PATH (3, 11)"},
 		},
 		{
+			// commands.go: busybox's applets, and GNU timeout's 124 and
+			// fractions of a second.
+			name: "common commands",
+			argv: []string{"/bin/sh", "-c", `timeout 0.3 sleep 5; echo "timeout=$?"; ls / | grep -c usr; echo a b c | wc -w; printf 'x\ny\n' | sort -r | head -n 1; cat /usr/bin/busybox | sha256sum | cut -c1-3 | tr -d '\n' | wc -c`},
+			want: []string{"timeout=124\n1\n3\ny\n3\n"},
+		},
+		{
 			name: "no environment at all",
 			env:  []string{},
 			argv: []string{"/usr/bin/python", "-c", `import sys; print(sys.flags.utf8_mode, sys.getfilesystemencoding())`},

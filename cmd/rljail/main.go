@@ -3,6 +3,7 @@
 // secrets, and a time limit. See README.md.
 //
 //	rljail [flags] -- CMD [ARG...]
+//	rljail docker run [DOCKER FLAGS] IMAGE CMD [ARG...] (also as "docker")
 //	rljail rootfs build|info
 //	rljail check
 //	rljail version
@@ -63,7 +64,23 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return runCLI(args, stdin, stdout, stderr, true)
 }
 
+// runOptions are what a front end (runDocker) changes in a run.
+type runOptions struct {
+	// timeoutExit, when not 0, is the exit status of a run that the kill
+	// timer ended, instead of 124.
+	timeoutExit int
+}
+
 func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSignals bool) int {
+	if len(args) >= 1 {
+		if d, ok := dockerArgs(args); ok {
+			return runDocker(d, stdin, stdout, stderr, restoreSignals)
+		}
+	}
+	return runCLIWith(args, stdin, stdout, stderr, restoreSignals, runOptions{})
+}
+
+func runCLIWith(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSignals bool, opts runOptions) int {
 	if len(args) < 2 {
 		fmt.Fprintln(stderr, "rljail: no command given: usage: rljail [flags] -- CMD [ARG...] (see rljail --help)")
 		return jail.ExitSetupError
@@ -103,7 +120,7 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 		// (jail.Early); whatever happens next, nothing of it outlives run.
 		early := jail.StartEarly()
 		defer early.Close()
-		app.Metadata = map[string]any{earlyKey: early, signalsKey: sigs}
+		app.Metadata = map[string]any{earlyKey: early, signalsKey: sigs, optionsKey: opts}
 	}
 	err := app.Run(args)
 	if err == nil {

@@ -30,6 +30,7 @@ func rootfsCommand() *cli.Command {
 					&cli.StringFlag{Name: "python", Usage: "host interpreter (default /usr/bin/python3)"},
 					dirFlag,
 					&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+					&cli.BoolFlag{Name: "no-commands", Usage: "leave out the common commands (timeout, ls, cat, grep... from busybox; GNU timeout): python3 and /bin/sh only"},
 				},
 				Action: func(c *cli.Context) error {
 					dir, err := rootfsDir(c.String("rootfs"))
@@ -41,7 +42,7 @@ func rootfsCommand() *cli.Command {
 							fmt.Fprintln(c.App.ErrWriter, "rljail: "+msg)
 						}
 					}
-					m, err := buildLocked(c.Context, dir, c.String("python"), logf, nil)
+					m, err := buildLocked(c.Context, rootfs.BuildOptions{Out: dir, Python: c.String("python"), Log: logf, NoCommands: c.Bool("no-commands")}, nil)
 					if err != nil {
 						return setupError("build the rootfs in %s: %v", dir, err)
 					}
@@ -74,6 +75,11 @@ func rootfsCommand() *cli.Command {
 						fmt.Fprintf(w, "loader:   ld.so.cache at %s\n", rootfs.LoaderCachePath)
 					} else {
 						fmt.Fprintf(w, "loader:   no ld.so.cache (built by an older rljail; `rljail rootfs build` again for faster starts)\n")
+					}
+					if fi, err := os.Lstat(filepath.Join(dir, "usr/bin/timeout")); err == nil && fi.Mode()&fs.ModeType != fs.ModeDir {
+						fmt.Fprintf(w, "commands: timeout, sh, ls, cat, grep, sed, awk, find, head, wc... (busybox applets; GNU timeout)\n")
+					} else {
+						fmt.Fprintf(w, "commands: python3 and /bin/sh only (built without them, or by an older rljail; `rljail rootfs build` adds them)\n")
 					}
 					return nil
 				},
@@ -160,19 +166,21 @@ func ensureRootfs(ctx context.Context, flag string, notice func(string, ...any))
 	announce := func() {
 		notice("no Python rootfs at %s yet: building it (once; see rljail rootfs build)", dir)
 	}
-	if _, err := buildLocked(ctx, dir, "", nil, announce); err != nil {
+	if _, err := buildLocked(ctx, rootfs.BuildOptions{Out: dir}, announce); err != nil {
 		return "", fmt.Errorf("build the rootfs in %s: %w", dir, err)
 	}
 	return dir, nil
 }
 
-// buildLocked builds the rootfs under an exclusive lock beside it, so that
-// jails started together build it once; a build that finds a valid rootfs
-// after waiting for the lock (and was not asked explicitly) returns it.
+// buildLocked builds the rootfs at opts.Out under an exclusive lock beside
+// it, so that jails started together build it once; a build that finds a
+// valid rootfs after waiting for the lock (and was not asked explicitly:
+// no opts.Log) returns it.
 //
 // announce, when set, is called once the lock is held and a build is about
 // to start, so that a build that cannot even start prints one line only.
-func buildLocked(ctx context.Context, dir, python string, logf func(string), announce func()) (rootfs.Manifest, error) {
+func buildLocked(ctx context.Context, opts rootfs.BuildOptions, announce func()) (rootfs.Manifest, error) {
+	dir := opts.Out
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return rootfs.Manifest{}, fmt.Errorf("create %s: %w", parent, err)
@@ -187,7 +195,7 @@ func buildLocked(ctx context.Context, dir, python string, logf func(string), ann
 		return rootfs.Manifest{}, fmt.Errorf("take the build lock %s: %w", lockPath, err)
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	if logf == nil {
+	if opts.Log == nil {
 		if m, err := rootfs.Check(dir); err == nil {
 			return m, nil // another rljail built it while we waited
 		}
@@ -195,7 +203,7 @@ func buildLocked(ctx context.Context, dir, python string, logf func(string), ann
 	if announce != nil {
 		announce()
 	}
-	return rootfs.Build(ctx, rootfs.BuildOptions{Python: python, Out: dir, Log: logf})
+	return rootfs.Build(ctx, opts)
 }
 
 // unwrapPath drops the *PathError wrapper whose path the message names.

@@ -207,6 +207,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	if err == nil {
 		res, err = jail.Run(context.Background(), spec)
+		if opts, _ := c.App.Metadata[optionsKey].(runOptions); opts.timeoutExit != 0 && res.Status == jail.StatusTimeout {
+			res.ExitCode = opts.timeoutExit
+		}
 	} else {
 		res = setupErrorResult(jail.ExitSetupError, err.Error(), time.Since(start))
 	}
@@ -390,10 +393,12 @@ func workspaceDir() (string, string, error) {
 }
 
 // earlyKey is where run puts the init stage it started early
-// (jail.StartEarly) in the app's Metadata, signalsKey its jail.SignalPipe.
+// (jail.StartEarly) in the app's Metadata, signalsKey its jail.SignalPipe,
+// optionsKey a front end's runOptions.
 const (
 	earlyKey   = "rljail.early"
 	signalsKey = "rljail.signals"
+	optionsKey = "rljail.options" // runOptions
 )
 
 // catchSignals catches SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and

@@ -28,13 +28,32 @@
 
 struct rljail_prestart rljail_prestarted;
 
+// docker_run tells whether argv[i], docker's subcommand, is run (or
+// container run): the only one of cmd/rljail's runDocker that runs a jail.
+static int docker_run(int argc, char **argv, int i)
+{
+	if (i >= argc || !argv[i])
+		return 0;
+	if (strcmp(argv[i], "container") == 0)
+		i++;
+	return i < argc && argv[i] && strcmp(argv[i], "run") == 0;
+}
+
 // is_run mirrors cmd/rljail's main: anything but a subcommand is a run,
-// except in the probe of `rljail check` (jail.probeArg0).
-static int is_run(int argc, char **argv)
+// except in the probe of `rljail check` (jail.probeArg0); under the name
+// docker (argv[0]'s base name) or as `rljail docker`, only docker's run is
+// (*docker is then set: its flags are docker's, with no --result-fd).
+static int is_run(int argc, char **argv, int *docker)
 {
 	static const char *const others[] = {"rootfs", "check", "version", "--version", "help", "profiles", "-h", "--help", NULL};
+	*docker = 0;
 	if (argc < 2 || !argv[1] || !argv[0] || strcmp(argv[0], "rljail-probe") == 0)
 		return 0;
+	const char *slash = strrchr(argv[0], '/');
+	if (strcmp(slash ? slash + 1 : argv[0], "docker") == 0)
+		return (*docker = 1) && docker_run(argc, argv, 1);
+	if (strcmp(argv[1], "docker") == 0)
+		return (*docker = 1) && docker_run(argc, argv, 2);
 	for (const char *const *o = others; *o; o++)
 		if (strcmp(argv[1], *o) == 0)
 			return 0;
@@ -91,9 +110,11 @@ static void close_all(int *fds, int n)
 void rljail_prestart(int argc, char **argv);
 void rljail_prestart(int argc, char **argv)
 {
-	if (!is_run(argc, argv))
+	int docker;
+	if (!is_run(argc, argv, &docker))
 		return;
-	record_result_fds(argc, argv, &rljail_prestarted);
+	if (!docker)
+		record_result_fds(argc, argv, &rljail_prestarted);
 	// With 0, 1 or 2 closed, a pipe made here would take its number, and
 	// the supervisor would write its own output into the jail: the
 	// supervisor's own start copes with that case.
