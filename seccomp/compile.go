@@ -37,6 +37,10 @@ const (
 	x32SyscallBit   = 0x40000000
 	tiocsti         = 0x5412 // push a byte into a terminal's input queue
 	tioclinux       = 0x541c // the same through the Linux console
+	// retSkipSuccess is SECCOMP_RET_ERRNO with errno 0: the kernel skips
+	// the call and returns 0 (seccomp(2): the data is the return value,
+	// negated), the answer to the calls of answeredZero.
+	retSkipSuccess = unix.SECCOMP_RET_ERRNO
 	// offsets in struct seccomp_data
 	offNr   = 0
 	offArch = 4
@@ -214,6 +218,10 @@ func compileBody(p *Policy) ([]insn, error) {
 		}
 		byNr[nr] = &outcome{ret: enosys}
 	}
+	for _, n := range answeredZero {
+		nr, _ := SyscallNumber(n) // Validate refused rules for them
+		byNr[nr] = &outcome{ret: retSkipSuccess}
+	}
 
 	var e emitter
 	// Program order: load the number, the search, then the argument checks
@@ -357,12 +365,25 @@ func (e *emitter) condition(a Arg, pass, fail int) int {
 		l := e.load(lo)
 		e.jump(bpfJeqK, vhi, l, pass)
 	case OpMaskedEq:
-		// hi & mhi == vhi && lo & mlo == vlo
+		// hi & mhi == vhi && lo & mlo == vlo. A mask without high bits
+		// is a comparison of a 32-bit argument (an int or unsigned int
+		// that the kernel truncates, such as ioctl's command): the high
+		// half, which a payload may fill as it likes, is not looked at
+		// (Validate made vhi 0, so it always holds), and a full low mask
+		// needs no AND.
+		mlo, mhi := uint32(a.Mask), uint32(a.Mask>>32)
 		e.jump(bpfJeqK, vlo, pass, fail)
-		e.add(insn{code: bpfAndK, k: uint32(a.Mask)})
+		if mlo != 0xffffffff {
+			e.add(insn{code: bpfAndK, k: mlo})
+		}
 		l := e.load(lo)
+		if mhi == 0 {
+			return l
+		}
 		e.jump(bpfJeqK, vhi, l, fail)
-		e.add(insn{code: bpfAndK, k: uint32(a.Mask >> 32)})
+		if mhi != 0xffffffff {
+			e.add(insn{code: bpfAndK, k: mhi})
+		}
 	default: // OpGt, OpGe, OpLt, OpLe
 		// x > v is hi > vhi || hi == vhi && lo > vlo (lo >= vlo for
 		// x >= v); x < v is !(x >= v) and x <= v is !(x > v), the same
