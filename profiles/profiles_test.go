@@ -36,22 +36,70 @@ func TestEmbeddedProfiles(t *testing.T) {
 			t.Errorf("python-strict allows %s", n)
 		}
 	}
-	// python-strict narrows clone to threads and socket to AF_UNIX: one
-	// rule each, not the base's alternatives as well.
-	for _, n := range []string{"clone", "socket"} {
-		var rules []seccomp.Rule
-		for _, r := range strict.Policy.Rules {
-			if r.Syscall == n {
-				rules = append(rules, r)
-			}
+	// python-strict narrows clone to threads (one rule) and socket to
+	// AF_UNIX (every rule), not the base's alternatives as well.
+	var clones, sockets []seccomp.Rule
+	for _, r := range strict.Policy.Rules {
+		switch r.Syscall {
+		case "clone":
+			clones = append(clones, r)
+		case "socket":
+			sockets = append(sockets, r)
 		}
-		if len(rules) != 1 {
-			t.Errorf("python-strict has %d rules for %s, want 1: %+v", len(rules), n, rules)
+	}
+	if len(clones) != 1 {
+		t.Errorf("python-strict has %d rules for clone, want 1: %+v", len(clones), clones)
+	}
+	if len(sockets) == 0 {
+		t.Error("python-strict has no socket rule")
+	}
+	for _, r := range sockets {
+		if len(r.Args) == 0 || r.Args[0].Index != 0 || r.Args[0].Value != 1 {
+			t.Errorf("python-strict allows a socket family other than AF_UNIX: %+v", r)
 		}
 	}
 	for _, n := range seccomp.AlwaysDenied() {
 		if py.Policy.Allowed(n) || strict.Policy.Allowed(n) {
 			t.Errorf("an embedded profile allows %s", n)
+		}
+	}
+}
+
+// TestCheckedCallsMatchProfiles holds seccomp's table of checked calls,
+// which learn mode never suggests allowing beyond their checks, to the
+// embedded profiles: every call a profile allows only with some arguments
+// is in it, and every call in it is such a call of the python profile, never allowed unconditionally.
+func TestCheckedCallsMatchProfiles(t *testing.T) {
+	checked := map[string]bool{}
+	for _, n := range seccomp.CheckedCalls() {
+		checked[n] = true
+	}
+	for _, name := range Names() {
+		p, err := Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		filtered := map[string]bool{}
+		unconditional := map[string]bool{}
+		for _, r := range p.Policy.Rules {
+			if len(r.Args) == 0 {
+				unconditional[r.Syscall] = true
+			} else {
+				filtered[r.Syscall] = true
+			}
+		}
+		for n := range filtered {
+			if !checked[n] {
+				t.Errorf("%s checks the arguments of %s, which seccomp's checkedCalls lacks", name, n)
+			}
+		}
+		for n := range checked {
+			if unconditional[n] {
+				t.Errorf("%s allows %s whatever its arguments", name, n)
+			}
+			if name == Default && !filtered[n] {
+				t.Errorf("seccomp's checkedCalls has %s, which %s does not allow with checked arguments", n, name)
+			}
 		}
 	}
 }
@@ -145,8 +193,18 @@ workdir = "/srv"
 			socketRules++
 		}
 	}
-	if socketRules != 4 {
-		t.Errorf("socket rules = %d, want the base's 3 plus 1", socketRules)
+	base, err := Load("python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var baseSocketRules int
+	for _, r := range base.Policy.Rules {
+		if r.Syscall == "socket" {
+			baseSocketRules++
+		}
+	}
+	if socketRules != baseSocketRules+1 {
+		t.Errorf("socket rules = %d, want the base's %d plus 1", socketRules, baseSocketRules)
 	}
 	if p.Timeout != 3*time.Second || p.Workdir != "/srv" || len(p.Env) != 1 || len(p.Volumes) != 1 {
 		t.Errorf("defaults = %v %q %q %q", p.Timeout, p.Workdir, p.Env, p.Volumes)

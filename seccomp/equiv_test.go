@@ -78,6 +78,12 @@ func libseccompProgram(t testing.TB, p *seccomp.Policy, prologue []byte) ([]byte
 			return nil, fmt.Errorf("ENOSYS rule %s: %w", n, err)
 		}
 	}
+	for _, n := range seccomp.AnsweredZero() {
+		nr, _ := seccomp.SyscallNumber(n)
+		if err := f.AddRule(libseccomp.ScmpSyscall(nr), libseccomp.ActErrno.SetReturnCode(0)); err != nil {
+			return nil, fmt.Errorf("answered-zero rule %s: %w", n, err)
+		}
+	}
 	mf, err := os.CreateTemp(t.TempDir(), "bpf")
 	if err != nil {
 		t.Fatal(err)
@@ -310,6 +316,9 @@ func decide(p *seccomp.Policy, d *seccompData) uint32 {
 		return deny
 	}
 	name := seccomp.SyscallName(int(d.nr))
+	if slices.Contains(seccomp.AnsweredZero(), name) {
+		return unix.SECCOMP_RET_ERRNO // errno 0: success, the call skipped
+	}
 	if slices.Contains(p.NoSys, name) {
 		return unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	}
@@ -365,7 +374,7 @@ func TestCompileMatchesLibseccompOnProfiles(t *testing.T) {
 func TestCompileMatchesLibseccompOnRandomPolicies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	denied := map[string]bool{}
-	for _, n := range seccomp.AlwaysDenied() {
+	for _, n := range append(seccomp.AlwaysDenied(), seccomp.AnsweredZero()...) {
 		denied[n] = true
 	}
 	var names []string

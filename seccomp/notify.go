@@ -60,6 +60,10 @@ type Denied struct {
 	Syscall string            `json:"syscall"`
 	Args    map[string]uint64 `json:"args,omitempty"` // "arg0": value
 	Count   int               `json:"count"`
+	// Filtered says that the profile allows the call only with some
+	// arguments (or that rljail's profiles do): learn mode never suggests
+	// allowing it whatever its arguments.
+	Filtered bool `json:"filtered,omitempty"`
 }
 
 // MaxDenied bounds the distinct entries (a call with the values of the
@@ -153,7 +157,8 @@ func (s *Supervisor) record(req *seccompNotif) {
 		s.policy, _ = s.prog.Policy()
 	}
 	s.mu.Unlock()
-	for _, idx := range s.argIndexes(name) {
+	indexes := s.argIndexes(name)
+	for _, idx := range indexes {
 		args[fmt.Sprintf("arg%d", idx)] = req.Data.Args[idx]
 	}
 	key := name
@@ -178,7 +183,7 @@ func (s *Supervisor) record(req *seccompNotif) {
 	if i, ok := s.index[key]; ok {
 		s.report.Denied[i].Count++
 	} else {
-		d := Denied{Syscall: name, Count: 1}
+		d := Denied{Syscall: name, Count: 1, Filtered: len(indexes) > 0}
 		if len(args) > 0 {
 			d.Args = args
 		}
@@ -191,24 +196,32 @@ func (s *Supervisor) record(req *seccompNotif) {
 	}
 }
 
-// argIndexes are the arguments the policy's rules for name look at.
+// argIndexes are the arguments the policy's rules for name look at, and
+// those that rljail's profiles check for it (a call whose rules a
+// --seccomp-remove dropped, or a policy that could not be loaded, still
+// shows the values that matter).
 func (s *Supervisor) argIndexes(name string) []uint {
-	if name == "ioctl" {
-		return []uint{1}
-	}
 	seen := map[uint]bool{}
 	var out []uint
-	if s.policy == nil {
-		return nil
-	}
-	for _, r := range s.policy.Rules {
-		if r.Syscall != name {
-			continue
+	add := func(idx uint) {
+		if !seen[idx] {
+			seen[idx] = true
+			out = append(out, idx)
 		}
-		for _, a := range r.Args {
-			if !seen[a.Index] {
-				seen[a.Index] = true
-				out = append(out, a.Index)
+	}
+	if name == "ioctl" {
+		add(1) // TIOCSTI and TIOCLINUX: rljail's own check
+	}
+	for _, idx := range checkedCalls[name].args {
+		add(idx)
+	}
+	if s.policy != nil {
+		for _, r := range s.policy.Rules {
+			if r.Syscall != name {
+				continue
+			}
+			for _, a := range r.Args {
+				add(a.Index)
 			}
 		}
 	}
@@ -229,8 +242,14 @@ func (s *Supervisor) Report() Report {
 }
 
 // Snippet is a profile fragment that would allow the denied calls (learn
-// mode's advice): unconditional calls in allow, argument-filtered ones as
-// rules on the values seen.
+// mode's advice): calls that no rule filters by argument go into allow;
+// calls that the profile filters by argument get rules on the values seen,
+// unless rljail's profiles check that call (checkedCalls): those values,
+// like the always-denied calls, get a comment that they stay denied. A
+// filtered call seen without its arguments (past MaxDenied entries) is
+// never turned into an unconditional allow. A hostile payload chooses the
+// calls learn mode sees, so nothing it does may make the snippet weaken an
+// invariant of the profile.
 func (r Report) Snippet() string {
 	var plain []string
 	seen := map[string]bool{}
@@ -240,31 +259,30 @@ func (r Report) Snippet() string {
 		always[n] = true
 	}
 	for _, d := range r.Denied {
-		if always[d.Syscall] {
+		args := formatArgs(d.Args)
+		checked, isChecked := checkedCalls[d.Syscall]
+		switch {
+		case always[d.Syscall]:
 			fmt.Fprintf(&rules, "\n# %s is denied in every profile\n", d.Syscall)
-			continue
-		}
-		if d.Syscall == "ioctl" {
-			rules.WriteString("\n# ioctl TIOCSTI and TIOCLINUX are denied in every profile\n")
-			continue
-		}
-		if len(d.Args) == 0 {
+		case d.Syscall == "ioctl" && (uint32(d.Args["arg1"]) == tiocsti || uint32(d.Args["arg1"]) == tioclinux):
+			fmt.Fprintf(&rules, "\n# ioctl%s stays denied: TIOCSTI and TIOCLINUX are denied in every profile\n", args)
+		case isChecked:
+			fmt.Fprintf(&rules, "\n# %s%s stays denied: rljail's profiles allow %s only with checked arguments (%s)\n",
+				d.Syscall, args, d.Syscall, checked.why)
+		case d.Filtered && len(d.Args) == 0:
+			fmt.Fprintf(&rules, "\n# %s (more argument values than learn mode lists) stays denied: the profile allows it only with some arguments\n", d.Syscall)
+		case len(d.Args) == 0:
 			if !seen[d.Syscall] {
 				seen[d.Syscall] = true
 				plain = append(plain, fmt.Sprintf("%q", d.Syscall))
 			}
-			continue
+		default:
+			var conds []string
+			for _, k := range sortedKeys(d.Args) {
+				conds = append(conds, fmt.Sprintf("{ index = %s, op = \"eq\", value = %#x }", strings.TrimPrefix(k, "arg"), d.Args[k]))
+			}
+			fmt.Fprintf(&rules, "\n[[seccomp.rule]]\nsyscall = %q\nargs = [%s]\n", d.Syscall, strings.Join(conds, ", "))
 		}
-		var conds []string
-		var keys []string
-		for k := range d.Args {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			conds = append(conds, fmt.Sprintf("{ index = %s, op = \"eq\", value = %#x }", strings.TrimPrefix(k, "arg"), d.Args[k]))
-		}
-		fmt.Fprintf(&rules, "\n[[seccomp.rule]]\nsyscall = %q\nargs = [%s]\n", d.Syscall, strings.Join(conds, ", "))
 	}
 	var b strings.Builder
 	b.WriteString("base = \"" + r.Profile + "\"\n\n[seccomp]\n")
@@ -274,4 +292,23 @@ func (r Report) Snippet() string {
 	}
 	b.WriteString(rules.String())
 	return b.String()
+}
+
+// formatArgs prints argument values as " arg0=0x1 arg2=0x5", in index
+// order.
+func formatArgs(args map[string]uint64) string {
+	var b strings.Builder
+	for _, k := range sortedKeys(args) {
+		fmt.Fprintf(&b, " %s=%#x", k, args[k])
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -5,8 +5,9 @@
 // the argument values it gives); every other call the policy knows fails
 // with EPERM (or, in the strict and learn modes, is reported to the
 // supervisor); calls newer than the policy knows fail with ENOSYS, so that
-// libc falls back to an older call as it does on an older kernel. Only the
-// native x86_64 ABI is allowed: i386 and x32 calls kill the process.
+// libc falls back to an older call as it does on an older kernel; sync
+// and syncfs succeed without running. Only the native x86_64 ABI is
+// allowed: i386 and x32 calls kill the process.
 package seccomp
 
 import (
@@ -89,6 +90,25 @@ var alwaysDenied = []string{
 	"ustat", "sysfs", "_sysctl", "nfsservctl", "seccomp",
 }
 
+// answeredZero are the calls every profile answers with success without
+// running them (SECCOMP_RET_ERRNO with errno 0: the kernel skips the call
+// and returns 0). sync writes back every filesystem of the host, and
+// syncfs the whole filesystem that holds any descriptor the payload has (a
+// granted file, the rootfs): a payload that repeats them stalls the host's
+// disks and every host process that waits on them. Nothing the jail writes
+// needs them for its own data: its writes go to a tmpfs or a writable
+// volume, where fsync and fdatasync of the file itself still run.
+// CPython's os.sync() expects success and gets it.
+var answeredZero = []string{"sync", "syncfs"}
+
+// AnsweredZero returns the calls every profile answers with success
+// without running them, sorted.
+func AnsweredZero() []string {
+	out := append([]string(nil), answeredZero...)
+	sort.Strings(out)
+	return out
+}
+
 // AlwaysDenied returns the calls no profile may allow, sorted.
 func AlwaysDenied() []string {
 	out := append([]string(nil), alwaysDenied...)
@@ -120,6 +140,12 @@ func (p *Policy) Validate() error {
 			denied[nr] = true
 		}
 	}
+	zero := map[int]bool{}
+	for _, n := range answeredZero {
+		if nr, err := SyscallNumber(n); err == nil {
+			zero[nr] = true
+		}
+	}
 	for _, r := range p.Rules {
 		nr, err := SyscallNumber(r.Syscall)
 		if err != nil {
@@ -127,6 +153,9 @@ func (p *Policy) Validate() error {
 		}
 		if denied[nr] {
 			return &RuleError{r.Syscall, errors.New("may not be allowed: rljail denies it in every profile")}
+		}
+		if zero[nr] {
+			return &RuleError{r.Syscall, errors.New("may not be allowed: rljail answers it with success, without running it, in every profile")}
 		}
 		seen := map[uint]bool{}
 		for _, a := range r.Args {
@@ -148,8 +177,12 @@ func (p *Policy) Validate() error {
 		}
 	}
 	for _, n := range p.NoSys {
-		if _, err := SyscallNumber(n); err != nil {
+		nr, err := SyscallNumber(n)
+		if err != nil {
 			return &RuleError{n, err}
+		}
+		if zero[nr] {
+			return &RuleError{n, errors.New("may not fail with ENOSYS: rljail answers it with success, without running it, in every profile")}
 		}
 	}
 	return nil
@@ -239,6 +272,7 @@ func (p *Policy) String() string {
 	fmt.Fprintf(&b, "always denied: %s\n", strings.Join(AlwaysDenied(), " "))
 	fmt.Fprintf(&b, "every other known call: %s; calls newer than the policy (above #%d): ENOSYS; i386 and x32 calls: kill\n",
 		map[Violation]string{ViolationErrno: "EPERM", ViolationKill: "jail killed, reported", ViolationLearn: "EPERM, reported"}[p.Violation], MaxKnown())
+	fmt.Fprintf(&b, "answered with success without running: %s (they write back whole host filesystems)\n", strings.Join(AnsweredZero(), " "))
 	b.WriteString("always denied as well: ioctl TIOCSTI and TIOCLINUX (terminal input injection), whatever the rules say\n")
 	return b.String()
 }

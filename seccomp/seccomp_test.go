@@ -120,18 +120,23 @@ func TestCompileShape(t *testing.T) {
 func TestSnippet(t *testing.T) {
 	r := Report{Profile: "python", Denied: []Denied{
 		{Syscall: "getpid", Count: 2},
-		{Syscall: "socket", Args: map[string]uint64{"arg0": 16}, Count: 1},
+		{Syscall: "socket", Args: map[string]uint64{"arg0": 16}, Count: 1, Filtered: true},
 		{Syscall: "ptrace", Count: 1},
-		{Syscall: "ioctl", Args: map[string]uint64{"arg1": 0x5412}, Count: 1},
+		{Syscall: "ioctl", Args: map[string]uint64{"arg1": 0x5412}, Count: 1, Filtered: true},
+		{Syscall: "kill", Args: map[string]uint64{"arg1": 9}, Count: 1, Filtered: true},
+		{Syscall: "tgkill", Count: 1, Filtered: true},
 	}}
 	s := r.Snippet()
-	for _, want := range []string{`base = "python"`, `allow = ["getpid"]`, `syscall = "socket"`, `value = 0x10`, "# ptrace is denied in every profile", "TIOCSTI"} {
+	for _, want := range []string{`base = "python"`, `allow = ["getpid"]`, "# socket arg0=0x10 stays denied", "# ptrace is denied in every profile",
+		"TIOCSTI", `syscall = "kill"`, "value = 0x9", "# tgkill (more argument values than learn mode lists) stays denied"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("snippet lacks %q:\n%s", want, s)
 		}
 	}
-	if strings.Contains(s, `"ptrace"]`) {
-		t.Errorf("snippet allows ptrace:\n%s", s)
+	for _, bad := range []string{`"ptrace"]`, `syscall = "socket"`, `syscall = "ioctl"`, `"tgkill"`} {
+		if strings.Contains(s, bad) {
+			t.Errorf("snippet has %s:\n%s", bad, s)
+		}
 	}
 }
 

@@ -517,7 +517,8 @@ func seccompProgram(c *cli.Context, prof *profiles.Profile) (*seccomp.Program, e
 }
 
 // printLearned prints learn mode's findings: each denied call with its
-// count, then a profile that would allow them.
+// count, then a profile that would allow them (Report.Snippet: never
+// beyond the invariants of rljail's profiles, whatever the payload did).
 func printLearned(w io.Writer, r seccomp.Report) {
 	if len(r.Denied) == 0 {
 		fmt.Fprintf(w, "rljail: learn: the profile %s denied nothing\n", r.Profile)
@@ -536,5 +537,7 @@ func printLearned(w io.Writer, r seccomp.Report) {
 		}
 		fmt.Fprintf(w, "  %6d  %s%s\n", d.Count, d.Syscall, args)
 	}
-	fmt.Fprintf(w, "rljail: learn: a profile that would allow them (rljail --profile FILE):\n%s", r.Snippet())
+	// The snippet allows what the profile may allow; the calls that break
+	// an invariant of rljail's profiles stay denied and say so.
+	fmt.Fprintf(w, "rljail: learn: a profile that would allow them, but for those it says stay denied (rljail --profile FILE):\n%s", r.Snippet())
 }
