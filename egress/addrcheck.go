@@ -10,8 +10,9 @@ import (
 // names them by address: the host itself and its neighbours. A name that
 // resolves into one of them (DNS rebinding: an allowed name an attacker
 // points at 127.0.0.1 or the cloud metadata service) is refused, since the
-// check is made on the address that is dialled.
-var refusedPrefixes = func() []netip.Prefix {
+// check is made on the address that is dialled. Parsed on first use: a
+// run without egress pays nothing for it.
+var refusedPrefixes = sync.OnceValue(func() []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range []string{
 		"0.0.0.0/8",       // "this network"; 0.0.0.0 reaches the host's own services
@@ -46,7 +47,7 @@ var refusedPrefixes = func() []netip.Prefix {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
-}()
+})
 
 // hostAddrs are the host's own interface addresses, read once: a public
 // address of the host reaches its services as loopback would.
@@ -73,7 +74,7 @@ func refusedByDefault(a netip.Addr) string {
 	if !a.IsValid() {
 		return "no address"
 	}
-	for _, p := range refusedPrefixes {
+	for _, p := range refusedPrefixes() {
 		if p.Contains(a) {
 			switch {
 			case a.IsLoopback():

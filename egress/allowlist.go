@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/net/idna"
 )
@@ -193,7 +194,9 @@ func NormalizeHost(s string) (Host, error) {
 // idnaProfile maps a name as a resolver lookup would (UTS #46), and
 // refuses what it cannot map: a name is matched in the form the host's
 // resolver is asked.
-var idnaProfile = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(true), idna.VerifyDNSLength(true), idna.BidiRule())
+var idnaProfile = sync.OnceValue(func() *idna.Profile {
+	return idna.New(idna.MapForLookup(), idna.Transitional(false), idna.StrictDomainName(true), idna.VerifyDNSLength(true), idna.BidiRule())
+})
 
 // NormalizeName turns a host name into its ASCII, lower-case form without
 // a trailing dot.
@@ -205,7 +208,7 @@ func NormalizeName(s string) (string, error) {
 		return "", fmt.Errorf("%q is not a host name", s)
 	}
 	s = strings.TrimSuffix(s, ".")
-	a, err := idnaProfile.ToASCII(s)
+	a, err := idnaProfile().ToASCII(s)
 	if err != nil {
 		return "", fmt.Errorf("%q is not a host name: %v", s, err)
 	}

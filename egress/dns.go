@@ -1,10 +1,10 @@
 package egress
 
 import (
+	"encoding/binary"
 	"net"
+	"net/netip"
 	"strings"
-
-	"golang.org/x/net/dns/dnsmessage"
 )
 
 // serveDNS answers the jail's resolver (UDP, resolv.conf points at it).
@@ -28,68 +28,125 @@ func (s *Server) serveDNS(pc net.PacketConn) {
 	}
 }
 
+// DNS message constants (RFC 1035 4.1).
+const (
+	dnsTypeA      = 1
+	dnsTypeAAAA   = 28
+	dnsClassIN    = 1
+	rcodeFormErr  = 1
+	rcodeServFail = 2
+	rcodeNXDomain = 3
+	rcodeNotImp   = 4
+)
+
+// dnsQuestion is a query's one question: the name as its labels, and
+// the raw question bytes to echo.
+type dnsQuestion struct {
+	name       string
+	qtype, cls uint16
+	raw        []byte
+}
+
+// parseQuery reads a standard query with one question; the name is taken
+// as it is written (no compression pointer is followed: a query has
+// nothing to point at). ok is false for what is no query to answer.
+func parseQuery(q []byte) (id uint16, flags uint16, qs dnsQuestion, rcode int, ok bool) {
+	if len(q) < 12 {
+		return 0, 0, qs, 0, false
+	}
+	id, flags = binary.BigEndian.Uint16(q), binary.BigEndian.Uint16(q[2:])
+	if flags&0x8000 != 0 { // a response
+		return 0, 0, qs, 0, false
+	}
+	if (flags>>11)&0xf != 0 {
+		return id, flags, qs, rcodeNotImp, true
+	}
+	if binary.BigEndian.Uint16(q[4:]) != 1 {
+		return id, flags, qs, rcodeFormErr, true
+	}
+	p := 12
+	var labels []string
+	for {
+		if p >= len(q) {
+			return id, flags, qs, rcodeFormErr, true
+		}
+		l := int(q[p])
+		if l == 0 {
+			p++
+			break
+		}
+		if l > 63 || p+1+l > len(q) {
+			return id, flags, qs, rcodeFormErr, true
+		}
+		labels = append(labels, string(q[p+1:p+1+l]))
+		p += 1 + l
+	}
+	if p+4 > len(q) {
+		return id, flags, qs, rcodeFormErr, true
+	}
+	qs = dnsQuestion{name: strings.Join(labels, "."), qtype: binary.BigEndian.Uint16(q[p:]), cls: binary.BigEndian.Uint16(q[p+2:]), raw: q[12 : p+4]}
+	return id, flags, qs, 0, true
+}
+
 // answerDNS builds the reply to one query; nil for what is not a query.
 func (s *Server) answerDNS(q []byte) []byte {
-	var p dnsmessage.Parser
-	hdr, err := p.Start(q)
-	if err != nil || hdr.Response {
+	id, flags, qs, rcode, ok := parseQuery(q)
+	if !ok {
 		return nil
 	}
-	questions, err := p.AllQuestions()
 	s.mu.Lock()
 	s.report.DNSQueries++
 	s.mu.Unlock()
-	resp := dnsmessage.Header{ID: hdr.ID, Response: true, OpCode: hdr.OpCode, RecursionDesired: hdr.RecursionDesired, Authoritative: true}
-	if err != nil || len(questions) != 1 || hdr.OpCode != 0 {
-		resp.RCode = dnsmessage.RCodeFormatError
-		return build(resp, questions, nil)
+	if rcode != 0 {
+		return dnsReply(id, flags, rcode, dnsQuestion{}, netip.Addr{})
 	}
-	qn := questions[0]
-	name, nerr := NormalizeName(qn.Name.String())
-	allowed := nerr == nil && s.list.NameListed(name) && qn.Class == dnsmessage.ClassINET
-	if !allowed {
+	name, nerr := NormalizeName(qs.name)
+	if nerr != nil || !s.list.NameListed(name) || qs.cls != dnsClassIN {
 		s.mu.Lock()
 		s.report.DNSRefused++
 		s.mu.Unlock()
-		shown := qn.Name.String()
+		shown := qs.name
 		if nerr == nil {
 			shown = name
 		}
-		s.warn("egress: refused DNS query for " + quote(strings.TrimSuffix(shown, ".")) + ": not on the allowlist")
-		resp.RCode = dnsmessage.RCodeNameError
-		return build(resp, questions, nil)
+		s.warn("egress: refused DNS query for " + quote(shown) + ": not on the allowlist")
+		return dnsReply(id, flags, rcodeNXDomain, qs, netip.Addr{})
 	}
-	var answers []dnsmessage.Resource
-	if qn.Type == dnsmessage.TypeA {
-		a, ok := s.addressOf(name)
-		if !ok {
-			resp.RCode = dnsmessage.RCodeServerFailure
-			return build(resp, questions, nil)
+	var a netip.Addr
+	if qs.qtype == dnsTypeA {
+		var ok bool
+		if a, ok = s.addressOf(name); !ok {
+			return dnsReply(id, flags, rcodeServFail, qs, netip.Addr{})
 		}
-		answers = append(answers, dnsmessage.Resource{
-			Header: dnsmessage.ResourceHeader{Name: qn.Name, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET, TTL: 3600},
-			Body:   &dnsmessage.AResource{A: a.As4()},
-		})
 	}
-	return build(resp, questions, answers)
+	return dnsReply(id, flags, 0, qs, a)
 }
 
-func build(h dnsmessage.Header, qs []dnsmessage.Question, answers []dnsmessage.Resource) []byte {
-	b := dnsmessage.NewBuilder(make([]byte, 0, 512), h)
-	b.EnableCompression()
-	_ = b.StartQuestions()
-	for _, q := range qs {
-		_ = b.Question(q)
+// dnsReply is an authoritative answer echoing the question, with one A
+// record for a when it is valid.
+func dnsReply(id, qflags uint16, rcode int, qs dnsQuestion, a netip.Addr) []byte {
+	flags := uint16(0x8000|0x0400) | qflags&0x7900 | uint16(rcode) // QR, AA, the query's opcode and RD
+	b := binary.BigEndian.AppendUint16(nil, id)
+	b = binary.BigEndian.AppendUint16(b, flags)
+	qd, an := 0, 0
+	if qs.raw != nil {
+		qd = 1
 	}
-	_ = b.StartAnswers()
-	for _, a := range answers {
-		if r, ok := a.Body.(*dnsmessage.AResource); ok {
-			_ = b.AResource(a.Header, *r)
-		}
+	if a.IsValid() {
+		an = 1
 	}
-	out, err := b.Finish()
-	if err != nil {
-		return nil
+	for _, n := range []int{qd, an, 0, 0} {
+		b = binary.BigEndian.AppendUint16(b, uint16(n))
 	}
-	return out
+	b = append(b, qs.raw...)
+	if a.IsValid() {
+		b = append(b, 0xc0, 12) // the question's name
+		b = binary.BigEndian.AppendUint16(b, dnsTypeA)
+		b = binary.BigEndian.AppendUint16(b, dnsClassIN)
+		b = binary.BigEndian.AppendUint32(b, 3600)
+		b = binary.BigEndian.AppendUint16(b, 4)
+		v4 := a.As4()
+		b = append(b, v4[:]...)
+	}
+	return b
 }

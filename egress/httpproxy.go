@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +40,7 @@ func (s *Server) serveHTTP(client net.Conn) {
 	lim := &headLimit{r: client, n: maxRequestHead}
 	br := bufio.NewReaderSize(lim, 4096)
 	_ = client.SetReadDeadline(time.Now().Add(s.limits.IdleTimeout))
-	req, err := http.ReadRequest(br)
+	req, err := readRequestHead(br)
 	_ = client.SetReadDeadline(time.Time{})
 	if err != nil {
 		c := s.newConversation(client, "http")
@@ -48,42 +48,42 @@ func (s *Server) serveHTTP(client net.Conn) {
 			c.finish("refused", fmt.Sprintf("no request within %s", s.limits.IdleTimeout))
 			return
 		}
-		httpRefuse(client, http.StatusBadRequest, "a request that could not be read")
+		httpRefuse(client, 400, "a request that could not be read")
 		c.finish("refused", "a request that could not be read: "+err.Error())
 		return
 	}
 	lim.n = 1 << 62 // the body is the budget's
-	if req.Method == http.MethodConnect {
+	if req.Method == "CONNECT" {
 		s.serveConnect(client, br, req)
 		return
 	}
-	s.servePlain(client, req)
+	s.servePlain(client, br, req)
 }
 
 // serveConnect: CONNECT host:port, checked before the 200.
-func (s *Server) serveConnect(client net.Conn, br *bufio.Reader, req *http.Request) {
+func (s *Server) serveConnect(client net.Conn, br *bufio.Reader, req *requestHead) {
 	c := s.newConversation(client, "connect")
-	hostport := req.RequestURI
+	hostport := req.Target
 	host, portStr, err := net.SplitHostPort(hostport)
 	if err != nil {
 		c.rec.Host = hostport
-		httpRefuse(client, http.StatusBadRequest, "CONNECT needs host:port")
+		httpRefuse(client, 400, "CONNECT needs host:port")
 		c.finish("refused", "CONNECT needs host:port")
 		return
 	}
 	h, port, err := parseDest(host, portStr)
 	c.rec.Host, c.rec.Port = host, int(port)
 	if err != nil {
-		httpRefuse(client, http.StatusForbidden, err.Error())
+		httpRefuse(client, 403, err.Error())
 		c.finish("refused", err.Error())
 		return
 	}
 	c.rec.Host = h.String()
 	t, err := s.check(s.ctx, h, port)
 	if err != nil {
-		code := http.StatusForbidden
+		code := 403
 		if !isRefusal(err) {
-			code = http.StatusBadGateway
+			code = 502
 		}
 		httpRefuse(client, code, err.Error())
 		c.refuseOrFail(err)
@@ -107,12 +107,12 @@ func (s *Server) serveConnect(client net.Conn, br *bufio.Reader, req *http.Reque
 }
 
 // servePlain forwards one request with an absolute URI: its Host header
-// must name the URI's host.
-func (s *Server) servePlain(client net.Conn, req *http.Request) {
+// must name the URI's host; its body is passed on by its Content-Length.
+func (s *Server) servePlain(client net.Conn, br *bufio.Reader, req *requestHead) {
 	c := s.newConversation(client, "http")
-	u := req.URL
-	if u == nil || u.Host == "" || (u.Scheme != "http") {
-		httpRefuse(client, http.StatusBadRequest, "a proxy request needs an absolute http:// URI (https goes through CONNECT)")
+	u, err := url.Parse(req.Target)
+	if err != nil || u.Host == "" || u.Scheme != "http" || u.User != nil {
+		httpRefuse(client, 400, "a proxy request needs an absolute http:// URI (https goes through CONNECT)")
 		c.finish("refused", "not an absolute http URI")
 		return
 	}
@@ -123,27 +123,38 @@ func (s *Server) servePlain(client net.Conn, req *http.Request) {
 	h, port, err := parseDest(u.Hostname(), portStr)
 	c.rec.Host, c.rec.Port = u.Hostname(), int(port)
 	if err != nil {
-		httpRefuse(client, http.StatusForbidden, err.Error())
+		httpRefuse(client, 403, err.Error())
 		c.finish("refused", err.Error())
 		return
 	}
 	c.rec.Host = h.String()
-	if req.Host != "" && req.Host != u.Host {
-		hh := req.Host
+	hh, herr := req.host()
+	if herr != nil {
+		httpRefuse(client, 400, herr.Error())
+		c.finish("refused", herr.Error())
+		return
+	}
+	if hh != "" {
 		if x, _, err := net.SplitHostPort(hh); err == nil {
 			hh = x
 		}
-		if why := compareHost("HTTP Host", hh, target{Host: h}); why != "" && h.Name != "" {
-			httpRefuse(client, http.StatusForbidden, why)
+		if why := compareHost("HTTP Host", hh, target{Host: h, Addr: h.Addr}); why != "" {
+			httpRefuse(client, 403, why)
 			c.finish("refused", why)
 			return
 		}
 	}
+	bodyLen, err := req.contentLength()
+	if err != nil {
+		httpRefuse(client, 411, err.Error())
+		c.finish("refused", err.Error())
+		return
+	}
 	t, err := s.check(s.ctx, h, port)
 	if err != nil {
-		code := http.StatusForbidden
+		code := 403
 		if !isRefusal(err) {
-			code = http.StatusBadGateway
+			code = 502
 		}
 		httpRefuse(client, code, err.Error())
 		c.refuseOrFail(err)
@@ -152,19 +163,22 @@ func (s *Server) servePlain(client net.Conn, req *http.Request) {
 	c.rec.Address = t.Addr.String()
 	up, err := s.dial(s.ctx, t)
 	if err != nil {
-		httpRefuse(client, http.StatusBadGateway, "connect from the host: "+err.Error())
+		httpRefuse(client, 502, "connect from the host: "+err.Error())
 		c.finish("failed", "connect from the host: "+err.Error())
 		return
 	}
 	defer up.Close()
-	for _, hop := range []string{"Proxy-Connection", "Proxy-Authorization", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade"} {
-		req.Header.Del(hop)
+	if req.Header.Get("Host") == "" {
+		req.Header.Set("Host", u.Host)
 	}
-	req.RequestURI = ""
-	req.Close = true
-	out := &countingWriter{w: up}
+	head := req.forwardHead(u.RequestURI())
 	_ = up.SetWriteDeadline(time.Now().Add(s.limits.IdleTimeout))
-	werr := req.Write(out)
+	out := &countingWriter{w: up}
+	_, werr := out.Write(head)
+	if werr == nil && bodyLen > 0 {
+		_ = client.SetReadDeadline(time.Now().Add(s.limits.IdleTimeout))
+		_, werr = io.CopyN(out, br, bodyLen)
+	}
 	s.bytesAll.Add(out.n)
 	c.rec.BytesOut = out.n
 	if werr != nil {
@@ -218,5 +232,5 @@ func httpRefuse(w io.Writer, code int, reason string) {
 	}, reason)
 	body := "rljail egress: " + reason + "\n"
 	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nX-Rljail-Refused: %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		code, http.StatusText(code), reason, len(body), body)
+		code, statusText(code), reason, len(body), body)
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
-	"net/http"
 	"strings"
 )
 
@@ -59,11 +58,14 @@ func inspect(first []byte, t target) string {
 		return compareHost("TLS SNI", sni, t)
 	}
 	if looksLikeHTTP(first) {
-		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(first)))
+		req, err := readRequestHead(bufio.NewReader(bytes.NewReader(first)))
 		if err != nil {
 			return "the client's HTTP request could not be read"
 		}
-		host := req.Host
+		host, err := req.host()
+		if err != nil {
+			return "the client's HTTP request has " + err.Error()
+		}
 		if host == "" {
 			return ""
 		}
