@@ -257,12 +257,25 @@ quiet(socks_get, "good.test", W, "/socks")
 quiet(connect_tls, "good.test", S, "good.test", "/connect-tls")
 quiet(raw_get, "good.test", W, "/transparent-http")
 quiet(raw_tls, "good.test", S, "/transparent-tls")
+import asyncio, http.client
+async def aget(host, port, path):
+    r, w = await asyncio.open_connection(host, port)
+    w.write(("GET %%s HTTP/1.0\r\nHost: %%s\r\n\r\n" %% (path, host)).encode()); await w.drain()
+    return await r.read()
+quiet(asyncio.run, aget("good.test", W, "/asyncio"))
+def hc(path):
+    c = http.client.HTTPConnection("127.0.0.1", 3128, timeout=10)
+    c.request("GET", "http://good.test:%%d%%s" %% (W, path)); return c.getresponse().read()
+quiet(hc, "/http-client")
+# A wildcard's subdomain is in no /etc/hosts: the jail's resolver answers it.
+quiet(raw_get, "a.wild.test", W, "/wildcard-dns")
 `, web.port, sec.port)
-	_, stderr, exit, res := runEgress(t, m, egressArgs(web.port, sec.port), code)
+	args := append(egressArgs(web.port, sec.port), "--allow-host", "*.wild.test:"+strconv.Itoa(web.port), "--resolve", "a.wild.test:127.0.0.1")
+	_, stderr, exit, res := runEgress(t, m, args, code)
 	if exit != 0 {
 		t.Fatalf("exit %d: %s", exit, stderr)
 	}
-	for _, p := range []string{"/proxy-http", "/socks", "/transparent-http"} {
+	for _, p := range []string{"/proxy-http", "/socks", "/transparent-http", "/asyncio", "/http-client", "/wildcard-dns"} {
 		if !web.hasPath(p) {
 			t.Errorf("the HTTP upstream never got %s", p)
 		}
