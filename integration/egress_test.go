@@ -72,7 +72,7 @@ type upstream struct {
 	snis      []string
 }
 
-func startUpstream(t *testing.T, useTLS bool) *upstream {
+func startUpstream(t testing.TB, useTLS bool) *upstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -154,7 +154,7 @@ func (u *upstream) hasPath(p string) bool {
 }
 
 // selfSigned makes a certificate for good.test.
-func selfSigned(t *testing.T) tls.Certificate {
+func selfSigned(t testing.TB) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
