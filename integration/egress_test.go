@@ -21,6 +21,9 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -502,5 +505,81 @@ quiet(proxy_get, "http://good.test:%%d/after" %% W)
 	}
 	if refused == 0 {
 		t.Errorf("nothing was refused: 64 at once against 16, and 16 silent clients: %v", res["network"])
+	}
+}
+
+func init() {
+	attackCases = append(attackCases, attackCase{name: "egress_private_netns", group: groupNetwork, modes: rootOnly,
+		mechanism: "an allowed name resolving to a private address where a real server listens (a network namespace this test makes, with a veth pair in 198.18.0.0/30)",
+		layer:     "egress: a private address needs a rule by address or CIDR; with one, the same server is reached",
+		run:       attackEgressPrivateNetns})
+}
+
+// attackEgressPrivateNetns makes a network namespace with a veth pair
+// (host 198.18.0.1, namespace 198.18.0.2: the benchmarking range, refused
+// by default like a private one) and an HTTP server in it, then asks for
+// it by a name pinned there, first with no rule by address (the server
+// must see nothing), then with 198.18.0.0/30 allowed (it must see the
+// request). Only traffic to this namespace's own address is made.
+func attackEgressPrivateNetns(t *testing.T, m mode) {
+	ns := fmt.Sprintf("rljail-eg-%d", time.Now().UnixNano()%1e9)
+	host, peer := "rjeg"+strconv.Itoa(int(time.Now().UnixNano()%1e5)), ""
+	peer = host + "p"
+	ipCmd := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	ipCmd("netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	ipCmd("link", "add", host, "type", "veth", "peer", "name", peer)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
+	ipCmd("link", "set", peer, "netns", ns)
+	ipCmd("addr", "add", "198.18.0.1/30", "dev", host)
+	ipCmd("link", "set", host, "up")
+	ipCmd("-n", ns, "addr", "add", "198.18.0.2/30", "dev", peer)
+	ipCmd("-n", ns, "link", "set", peer, "up")
+	ipCmd("-n", ns, "link", "set", "lo", "up")
+	logPath := filepath.Join(t.TempDir(), "server.log")
+	srv := exec.Command("ip", "netns", "exec", ns, rootfsDir+"/usr/bin/python3", "-u", "-c", `
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        open(sys.argv[1], "a").write(self.path + "\n"); self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+http.server.HTTPServer(("198.18.0.2", 8080), H).serve_forever()
+`, logPath)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	up := false
+	for i := 0; i < 50 && !up; i++ {
+		c, err := net.DialTimeout("tcp", "198.18.0.2:8080", 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			up = true
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if !up {
+		t.Fatal("the test server in the namespace did not come up")
+	}
+	seen := func() string { b, _ := os.ReadFile(logPath); return string(b) }
+	base := []string{"--allow-host", "priv.test:8080", "--resolve", "priv.test:198.18.0.2"}
+	code := `quiet(proxy_get, "http://priv.test:8080/refused"); quiet(raw_get, "priv.test", 8080, "/refused-transparent")`
+	if _, stderr, exit, _ := runEgress(t, m, base, code); exit != 0 {
+		t.Fatalf("exit %d: %s", exit, stderr)
+	}
+	if s := seen(); strings.Contains(s, "refused") {
+		t.Errorf("the private server got %q with no rule by address", s)
+	}
+	code = `quiet(proxy_get, "http://priv.test:8080/allowed")`
+	if _, stderr, exit, _ := runEgress(t, m, append(base, "--allow-host", "198.18.0.0/30:8080"), code); exit != 0 {
+		t.Fatalf("exit %d: %s", exit, stderr)
+	}
+	if s := seen(); !strings.Contains(s, "/allowed") {
+		t.Errorf("the private server never got /allowed with 198.18.0.0/30 allowed (log %q)", s)
 	}
 }
