@@ -90,9 +90,12 @@ func (c *conversation) tunnel(t target, first []byte) {
 		go c.copyIn(up)
 		first, err = readFirst(c.client, s.limits.IdleTimeout)
 		if err != nil || len(first) == 0 {
+			// The client said nothing within the idle time (or left):
+			// both ends go, and the server's part is counted.
 			c.client.Close()
+			up.Close()
 			<-c.waitIn()
-			c.finish("allowed", "")
+			c.finish("allowed", c.cutReason())
 			return
 		}
 		if why := inspect(first, t); why != "" {

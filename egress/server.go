@@ -69,6 +69,7 @@ type Server struct {
 
 	active   chan struct{} // a slot per connection at once
 	bytesAll atomic.Int64  // both ways, every connection
+	notices  atomic.Int64  // lines given to notify
 	ports    []uint16      // of the transparent listener
 }
 
@@ -221,9 +222,19 @@ func (s *Server) Serve(socks []*os.File) {
 	}
 }
 
+// maxNotices bounds the lines a run's refusals print (--verbose): a
+// payload that loops on refused names cannot flood rljail's stderr.
+const maxNotices = 100
+
 func (s *Server) warn(msg string) {
-	if s.notify != nil {
+	if s.notify == nil {
+		return
+	}
+	switch n := s.notices.Add(1); {
+	case n <= maxNotices:
 		s.notify(msg)
+	case n == maxNotices+1:
+		s.notify(fmt.Sprintf("egress: more than %d refusals; the rest are only in the report", maxNotices))
 	}
 }
 
