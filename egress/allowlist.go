@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 )
@@ -207,12 +208,20 @@ func NormalizeName(s string) (string, error) {
 	if strings.HasSuffix(s, "..") {
 		return "", fmt.Errorf("%q is not a host name", s)
 	}
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("%q is not a host name: not UTF-8", s)
+	}
 	s = strings.TrimSuffix(s, ".")
 	a, err := idnaProfile().ToASCII(s)
 	if err != nil {
 		return "", fmt.Errorf("%q is not a host name: %v", s, err)
 	}
 	a = strings.ToLower(a)
+	// The normal form must be its own: a name that maps to something
+	// that maps further would match differently at each step.
+	if again, err := idnaProfile().ToASCII(a); err != nil || strings.ToLower(again) != a {
+		return "", fmt.Errorf("%q is not a host name", s)
+	}
 	if a == "" || len(a) > 253 {
 		return "", fmt.Errorf("%q is not a host name", s)
 	}

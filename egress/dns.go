@@ -78,7 +78,15 @@ func parseQuery(q []byte) (id uint16, flags uint16, qs dnsQuestion, rcode int, o
 		if l > 63 || p+1+l > len(q) {
 			return id, flags, qs, rcodeFormErr, true
 		}
-		labels = append(labels, string(q[p+1:p+1+l]))
+		label := q[p+1 : p+1+l]
+		for _, c := range label {
+			// A dot inside a label would join differently than it was
+			// split ("api.example" as one label is not api.example).
+			if c == '.' || c <= ' ' || c >= 0x7f {
+				return id, flags, qs, rcodeFormErr, true
+			}
+		}
+		labels = append(labels, string(label))
 		p += 1 + l
 	}
 	if p+4 > len(q) {

@@ -228,3 +228,40 @@ func TestDNSAnswers(t *testing.T) {
 		}
 	}
 }
+
+// FuzzNormalizeHost: whatever a client writes, normalising never panics,
+// and the normal form is a fixed point (matching cannot depend on how
+// often a name was normalised).
+func FuzzNormalizeHost(f *testing.F) {
+	for _, s := range []string{"example.org", "EXAMPLE.org.", "0x7f.1", "2130706433", "[::ffff:1.2.3.4]", "bücher.de", "xn--bcher-kva.de", "a..b", "*.x.y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := NormalizeHost(s)
+		if err != nil {
+			return
+		}
+		again, err := NormalizeHost(h.String())
+		if err != nil || again != h {
+			t.Errorf("NormalizeHost(%q) = %v, but NormalizeHost(%q) = %v, %v", s, h, h.String(), again, err)
+		}
+		_, _ = ParseRule(s)
+	})
+}
+
+// FuzzAnswerDNS: any datagram gets no answer or a well-formed one.
+func FuzzAnswerDNS(f *testing.F) {
+	f.Add([]byte{0, 7, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 3, 'a', 'p', 'i', 0, 0, 1, 0, 1})
+	l, _ := NewList([]string{"api", "*.example.org"}, nil)
+	s := New(Config{List: l})
+	f.Fuzz(func(t *testing.T, q []byte) {
+		r := s.answerDNS(q)
+		if r == nil {
+			return
+		}
+		var m dnsmessage.Message
+		if err := m.Unpack(r); err != nil {
+			t.Errorf("answer to %x does not parse: %v", q, err)
+		}
+	})
+}
