@@ -43,6 +43,8 @@ type initConfig struct {
 	// Notify: the filter has a user-notification listener, which the
 	// payload's child sends to the supervisor over fdNotify.
 	Notify bool
+	// Egress, when set, adds its sockets and /etc files (egressRecords).
+	Egress Egress
 }
 
 // initLimits are the payload's limits and the jail's cgroup, sent after
@@ -161,6 +163,10 @@ const (
 	// 11 was the hostname: init.c's JAIL_HOSTNAME is Hostname
 	tagNice        = 12
 	tagCgroupTasks = 13
+	// tagListen asks init for a socket on the jail's loopback, which it
+	// sends back (Egress); tagEtcFile replaces a file of its /etc.
+	tagListen  = 14
+	tagEtcFile = 15
 )
 
 // Flags of a tagMount record.
@@ -203,6 +209,9 @@ func (c *initConfig) encode() []byte {
 		}
 		if c.Notify {
 			rec(tagNotify)
+		}
+		if c.Egress != nil {
+			egressRecords(c.Egress, rec)
 		}
 	})
 }

@@ -64,6 +64,8 @@ type Result struct {
 	// Seccomp names the profile and, in the strict and learn modes, the
 	// calls it denied.
 	Seccomp *seccomp.Report `json:"seccomp,omitempty"`
+	// Network lists the connections of a run with egress (--allow-host).
+	Network *NetworkReport `json:"network,omitempty"`
 }
 
 // Limits reports the limits a run was held to, each with what enforced it

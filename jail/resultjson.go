@@ -74,6 +74,10 @@ func (r Result) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"seccomp":`...)
 		b = appendSeccompReport(b, r.Seccomp)
 	}
+	if r.Network != nil {
+		b = append(b, `,"network":`...)
+		b = r.Network.appendJSON(b)
+	}
 	return append(b, '}'), nil
 }
 

@@ -92,6 +92,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	// way the limits come last, and the payload starts on them.
 	configFirst := !unified
 	var prepWarnings []string
+	// Egress (--allow-host): init sends its sockets after the config.
+	stopEgress := func() *NetworkReport { return nil }
+	if spec.Egress != nil {
+		res.Limits.Network = "allowlist"
+		defer func() { spec.Egress.Close() }() // a run that failed before wait
+	}
 	sendConfig := func() error {
 		// The first step's idmapping namespace comes with the init's pidfd.
 		j.receivePidfd()
@@ -101,6 +107,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			err = j.configure(cfg, trees)
 		}
 		closeFiles(trees)
+		if err == nil && spec.Egress != nil {
+			stopEgress = j.startEgress(spec.Egress)
+		}
 		return err
 	}
 	if configFirst {
@@ -167,7 +176,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	// The start is placed; the run is not (stage/prestart.c).
 	unpinSupervisor()
-	return j.wait(ctx, &spec, start, res, lim)
+	return j.wait(ctx, &spec, start, res, lim, stopEgress)
 }
 
 func newRunID() string {
@@ -198,6 +207,10 @@ func prepareConfig(spec *Spec, root bool, owner idmapNS, warn func(string)) (*in
 	if spec.Seccomp != nil {
 		cfg.Filter = spec.Seccomp.BPF
 		cfg.Notify = spec.Seccomp.Notify
+	}
+	if spec.Egress != nil {
+		cfg.Egress = spec.Egress
+		cfg.Env = payloadEnv(append(spec.Egress.Env(), spec.Env...))
 	}
 	entries, err := os.ReadDir(spec.Rootfs)
 	if err != nil {
@@ -827,7 +840,7 @@ func (j *jailRun) kill() {
 
 // wait pumps the jail's standard streams, enforces the kill timer, and
 // collects the result.
-func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Result, lim *jailLimits) (Result, error) {
+func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Result, lim *jailLimits, stopEgress func() *NetworkReport) (Result, error) {
 	defer func() {
 		if j.pidfd >= 0 {
 			unix.Close(j.pidfd)
@@ -985,6 +998,7 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	}
 	close(stopSup)
 	<-supDone
+	res.Network = stopEgress()
 	res.WallMS = time.Since(start).Milliseconds()
 	res.StdoutBytes, res.StdoutTruncated = outStats.total, outStats.truncated
 	res.StderrBytes, res.StderrTruncated = errStats.total, errStats.truncated

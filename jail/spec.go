@@ -134,6 +134,11 @@ type Spec struct {
 	// start, so that a signal meant for the payload cannot end the caller
 	// instead.
 	SignalsReady <-chan struct{}
+
+	// Egress, when set, gives the jail network egress by allowlist
+	// (package egress; --allow-host); nil keeps the network namespace
+	// with lo only, and nothing of egress is made.
+	Egress Egress
 }
 
 // Resources are a run's resource limits. Every limit is always on: a zero

@@ -47,6 +47,15 @@ type Profile struct {
 	Env     []string
 	Volumes []string
 	Workdir string
+	// Network is the profile's [network] table: egress by allowlist
+	// (--allow-host and --resolve add to it).
+	Network Network
+}
+
+// Network is a profile's [network] table.
+type Network struct {
+	Allow   []string `toml:"allow"`
+	Resolve []string `toml:"resolve"`
 }
 
 // file is the TOML layout of a profile.
@@ -55,6 +64,7 @@ type file struct {
 	Description string       `toml:"description"`
 	Seccomp     seccompTable `toml:"seccomp"`
 	Defaults    defaults     `toml:"defaults"`
+	Network     Network      `toml:"network"`
 }
 
 type seccompTable struct {
@@ -194,6 +204,7 @@ func parse(name, source string, data []byte, depth int) (*Profile, error) {
 		p.Policy.Rules = append([]seccomp.Rule(nil), base.Policy.Rules...)
 		p.Policy.NoSys = append([]string(nil), base.Policy.NoSys...)
 		p.Timeout, p.Env, p.Volumes, p.Workdir = base.Timeout, base.Env, base.Volumes, base.Workdir
+		p.Network = base.Network
 	} else {
 		p.Policy.Violation = seccomp.ViolationErrno
 	}
@@ -207,6 +218,10 @@ func parse(name, source string, data []byte, depth int) (*Profile, error) {
 	if err := applyDefaults(p, f.Defaults); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", source, err)
 	}
+	// [network] entries are checked where they are used (egress.NewList),
+	// which names the profile in its message.
+	p.Network.Allow = append(p.Network.Allow, f.Network.Allow...)
+	p.Network.Resolve = append(p.Network.Resolve, f.Network.Resolve...)
 	return p, nil
 }
 

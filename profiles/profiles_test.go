@@ -240,3 +240,19 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestNetworkTable(t *testing.T) {
+	p, err := Parse("net.toml", []byte("base = \"python\"\n[network]\nallow = [\"api.example.org\", \"10.0.0.0/8:443\"]\nresolve = [\"api.example.org:192.0.2.1\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Network.Allow) != 2 || p.Network.Allow[1] != "10.0.0.0/8:443" || len(p.Network.Resolve) != 1 {
+		t.Errorf("network = %+v", p.Network)
+	}
+	if _, err := Parse("bad.toml", []byte("[network]\nallowed = [\"x\"]\n")); err == nil || !strings.Contains(err.Error(), "network.allowed") {
+		t.Errorf("an unknown key in [network]: %v", err)
+	}
+	if p, err := Load(Default); err != nil || len(p.Network.Allow) != 0 {
+		t.Errorf("the default profile allows %v (%v): no network by default", p.Network.Allow, err)
+	}
+}

@@ -39,6 +39,11 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.BoolFlag{Name: "no-workspace", Usage: "do not mount the current directory at /workspace"},
 			&cli.StringFlag{Name: "rootfs", Usage: "Python root filesystem (default $RLJAIL_ROOTFS, else /var/lib/rljail/rootfs/python as root, $XDG_DATA_HOME/rljail/rootfs/python otherwise)"},
 			&cli.StringFlag{Name: "network", Value: "none", Usage: "network mode: none is the only one (an empty network namespace with lo)"},
+			&cli.StringSliceFlag{Name: "allow-host", Usage: "allow connections to HOST[:PORT] (ports 443 and 80 without one; *.example.org for subdomains; an IP or CIDR for addresses) through proxies rljail serves on the jail's loopback"},
+			&cli.StringSliceFlag{Name: "resolve", Usage: "with --allow-host: resolve NAME to ADDR (NAME:ADDR, as curl's) instead of asking the host's resolver; the address is still checked"},
+			&cli.Int64Flag{Name: "egress-max-conns", DefaultText: "64", Usage: "with --allow-host: most proxied connections at once"},
+			&cli.StringFlag{Name: "egress-max-bytes", Usage: "with --allow-host: most bytes both ways, all connections (default 1g)"},
+			&cli.StringFlag{Name: "egress-idle-timeout", Usage: "with --allow-host: end a connection idle this long, or silent since it opened (default 30s)"},
 			&cli.StringFlag{Name: "profile", Value: profiles.Default, Usage: "profile: an embedded name (rljail profiles list) or a TOML file; it holds the seccomp policy and defaults that flags override"},
 			&cli.StringSliceFlag{Name: "seccomp-add", Usage: "allow one more syscall for this run (echoed in the result report)"},
 			&cli.StringSliceFlag{Name: "seccomp-remove", Usage: "deny one more syscall for this run (echoed in the result report)"},
@@ -352,6 +357,9 @@ func buildSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, guar
 		spec.Workspace = ws
 	}
 	if spec.Rootfs, err = ensureRootfs(c.Context, c.String("rootfs"), notice); err != nil {
+		return spec, err
+	}
+	if spec.Egress, err = egressFromFlags(c, set, prof, notice); err != nil {
 		return spec, err
 	}
 	return spec, nil

@@ -21,6 +21,7 @@
 #include <linux/openat2.h>
 #include <linux/sched.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -76,6 +77,8 @@ enum {
 	// 11 was the hostname, now fixed (JAIL_HOSTNAME)
 	T_NICE = 12,
 	T_CGROUP_TASKS = 13,
+	T_LISTEN = 14,
+	T_ETC_FILE = 15,
 };
 
 enum { M_DIR = 1, M_WRITABLE = 2 }; // 4 was a device node: init makes those itself
@@ -110,6 +113,18 @@ struct config {
 	int tasks[8];
 	int ntasks;
 	int nice;
+	// Egress (jail/egress.go): sockets to make and hand over, /etc files.
+	struct listen_req *listens;
+	int nlistens, listencap;
+	struct lnk *etc_files;
+	int netc, etccap;
+};
+
+// listen_req is one socket on the jail's loopback for the supervisor.
+struct listen_req {
+	int datagram;
+	char *addr;
+	int port;
 };
 
 // ---- reporting
@@ -422,6 +437,21 @@ static void read_message(struct config *c)
 				die(125, "read the jail config: too many cgroups");
 			c->tasks[c->ntasks++] = fd_at(fds, nfds, atoi(p));
 			break;
+		case T_LISTEN: {
+			c->listens = grow(c->listens, c->nlistens, &c->listencap, sizeof(struct listen_req));
+			struct listen_req *l = &c->listens[c->nlistens++];
+			l->datagram = strcmp(field(&cur, end), "udp") == 0;
+			l->addr = field(&cur, end);
+			l->port = atoi(field(&cur, end));
+			break;
+		}
+		case T_ETC_FILE: {
+			c->etc_files = grow(c->etc_files, c->netc, &c->etccap, sizeof(struct lnk));
+			struct lnk *f = &c->etc_files[c->netc++];
+			f->name = field(&cur, end);
+			f->target = field(&cur, end);
+			break;
+		}
 		default:
 			die(125, "read the jail config: unknown record %d", tag);
 		}
@@ -1164,6 +1194,8 @@ static void keep_off_cpu(const char *avoid)
 		caller_cpus_saved = 1;
 }
 
+static void setup_egress(struct config *c, int root);
+
 static int init_main(void)
 {
 	// Die with the supervisor, even when it is SIGKILLed. The race (the
@@ -1216,6 +1248,8 @@ static int init_main(void)
 	read_message(&c);
 	if (c.argc == 0 || c.workdir == NULL)
 		die(125, "read the jail config: no command or working directory");
+	if (c.nlistens > 0 || c.netc > 0)
+		setup_egress(&c, sk.root);
 	// The root is built while the supervisor makes the cgroup (cgroup v1),
 	// then the limits come.
 	finish_root(&c, &sk);
@@ -1508,4 +1542,73 @@ const char *rljail_stage_select(int argc, char **argv)
 		_exit(stage1_main(argc, argv));
 	rljail_prestart(argc, argv);
 	return rljail_entry_env();
+}
+
+// ---- egress (--allow-host; jail/egress.go)
+
+// parse_ipv4 reads a dotted quad into network byte order; -1 if it is not one.
+static int parse_ipv4(const char *s, uint32_t *out)
+{
+	uint32_t ip = 0;
+	for (int i = 0; i < 4; i++) {
+		char *e;
+		unsigned long v = strtoul(s, &e, 10);
+		if (e == s || v > 255 || (i < 3 && *e != '.') || (i == 3 && *e != 0))
+			return -1;
+		ip = ip << 8 | (uint32_t)v;
+		s = e + 1;
+	}
+	unsigned char *b = (unsigned char *)out;
+	b[0] = (unsigned char)(ip >> 24), b[1] = (unsigned char)(ip >> 16), b[2] = (unsigned char)(ip >> 8), b[3] = (unsigned char)ip;
+	return 0;
+}
+
+// setup_egress writes the /etc files egress asks for (the root is still
+// writable) and makes its sockets on the jail's loopback, each sent to the
+// supervisor ("lsn!" with the descriptor) and closed here: the supervisor
+// serves them from the host, and nothing of them stays in the jail.
+// Sockets are made before the payload exists, so that its connections
+// wait in their backlog however late the supervisor accepts.
+static void setup_egress(struct config *c, int root)
+{
+	if (c->netc > 0) {
+		int etc = openat(root, "etc", O_DIRECTORY | O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (etc < 0)
+			die(125, "open /etc: %s", errstr(errno));
+		for (int i = 0; i < c->netc; i++) {
+			const char *name = c->etc_files[i].name;
+			if (strchr(name, '/') || name[0] == 0 || name[0] == '.')
+				die(125, "write /etc: %s is not a plain name", name);
+			int fd = openat(etc, name, O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+			if (fd < 0)
+				die(125, "create /etc/%s: %s", name, errstr(errno));
+			size_t len = strlen(c->etc_files[i].target);
+			if (write(fd, c->etc_files[i].target, len) != (ssize_t)len)
+				die(125, "write /etc/%s: %s", name, errstr(errno));
+			close(fd);
+		}
+		close(etc);
+	}
+	for (int i = 0; i < c->nlistens; i++) {
+		struct listen_req *l = &c->listens[i];
+		struct sockaddr_in sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sin_family = AF_INET;
+		sa.sin_port = (uint16_t)((l->port & 0xff) << 8 | ((l->port >> 8) & 0xff));
+		if (l->port <= 0 || l->port > 65535 || parse_ipv4(l->addr, &sa.sin_addr.s_addr) < 0)
+			die(125, "egress: a socket at %s:%d", l->addr, l->port);
+		int fd = socket(AF_INET, (l->datagram ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			die(125, "egress: socket: %s", errstr(errno));
+		int one = 1;
+		if (syscall(SYS_setsockopt, fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0)
+			die(125, "egress: SO_REUSEADDR: %s", errstr(errno));
+		if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+			die(125, "egress: bind %s:%d in the jail: %s", l->addr, l->port, errstr(errno));
+		if (!l->datagram && syscall(SYS_listen, fd, 512) < 0)
+			die(125, "egress: listen on %s:%d: %s", l->addr, l->port, errstr(errno));
+		if (send_msg("lsn!", 4, fd) < 0)
+			_exit(125); // the supervisor is gone
+		close(fd);
+	}
 }

@@ -1,0 +1,168 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// refusal is a connection the list does not allow, with the reason the
+// client and the report are told.
+type refusal struct{ reason string }
+
+func (r *refusal) Error() string { return r.reason }
+
+func refused(format string, a ...any) error { return &refusal{fmt.Sprintf(format, a...)} }
+
+// isRefusal tells a refusal from a failure to connect.
+func isRefusal(err error) bool {
+	var r *refusal
+	return errors.As(err, &r)
+}
+
+// resolver is how names become addresses on the host; a test replaces it.
+type resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// target is a checked destination: the name it was asked by (empty for an
+// address), the port and the one address that will be dialled.
+type target struct {
+	Host Host
+	Port uint16
+	Addr netip.Addr
+}
+
+// check decides a destination: the host against the list, then its
+// addresses, resolved on the host, against refusedByDefault. It returns
+// the address to dial, never the name again, so that a second answer of
+// the name's resolver (rebinding) has nothing to change.
+func (s *Server) check(ctx context.Context, h Host, port uint16) (target, error) {
+	t := target{Host: h, Port: port}
+	if h.Addr.IsValid() {
+		// An address written as a literal is reached only by a rule by
+		// address: a name rule says nothing about where a literal goes.
+		if !s.list.AllowsAddrRule(h.Addr, port) {
+			return t, refused("%s port %d is not on the allowlist", h.Addr, port)
+		}
+		t.Addr = h.Addr
+		return t, nil
+	}
+	if !s.list.AllowsName(h.Name, port) {
+		if s.list.NameListed(h.Name) {
+			return t, refused("%s is allowed, but not on port %d", h.Name, port)
+		}
+		return t, refused("%s is not on the allowlist", h.Name)
+	}
+	var addrs []netip.Addr
+	if pinned, ok := s.list.Pins[h.Name]; ok {
+		addrs = []netip.Addr{pinned}
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, s.limits.ResolveTimeout)
+		got, err := s.resolver.LookupNetIP(lctx, "ip", h.Name)
+		cancel()
+		if err != nil {
+			return t, fmt.Errorf("resolve %s on the host: %w", h.Name, err)
+		}
+		addrs = got
+	}
+	why := ""
+	for _, a := range addrs {
+		a = a.Unmap()
+		if r := refusedByDefault(a); r != "" && !s.list.AllowsAddrRule(a, port) {
+			if why == "" {
+				why = fmt.Sprintf("%s resolves to %s, %s, which no rule by address allows", h.Name, a, r)
+			}
+			continue
+		}
+		// IPv4 first: the host may have no IPv6 route at all.
+		if !t.Addr.IsValid() || (a.Is4() && !t.Addr.Is4()) {
+			t.Addr = a
+		}
+	}
+	if !t.Addr.IsValid() {
+		if why == "" {
+			why = h.Name + " resolves to no address"
+		}
+		return t, refused("%s", why)
+	}
+	return t, nil
+}
+
+// dial connects from the host to the checked address of t. The socket's
+// Control hook checks the address once more as it is dialled: nothing
+// between check and connect can swap it.
+func (s *Server) dial(ctx context.Context, t target) (net.Conn, error) {
+	d := net.Dialer{
+		Timeout: s.limits.DialTimeout,
+		Control: func(network, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("dial %s: %w", address, err)
+			}
+			if ap.Addr().Unmap() != t.Addr || ap.Port() != t.Port {
+				return fmt.Errorf("dial %s: not the checked address %s", address, t.Addr)
+			}
+			return nil
+		},
+	}
+	return d.DialContext(ctx, "tcp", net.JoinHostPort(t.Addr.String(), strconv.Itoa(int(t.Port))))
+}
+
+// Limits bound what a payload can make the supervisor do for it.
+type Limits struct {
+	// MaxConns is how many proxied connections may be open at once; more
+	// are refused.
+	MaxConns int
+	// MaxBytes is the most bytes, both ways and all connections, of a
+	// run; a connection that would pass it is cut.
+	MaxBytes int64
+	// IdleTimeout ends a connection on which nothing moved for so long,
+	// and a client that connected and sent no request within it.
+	IdleTimeout time.Duration
+	// MaxDuration ends any one connection after so long (zero: the run's
+	// own timeout ends it).
+	MaxDuration time.Duration
+	// DialTimeout and ResolveTimeout bound the host's connect and lookup.
+	DialTimeout    time.Duration
+	ResolveTimeout time.Duration
+	// MaxLogged is how many connections the report lists; the rest are
+	// counted.
+	MaxLogged int
+}
+
+// Default limits: generous for a task that fetches a few URLs or a
+// package index, small beside what the host can give.
+const (
+	DefaultMaxConns    = 64
+	DefaultMaxBytes    = 1 << 30
+	DefaultIdleTimeout = 30 * time.Second
+	DefaultMaxLogged   = 256
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultMaxConns
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+	if l.DialTimeout <= 0 {
+		l.DialTimeout = 10 * time.Second
+	}
+	if l.ResolveTimeout <= 0 {
+		l.ResolveTimeout = 5 * time.Second
+	}
+	if l.MaxLogged <= 0 {
+		l.MaxLogged = DefaultMaxLogged
+	}
+	return l
+}
