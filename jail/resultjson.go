@@ -155,6 +155,9 @@ func appendSeccompReport(b []byte, s *seccomp.Report) []byte {
 			}
 			b = append(b, `,"count":`...)
 			b = strconv.AppendInt(b, int64(d.Count), 10)
+			if d.Filtered {
+				b = append(b, `,"filtered":true`...)
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')

@@ -733,10 +733,15 @@ static void mask_files(int root, const char **names)
 }
 
 // mount_proc mounts /proc with its masks; empty is an empty read-only tmpfs.
+// The whole /proc is read-only: nothing CPython needs writes there, and a
+// write to /proc/self/comm (or task/TID/comm) would set a process name,
+// which the host's kernel log prints raw when the process crashes
+// ("NAME[pid]: segfault at ..."): a newline in it forges a line there
+// (seccomp denies prctl(PR_SET_NAME), but cannot see a path).
 static void mount_proc(int root, int empty)
 {
 	const uint64_t noexec = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-	attach_at(root, new_fs("proc", NULL, -1, noexec), "/proc", 1);
+	attach_at(root, new_fs("proc", NULL, -1, noexec | MOUNT_ATTR_RDONLY), "/proc", 1);
 	char path[256];
 	mask_files(root, proc_masked_files);
 	// Each masked directory gets a clone of `empty`, an empty read-only
