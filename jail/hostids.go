@@ -48,7 +48,15 @@ const reclaimMaxDepth = 512
 type hostIDs struct {
 	uid, gid int
 	lock     *os.File
+	// marked: the lock file names the writable volumes (markVolumes), to
+	// be given back (reclaim). othersMarked: the first step passed over a
+	// marked id, whose run ended without giving its volumes back
+	// (reclaimMarked).
+	marked, othersMarked bool
 }
+
+// markHeader starts a marked lock file: the ids, then one volume a line.
+const markHeader = "rljail: files of uid %d gid %d may be left in these writable volumes:\n"
 
 // markVolumes writes into the lock file the writable volumes the jail will
 // get, before it can write anything: should this process die before
@@ -65,38 +73,98 @@ func (h *hostIDs) markVolumes(vols []Volume) error {
 	if h.lock == nil || b.Len() == 0 {
 		return nil
 	}
-	data := "files of uid " + strconv.Itoa(h.uid) + " may be left in these writable volumes:\n" + b.String()
+	data := fmt.Sprintf(markHeader, h.uid, h.gid) + b.String()
 	if _, err := unix.Pwrite(int(h.lock.Fd()), []byte(data), 0); err != nil {
 		return fmt.Errorf("reserve a host uid for the jail: mark its lock file: %w", err)
 	}
+	h.marked = true
 	return nil
 }
 
 // reclaim gives every file of the jail's host uid or gid in the writable
 // volumes to nobody and nogroup, once the jail's processes are gone, and
-// then clears the lock file's mark. It returns a warning for what it could
-// not do; the mark then stays, and the id is never taken again.
+// then clears the lock file's mark; once. It returns a warning for what it
+// could not do; the mark then stays, and the id is not taken again until
+// a later run gives the files back (reclaimMarked). Then it does that for
+// the marked ids the first step passed over.
 func (h *hostIDs) reclaim(vols []Volume) []string {
 	if h.lock == nil {
 		return nil
 	}
 	var warnings []string
-	marked := false
-	for _, v := range vols {
-		if !v.Writable {
-			continue
+	if h.marked {
+		h.marked = false
+		for _, v := range vols {
+			if !v.Writable {
+				continue
+			}
+			if err := reclaimTree(v.Source, h.uid, h.gid); err != nil {
+				warnings = append(warnings, fmt.Sprintf("give the jail's files in %s back to nobody: %v; its host uid %d is not used again until they are (%s/%d)", v.Source, err, h.uid, IDLockDir, h.uid))
+			}
 		}
-		marked = true
-		if err := reclaimTree(v.Source, h.uid, h.gid); err != nil {
-			warnings = append(warnings, fmt.Sprintf("give the jail's files in %s back to nobody: %v; its host uid %d is not used again (%s/%d)", v.Source, err, h.uid, IDLockDir, h.uid))
+		if len(warnings) == 0 {
+			if err := unix.Ftruncate(int(h.lock.Fd()), 0); err != nil {
+				warnings = append(warnings, fmt.Sprintf("clear the lock file of host uid %d: %v", h.uid, err))
+			}
 		}
 	}
-	if marked && len(warnings) == 0 {
-		if err := unix.Ftruncate(int(h.lock.Fd()), 0); err != nil {
-			warnings = append(warnings, fmt.Sprintf("clear the lock file of host uid %d: %v", h.uid, err))
+	if h.othersMarked {
+		h.othersMarked = false
+		warnings = append(warnings, reclaimMarked()...)
+	}
+	return warnings
+}
+
+// reclaimMarked gives back the files of every marked id that no run holds:
+// its run's supervisor died (or could not give them back) before it
+// cleared the mark. The lock is taken first, so that no first step takes
+// the id meanwhile; an id in use is left to its holder. It returns a
+// warning for each id it could not clear.
+func reclaimMarked() []string {
+	names, err := os.ReadDir(IDLockDir)
+	if err != nil {
+		return []string{fmt.Sprintf("look for marked host uids in %s: %v", IDLockDir, err)}
+	}
+	var warnings []string
+	for _, e := range names {
+		if _, err := strconv.Atoi(e.Name()); err != nil || !e.Type().IsRegular() {
+			continue
+		}
+		if err := reclaimMarkedID(IDLockDir + "/" + e.Name()); err != nil {
+			warnings = append(warnings, fmt.Sprintf("give back the files of host uid %s, marked in %s/%s: %v", e.Name(), IDLockDir, e.Name(), err))
 		}
 	}
 	return warnings
+}
+
+// reclaimMarkedID clears the lock file p when it is marked and free.
+func reclaimMarkedID(p string) error {
+	f, err := os.OpenFile(p, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil // a run holds it and clears it itself
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil || len(b) == 0 {
+		return err
+	}
+	head, rest, _ := strings.Cut(string(b), "\n")
+	var uid, gid int
+	if n, err := fmt.Sscanf(head+"\n", markHeader, &uid, &gid); n != 2 || err != nil {
+		return fmt.Errorf("not a mark of rljail's: %q", head)
+	}
+	for _, v := range strings.Split(strings.TrimSuffix(rest, "\n"), "\n") {
+		if v == "" {
+			continue
+		}
+		if err := reclaimTree(v, uid, gid); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("%s: %w", v, err)
+		}
+	}
+	return f.Truncate(0)
 }
 
 // release lets go of the ids (the first step may still hold them until it

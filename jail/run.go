@@ -93,8 +93,14 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	var prepWarnings []string
 	// As root the jail's host ids come with the init's pidfd; this
 	// process holds their lock until the jail's files are given back
-	// (hostids.go), after the run.
-	defer j.ids.release()
+	// (hostids.go), after the run: here when a setup step failed (the
+	// jail is gone by then), below the wait otherwise.
+	defer func() {
+		for _, msg := range j.ids.reclaim(spec.Volumes) {
+			warn(msg)
+		}
+		j.ids.release()
+	}()
 	sendConfig := func() error {
 		if !j.receivePidfd() {
 			return nil // the first step failed and says why on the status pipe
@@ -183,8 +189,10 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	// No process of the jail is left: what it made in its writable volumes
 	// goes to nobody before its host uid can go to another jail.
 	for _, msg := range j.ids.reclaim(spec.Volumes) {
-		warn(msg)
 		res.Warnings = append(res.Warnings, msg)
+		if spec.Warn != nil {
+			spec.Warn(msg)
+		}
 	}
 	return res, err
 }
@@ -316,7 +324,7 @@ type jailRun struct {
 	// root); ids are they, with their lock (hostids.go).
 	idsMsg bool
 	ids    hostIDs
-	guard    *cgroupGuard // the first step, once it has made the init
+	guard  *cgroupGuard // the first step, once it has made the init
 	// The first step hands over the init's pidfd, then guards the
 	// cgroup until released.
 	pidfdOnce   sync.Once
@@ -610,11 +618,12 @@ func (j *jailRun) receivePidfd() bool {
 		if j.pidfd < 0 || !j.idsMsg {
 			return
 		}
-		if msg, fd, ok := recvTagged(j.control, "ids!", 12); ok {
+		if msg, fd, ok := recvTagged(j.control, "ids!", 16); ok {
 			j.ids = hostIDs{
-				uid:  int(binary.LittleEndian.Uint32(msg[4:])),
-				gid:  int(binary.LittleEndian.Uint32(msg[8:])),
-				lock: os.NewFile(uintptr(fd), "id lock"),
+				uid:          int(binary.LittleEndian.Uint32(msg[4:])),
+				gid:          int(binary.LittleEndian.Uint32(msg[8:])),
+				lock:         os.NewFile(uintptr(fd), "id lock"),
+				othersMarked: binary.LittleEndian.Uint32(msg[12:]) != 0,
 			}
 		}
 	})
@@ -757,6 +766,13 @@ func (j *jailRun) discard() {
 	<-j.stage1Done
 }
 
+// drop discards an init stage that no Run took over, and lets go of its
+// host ids (Run gives back those of a jail it took over itself).
+func (j *jailRun) drop() {
+	j.discard()
+	j.ids.release()
+}
+
 // abort ends a jail that never got to run: it kills init, reaps it and
 // closes every channel. A nil j is nothing to abort.
 func (j *jailRun) abort() {
@@ -783,7 +799,6 @@ func (j *jailRun) abort() {
 	if j.pidfd >= 0 {
 		unix.Close(j.pidfd)
 	}
-	j.ids.release()
 }
 
 // kill ends the jail: SIGKILL to init through its pidfd, and the kernel

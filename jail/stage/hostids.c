@@ -135,7 +135,10 @@ const char *rljail_reserve_ids(struct rljail_ids *ids)
 				ids->lock = fd;
 				return NULL;
 			}
-			// Quarantined: a run that may have left files of this id.
+			// Marked: a run that may have left files of this id. The
+			// supervisor gives them back after its own run
+			// (jail.reclaimMarked), and the id is free again.
+			ids->marked = 1;
 		} else if (errno != EWOULDBLOCK) {
 			int saved = errno;
 			close(fd);

@@ -18,6 +18,7 @@
 struct rljail_ids {
 	unsigned uid, gid; // the jail's host ids
 	int lock;          // the locked lock file of uid
+	int marked;        // 1: an id below uid was passed over as marked (hostids.c)
 };
 
 // rljail_reserve_ids takes the lowest free id of the range and fills ids:

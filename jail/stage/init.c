@@ -1261,16 +1261,17 @@ static void send_pidfd(int pidfd)
 }
 
 // send_ids sends the supervisor (receivePidfd in run.go) the host ids the
-// first step reserved for a root-run jail (hostids.c): "ids!", the uid and
-// the gid (little-endian 32-bit), and the locked lock file, which the
-// supervisor holds too until it has given back what the jail left in its
-// writable volumes (jail.hostIDs).
+// first step reserved for a root-run jail (hostids.c): "ids!", the uid, the
+// gid and whether a marked id was passed over (little-endian 32-bit), and
+// the locked lock file, which the supervisor holds too until it has given
+// back what the jail left in its writable volumes (jail.hostIDs).
 static void send_ids(const struct rljail_ids *ids)
 {
-	unsigned char data[12] = {'i', 'd', 's', '!'};
+	unsigned char data[16] = {'i', 'd', 's', '!'};
 	for (int i = 0; i < 4; i++) {
 		data[4 + i] = (unsigned char)(ids->uid >> (8 * i));
 		data[8 + i] = (unsigned char)(ids->gid >> (8 * i));
+		data[12 + i] = (unsigned char)((unsigned)ids->marked >> (8 * i));
 	}
 	if (send_msg(data, sizeof data, ids->lock) < 0)
 		_exit(125); // the supervisor is gone; the init dies with it
@@ -1332,7 +1333,7 @@ static int stage1_main(int argc, char **argv)
 	// As root, a host uid and gid of the jail's own, reserved before
 	// anything is made (and while the supervisor makes the cgroup); the
 	// lock goes to FD_IDLOCK, which the guard keeps until it ends.
-	struct rljail_ids ids = {0, 0, -1};
+	struct rljail_ids ids = {0, 0, -1, 0};
 	char uids[16], gids[16];
 	if (strcmp(uid, "-") == 0) {
 		const char *failed = rljail_reserve_ids(&ids);
