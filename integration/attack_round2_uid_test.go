@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -49,6 +50,10 @@ func init() {
 			mechanism: "leave files in a writable volume that a later jail, given the same host uid, can rewrite, delete or add to",
 			layer:     "after the run the supervisor gives every file of the jail's host ids in its writable volumes to nobody; the id is reused only then",
 			run:       attackVolumeFilesOutlive},
+		{name: "rw_volume_files_outlive_killed_supervisor", group: groupFilesystem, modes: rootOnly,
+			mechanism: "the supervisor is SIGKILLed during the run, before it could give the payload's files in a writable volume back; a later jail rewrites them",
+			layer:     "the lock file of the id names the volumes until they are given back: no first step takes a marked id, and the next run gives its files back",
+			run:       attackVolumeFilesKilledSupervisor},
 	}...)
 }
 
@@ -429,30 +434,9 @@ time.sleep(4)
 	hogP.wait()
 }
 
-func attackVolumeFilesOutlive(t *testing.T, m mode) {
-	vol := newOpenDir(t) // 0777: any jail may write
-	const plant = `
-import os, time
-os.makedirs("/out/d/sub")
-with open("/out/f", "w") as f:
-    f.write("ORIG\n")
-with open("/out/d/sub/x", "w") as f:
-    f.write("ORIG\n")
-os.chmod("/out/d", 0o755)
-os.symlink("f", "/out/link")
-os.mkfifo("/out/fifo", 0o644)
-print("READY", flush=True)
-time.sleep(0.3)
-`
-	p1, pl1 := startWatched(t, m, runOpts{}, "READY", plant, "-v", vol+":/out:rw")
-	uid1, gid1 := checkJailHostIDs(t, m, pl1)
-	p1.wait()
-	if p1.exit != 0 {
-		t.Fatalf("the first jail failed: %s", p1)
-	}
-	// A later jail, which may be given the first one's host ids (they are
-	// free now), must not own what the first left.
-	const tamper = `
+// tamperCode is a payload that tries to change what an earlier jail left
+// in /out: f and d/sub/x (both "ORIG\n", 0644, in 0755 directories).
+const tamperCode = `
 import os, time
 print("READY", flush=True)
 def attempt(name, fn):
@@ -469,9 +453,28 @@ attempt("chmod", lambda: os.chmod("/out/f", 0o666))
 attempt("utime", lambda: os.utime("/out/f", (0, 0)))
 time.sleep(0.3)
 `
-	p2, pl2 := startWatched(t, m, runOpts{}, "READY", tamper, "-v", vol+":/out:rw")
-	uid2, gid2 := checkJailHostIDs(t, m, pl2)
-	p2.wait()
+
+// plantCode leaves in /out what tamperCode tries to change, and then
+// sleeps for its %s seconds.
+const plantCode = `
+import os, time
+os.makedirs("/out/d/sub")
+with open("/out/f", "w") as f:
+    f.write("ORIG\n")
+with open("/out/d/sub/x", "w") as f:
+    f.write("ORIG\n")
+os.chmod("/out/d", 0o755)
+os.symlink("f", "/out/link")
+os.mkfifo("/out/fifo", 0o644)
+print("READY", flush=True)
+time.sleep(%s)
+`
+
+// checkLeftUntouched checks, from the host, that the tamper run p2 changed
+// nothing in vol, and that no entry of vol is owned by an id of the range
+// or by the ids the jails ran as.
+func checkLeftUntouched(t *testing.T, vol string, p2 *jailProc, ids ...int) {
+	t.Helper()
 	for _, f := range []string{"f", "d/sub/x"} {
 		b, err := os.ReadFile(filepath.Join(vol, f))
 		if err != nil || string(b) != "ORIG\n" {
@@ -484,7 +487,6 @@ time.sleep(0.3)
 	if st, err := os.Stat(filepath.Join(vol, "f")); err == nil && (st.Mode().Perm() != 0o644 || st.ModTime().Unix() == 0) {
 		t.Errorf("a later jail changed the mode or times of a file an earlier one left: %v %v\n%s", st.Mode(), st.ModTime(), p2)
 	}
-	// No file in the volume is left to an id a jail runs as.
 	_ = filepath.WalkDir(vol, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			t.Errorf("walk the volume: %v", err)
@@ -496,9 +498,145 @@ time.sleep(0.3)
 		}
 		st := fi.Sys().(*syscall.Stat_t)
 		u, g := int(st.Uid), int(st.Gid)
-		if inJailIDRange(u) || inJailIDRange(g) || u == uid1 || u == uid2 || g == gid1 || g == gid2 {
-			t.Errorf("after the runs %s is owned by %d:%d, ids a root-run jail runs as (the jails were %d:%d and %d:%d)", p, u, g, uid1, gid1, uid2, gid2)
+		bad := inJailIDRange(u) || inJailIDRange(g)
+		for _, id := range ids {
+			bad = bad || u == id || g == id
+		}
+		if bad {
+			t.Errorf("after the runs %s is owned by %d:%d, ids a root-run jail runs as (the jails ran as %v)", p, u, g, ids)
 		}
 		return nil
 	})
+}
+
+func attackVolumeFilesKilledSupervisor(t *testing.T, m mode) {
+	vol := newOpenDir(t)
+	p1, pl1 := startWatched(t, m, runOpts{}, "READY", fmt.Sprintf(plantCode, "30"), "-v", vol+":/out:rw")
+	uid1, gid1 := checkJailHostIDs(t, m, pl1)
+	if err := p1.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p1.wait()
+	// The jail dies with its supervisor; its id is free once its guard
+	// has seen the jail's cgroup empty (a later run then passes over the
+	// marked id, and gives its files back).
+	lock := filepath.Join("/run/rljail/uid", strconv.Itoa(uid1))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		free := false
+		if fd, err := unix.Open(lock, unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			free = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) == nil
+			unix.Close(fd)
+		} else {
+			free = true // the old layout: no lock at all
+		}
+		_, alive := readProc(pl1.pid)
+		if (free && !alive) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p2, pl2 := startWatched(t, m, runOpts{}, "READY", tamperCode, "-v", vol+":/out:rw")
+	uid2, gid2 := checkJailHostIDs(t, m, pl2)
+	p2.wait()
+	if uid1 == uid2 {
+		t.Errorf("the jail after a killed one got its host uid %d while files of that id were left in its volume", uid1)
+	}
+	checkLeftUntouched(t, vol, p2, uid1, gid1, uid2, gid2)
+	if b, err := os.ReadFile(lock); err == nil && len(b) > 0 {
+		t.Errorf("the lock file of host uid %d stays marked after a later run: %q", uid1, b)
+	}
+}
+
+func attackVolumeFilesOutlive(t *testing.T, m mode) {
+	vol := newOpenDir(t) // 0777: any jail may write
+	p1, pl1 := startWatched(t, m, runOpts{}, "READY", fmt.Sprintf(plantCode, "0.3"), "-v", vol+":/out:rw")
+	uid1, gid1 := checkJailHostIDs(t, m, pl1)
+	p1.wait()
+	if p1.exit != 0 {
+		t.Fatalf("the first jail failed: %s", p1)
+	}
+	// A later jail, which may be given the first one's host ids (they are
+	// free now), must not own what the first left.
+	p2, pl2 := startWatched(t, m, runOpts{}, "READY", tamperCode, "-v", vol+":/out:rw")
+	uid2, gid2 := checkJailHostIDs(t, m, pl2)
+	p2.wait()
+	checkLeftUntouched(t, vol, p2, uid1, gid1, uid2, gid2)
+}
+
+// TestIDRangeFromSubuid runs rljail as root in a private mount namespace
+// whose /etc/subuid and /etc/subgid hold an entry for the user rljail: the
+// payload's host ids, read from the host's /proc, are then the first of
+// those ranges. An entry that is no usable range (one with 0 or 65534 in
+// it) is refused with one error line, exit 125.
+func TestIDRangeFromSubuid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root only: the range is for root-run jails")
+	}
+	const ubase, gbase = 1600000000, 1700000000
+	t.Cleanup(func() {
+		for i := 0; i < 4; i++ {
+			_ = os.Remove(filepath.Join("/run/rljail/uid", strconv.Itoa(ubase+i)))
+		}
+	})
+	run := func(t *testing.T, subuid, subgid string, code string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+		dir := newDir(t)
+		for name, content := range map[string]string{"subuid": subuid, "subgid": subgid} {
+			writeFile(t, filepath.Join(dir, name), content, 0o644)
+		}
+		script := `mount --make-rprivate / && mount --bind "$1/subuid" /etc/subuid && mount --bind "$1/subgid" /etc/subgid && shift && exec "$@"`
+		args := append([]string{"--mount", "sh", "-c", script, "sh", dir, testBin, "--rootfs", rootfsDir}, python(code)...)
+		cmd := exec.Command("unshare", args...)
+		cmd.Dir = dir
+		out, errb := &syncBuffer{}, &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, out, errb
+	}
+	if !exists("/etc/subuid") || !exists("/etc/subgid") {
+		t.Skip("no /etc/subuid or /etc/subgid to bind over")
+	}
+	t.Run("entry", func(t *testing.T) {
+		marker := randomToken("subuid")
+		cmd, out, errb := run(t, "someone:100000:65536\nrljail:1600000000:4\n", "rljail:1700000000:8\n",
+			"import sys, time\nprint('READY', flush=True)\ntime.sleep(1)\n#"+marker)
+		pl, ok := findPayload(marker, cmd.Process.Pid, 15*time.Second)
+		for ok && !strings.Contains(out.String(), "READY") {
+			time.Sleep(10 * time.Millisecond)
+		}
+		var uids, gids []string
+		var err error
+		if ok {
+			uids, gids, err = statusIDs(pl.pid)
+		}
+		werr := cmd.Wait()
+		if !ok || err != nil || werr != nil {
+			t.Fatalf("payload seen %v, ids %v, rljail %v: %s", ok, err, werr, errb.String())
+		}
+		uid, _ := strconv.Atoi(uids[0])
+		gid, _ := strconv.Atoi(gids[0])
+		if uid < ubase || uid >= ubase+4 || gid-gbase != uid-ubase {
+			t.Errorf("with rljail:%d:4 in /etc/subuid and rljail:%d:8 in /etc/subgid the payload's host ids are %d:%d", ubase, gbase, uid, gid)
+		}
+	})
+	for _, bad := range []struct{ name, subuid string }{
+		{"with_root", "rljail:0:100\n"},
+		{"with_nobody", "rljail:65000:1000\n"},
+		{"empty_count", "rljail:1600000000:0\n"},
+		{"malformed", "rljail:16x:4\n"},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			cmd, out, errb := run(t, bad.subuid, "", "open('/tmp/x', 'w')\nprint('RAN')")
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 125 || strings.Contains(out.String(), "RAN") {
+				t.Errorf("with %q in /etc/subuid: %v, stdout %q, want exit 125 and no run", bad.subuid, err, out.String())
+			}
+			if lines := strings.Split(strings.TrimSpace(errb.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "/etc/subuid") {
+				t.Errorf("want one error line naming /etc/subuid, got %q", errb.String())
+			}
+		})
+	}
 }

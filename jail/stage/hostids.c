@@ -105,10 +105,14 @@ const char *rljail_reserve_ids(struct rljail_ids *ids)
 {
 	unsigned ubase = RLJAIL_ID_BASE, ucount = RLJAIL_ID_COUNT;
 	unsigned gbase = RLJAIL_ID_BASE, gcount = RLJAIL_ID_COUNT;
-	if (read_subid("/etc/subuid", &ubase, &ucount) < 0)
+	if (read_subid("/etc/subuid", &ubase, &ucount) < 0) {
+		errno = 0;
 		return "the entry of rljail in /etc/subuid is not a range of ids without 0 and 65534";
-	if (read_subid("/etc/subgid", &gbase, &gcount) < 0)
+	}
+	if (read_subid("/etc/subgid", &gbase, &gcount) < 0) {
+		errno = 0;
 		return "the entry of rljail in /etc/subgid is not a range of ids without 0 and 65534";
+	}
 	unsigned n = ucount < gcount ? ucount : gcount;
 	int made = 0;
 	for (unsigned i = 0; i < n; i++) {

@@ -22,7 +22,7 @@ struct rljail_ids {
 };
 
 // rljail_reserve_ids takes the lowest free id of the range and fills ids:
-// NULL, or what failed, with errno set.
+// NULL, or what failed, with errno set (0 when the failure is the range's).
 const char *rljail_reserve_ids(struct rljail_ids *ids);
 
 #endif

@@ -1337,6 +1337,8 @@ static int stage1_main(int argc, char **argv)
 	char uids[16], gids[16];
 	if (strcmp(uid, "-") == 0) {
 		const char *failed = rljail_reserve_ids(&ids);
+		if (failed && errno == 0)
+			die(125, "reserve a host uid for the jail: %s", failed);
 		if (failed)
 			die(125, "reserve a host uid for the jail: %s: %s", failed, errstr(errno));
 		if (ids.lock != FD_IDLOCK) {
