@@ -46,6 +46,10 @@ func init() {
 			mechanism: "one jail grows its pipes to its user's fs.pipe-user-pages-soft, so that every other jail's new pipes get 8 KiB instead of 64 KiB",
 			layer:     "per-user pipe accounting counts each jail's own host uid",
 			run:       attackPipePagesShared},
+		{name: "unix_fds_in_flight_shared", group: groupDoS, modes: rootOnly,
+			mechanism: "one jail keeps more descriptors in flight over a Unix socket (SCM_RIGHTS, never received) than another jail's RLIMIT_NOFILE, so that the other's every SCM_RIGHTS fails with ETOOMANYREFS",
+			layer:     "the kernel counts descriptors in flight per user: each jail's own host uid",
+			run:       attackUnixInflightShared},
 		{name: "rw_volume_files_outlive_uid", group: groupFilesystem, modes: rootOnly,
 			mechanism: "leave files in a writable volume that a later jail, given the same host uid, can rewrite, delete or add to",
 			layer:     "after the run the supervisor gives every file of the jail's host ids in its writable volumes to nobody; the id is reused only then",
@@ -431,6 +435,61 @@ time.sleep(4)
 	}
 	if size < 65536 {
 		t.Errorf("another jail's pipes shrank another's: the second jail's new pipe holds %d bytes, want 65536 (the first holds its user's fs.pipe-user-pages-soft of %s pages)", size, strings.TrimSpace(string(soft)))
+	}
+	probeP.wait()
+	hogP.wait()
+}
+
+func attackUnixInflightShared(t *testing.T, m mode) {
+	// 1200 descriptors in flight, more than the second jail's
+	// RLIMIT_NOFILE of 256 (the default): the kernel refuses SCM_RIGHTS
+	// to a user who has more in flight than the sender's own limit.
+	const hog = `
+import array, os, socket, time
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+fd = os.open("/dev/null", os.O_RDONLY)
+sent = 0
+for _ in range(6):
+    a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd] * 200))])
+    sent += 200
+print("INFLIGHT", sent, flush=True)
+print("READY", flush=True)
+time.sleep(4)
+`
+	hogP, _ := startWatched(t, m, runOpts{}, "READY", hog, "--nofile", "2048")
+	if v, _ := lineValue(hogP.stdout.String(), "INFLIGHT "); v != "1200" {
+		t.Fatalf("the first jail did not get its descriptors in flight: the test cannot decide: %s", hogP.stdout.String())
+	}
+	// The second opens a file of its own, passes it to itself and closes
+	// the original: from the host, its descriptors then name that file
+	// only if the pass went through.
+	const probe = `
+import array, os, socket, time
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+fd = os.open("/tmp/passed-fd-marker", os.O_CREAT | os.O_RDWR)
+try:
+    a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+    msg, anc, flags, addr = b.recvmsg(1, socket.CMSG_SPACE(4))
+    got = array.array("i", anc[0][2]) if anc else None
+except OSError as e:
+    got = e
+os.close(fd)
+print("READY", flush=True)
+time.sleep(1)
+`
+	probeP, probePl := startWatched(t, m, runOpts{}, "READY", probe)
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", probePl.pid))
+	if err != nil {
+		t.Fatalf("read the second jail's descriptors from the host: %v", err)
+	}
+	passed := false
+	for _, e := range ents {
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", probePl.pid, e.Name())); strings.HasSuffix(l, "/passed-fd-marker") {
+			passed = true
+		}
+	}
+	if !passed {
+		t.Errorf("another jail's descriptors in flight made the second jail's SCM_RIGHTS fail: no descriptor of the second jail names the file it passed itself")
 	}
 	probeP.wait()
 	hogP.wait()
