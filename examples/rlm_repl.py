@@ -76,7 +76,7 @@ class JailedREPL:
 
     def __init__(self, context_dir=None, timeout="600s"):
         # 0700: only this user reaches the socket on the host; the jail gets the socket
-        # itself, bound at /run/llm.sock (as root the jail's user is nobody, hence 0666).
+        # itself, bound at /run/llm.sock (as root the jail's user is a host uid of its own, hence 0666).
         self.dir = tempfile.mkdtemp(prefix="rlm-")
         sock = os.path.join(self.dir, "llm.sock")
         self.bridge = _Bridge(sock, _Ask)

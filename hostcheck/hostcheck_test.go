@@ -136,8 +136,8 @@ func TestRunningAsItem(t *testing.T) {
 		uid, euid int
 		want      string
 	}{
-		{0, 0, "root: jail uid 1000 -> host uid 65534 (nobody)"},
-		{1000, 0, "root (uid 1000, euid 0): jail uid 1000 -> host uid 65534 (nobody)"},
+		{0, 0, "root: jail uid 1000 -> a host uid of each jail's own, from 2130706432 (65536 ids; rljail's entry in /etc/subuid when there is one)"},
+		{1000, 0, "root (uid 1000, euid 0): jail uid 1000 -> a host uid of each jail's own, from 2130706432 (65536 ids; rljail's entry in /etc/subuid when there is one)"},
 		{1000, 1000, "rootless (uid 1000): jail uid 1000 -> host uid 1000"},
 		{4242, 4242, "rootless (uid 4242): jail uid 1000 -> host uid 4242"},
 	}

@@ -8,6 +8,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,12 +139,16 @@ print("ENV", os.environ.get("RLJAIL_TEST_SECRET"))
 	attackCallerOwned(t, m, loose)
 	cases := map[string]string{"world-writable": loose}
 	if m == asRoot {
-		jailOwned := filepath.Join(newDir(t), "jail.toml")
-		writeFile(t, jailOwned, "base = \"python\"\n", 0o644)
-		if err := os.Chown(jailOwned, rootJailHostUID, rootJailHostUID); err != nil {
-			t.Fatal(err)
+		// The host's nobody (root-run jails' id before they had their
+		// own), and an id of the range they have now.
+		for _, id := range []int{65534, 2130706432 + 7} {
+			jailOwned := filepath.Join(newDir(t), "jail.toml")
+			writeFile(t, jailOwned, "base = \"python\"\n", 0o644)
+			if err := os.Chown(jailOwned, id, id); err != nil {
+				t.Fatal(err)
+			}
+			cases[fmt.Sprintf("owned by uid %d, a jail's host id", id)] = jailOwned
 		}
-		cases["owned by the jails' host id"] = jailOwned
 	}
 	for what, p := range cases {
 		stdout, stderr, exit, _ := attackCallerRun(t, m, 30*time.Second, "--profile", p, "--", "python3", "-c", "print('RAN')")

@@ -2793,6 +2793,8 @@ func attackSetuidRoot(t *testing.T, m mode) {
 	marker := randomToken("atk")
 	status := map[string]string{}
 	r := attackWatch(t, m, runOpts{}, attackWatchOpts{marker: marker, ready: "READY", during: func(pl proc) {
+		// The user rootless; as root ids of the range, the jail's own.
+		checkJailHostIDs(t, m, pl)
 		for _, f := range []string{"Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"} {
 			status[f] = attackProcStatus(pl.pid, f)
 		}
@@ -2821,9 +2823,7 @@ time.sleep(0.5)
 		t.Fatalf("the probe failed: %s", r)
 	}
 	attackExpectFailed(t, r.stdout, "setuid0", "setgid0", "setresuid0", "setresgid0", "setgroups0", "setfsuid0", "capset_all", "ambient_raise", "securebits")
-	uid, gid := hostIDsOfJail(m)
 	want := map[string]string{
-		"Uid": fmt.Sprintf("%d %d %d %d", uid, uid, uid, uid), "Gid": fmt.Sprintf("%d %d %d %d", gid, gid, gid, gid),
 		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
 	}
@@ -3122,7 +3122,6 @@ func attackCoreDump(t *testing.T, m mode) {
 		t.Fatalf("the core_pattern helper was not called for a crash on the host: the test cannot decide (pattern %q)", pattern)
 	}
 	sane := len(readMarker())
-	uid, _ := hostIDsOfJail(m)
 	for _, c := range []struct {
 		name, code string
 		exit       int
@@ -3159,7 +3158,7 @@ print("CRASHING", flush=True)
 	time.Sleep(time.Second)
 	for _, l := range readMarker()[sane:] {
 		f := strings.Fields(l)
-		if len(f) >= 3 && (f[1] == strconv.Itoa(uid) || strings.HasPrefix(f[2], "python")) {
+		if len(f) >= 3 && (isJailHostUID(m, f[1]) || strings.HasPrefix(f[2], "python")) {
 			t.Errorf("the core_pattern pipe helper (root on the host) was called for the jailed payload: %q", l)
 		} else {
 			t.Logf("the helper was called for another host process meanwhile: %q", l)

@@ -59,9 +59,6 @@ const (
 	testUserName = "rljailtest"
 	// hostPath is the PATH of rljail's own environment.
 	hostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	// rootJailHostUID is the host uid (and gid) the jail's user maps to
-	// when rljail runs as root (never host root).
-	rootJailHostUID = 65534
 	// fallbackWarning starts the one stderr line that names every limit
 	// weaker than asked (rootless on a cgroup v1 host): the limit, attack
 	// and fault tests each tell it apart from rljail's error lines.
@@ -227,14 +224,9 @@ func runAsMode(cmd *exec.Cmd, m mode) {
 	}
 }
 
-// hostIDsOfJail are the host uid and gid the jail's user maps to: the
-// invoking user's own rootless, an unprivileged id (65534) as root.
-func hostIDsOfJail(m mode) (uid, gid int) {
-	if m == asRootless {
-		return testUID, testGID
-	}
-	return rootJailHostUID, rootJailHostUID
-}
+// The host ids a jail's user maps to, the invoking user's own rootless
+// and one of a reserved range as root, are checked by checkJailHostIDs
+// (attack_round2_uid_test.go).
 
 var nameClean = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
@@ -258,7 +250,8 @@ func newDir(t testing.TB) string {
 }
 
 // newOpenDir is newDir with mode 0777: the jail's user (whatever host uid
-// it maps to) can write there.
+// it maps to: as root one of the range, never the same twice at once) can
+// write there.
 func newOpenDir(t testing.TB) string {
 	t.Helper()
 	dir := newDir(t)

@@ -64,5 +64,5 @@ func (e *Early) Close() {
 		return
 	}
 	e.used = true
-	e.j.discard()
+	e.j.drop()
 }

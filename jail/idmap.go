@@ -8,20 +8,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// When rljail runs as root, the jail's user is the host's nobody, which
-// could not read a project below /root. Read-only granted paths are
-// therefore idmapped mounts (Linux 5.12+): the owner of the granted tree
-// appears, inside the jail, as the jail's own user, so the jail can read
-// what the owner can read there, and nothing else. Writable volumes are
-// never idmapped: through them the jail would write as the owner (root,
-// typically) and could leave a setuid-root program on the host; it writes
-// as nobody instead. (The technique is the one of mount_setattr(2),
-// MOUNT_ATTR_IDMAP.)
+// When rljail runs as root, the jail's user is a host uid of its own
+// (hostids.go), which could not read a project below /root. Read-only
+// volumes (-v without rw) are therefore idmapped mounts (Linux 5.12+): the
+// owner of the granted tree appears, inside the jail, as the jail's own
+// user, so the jail can read what the owner can read there, and nothing
+// else. That is what granting a path with -v means. The default workspace
+// (the current directory) is not idmapped: the kernel checks the jail's
+// own host uid against the real modes, so the jail reads there only what
+// any other user could (a 0600 file of root's in a root-owned /tmp, say,
+// stays unread; the old idmapping of the workspace read it). Writable
+// volumes are never idmapped: through them the jail would write as the
+// owner (root, typically) and could leave a setuid-root program on the
+// host; it writes as its own host uid instead. (The technique is the one
+// of mount_setattr(2), MOUNT_ATTR_IDMAP.)
 
-// idmapper hands out user namespaces that map a host owner to hostJailID,
-// one per distinct owner, and releases them at the end of the setup.
+// idmapper hands out user namespaces that map a host owner to the jail's
+// host ids, one per distinct owner, and releases them at the end of the
+// setup.
 type idmapper struct {
-	byOwner map[[2]int]int // (uid, gid) -> user namespace fd
+	hostUID, hostGID int
+	byOwner          map[[2]int]int // (uid, gid) -> user namespace fd
 }
 
 // apply makes the detached mount fd an idmapped mount for the owner of
@@ -37,7 +44,7 @@ func (m *idmapper) apply(fd int, p string) error {
 	userns, ok := m.byOwner[owner]
 	if !ok {
 		var err error
-		userns, err = ownerUserns(owner[0], owner[1])
+		userns, err = ownerUserns(owner[0], owner[1], m.hostUID, m.hostGID)
 		if err != nil {
 			return err
 		}
@@ -53,20 +60,6 @@ func (m *idmapper) apply(fd int, p string) error {
 	return nil
 }
 
-// idmapNS is a user namespace that maps uid and gid to hostJailID, made
-// by the init stage's first step (fd -1: none).
-type idmapNS struct {
-	uid, gid, fd int
-}
-
-// seed starts an empty m with a namespace made elsewhere; m closes it with
-// its own. Nothing for fd -1.
-func (m *idmapper) seed(o idmapNS) {
-	if o.fd >= 0 {
-		m.byOwner = map[[2]int]int{{o.uid, o.gid}: o.fd}
-	}
-}
-
 // close releases the user namespaces; mounts made with them keep theirs.
 func (m *idmapper) close() {
 	for _, fd := range m.byOwner {
@@ -74,11 +67,11 @@ func (m *idmapper) close() {
 	}
 }
 
-// ownerUserns returns a user namespace fd whose map sends uid to
-// hostJailID and gid to hostJailID. The namespace is made by a child that
-// exits at once (usernsChild); its maps are written and the
-// namespace opened while the child is a zombie, then it is reaped.
-func ownerUserns(uid, gid int) (int, error) {
+// ownerUserns returns a user namespace fd whose map sends uid to hostUID
+// and gid to hostGID. The namespace is made by a child that exits at once
+// (usernsChild); its maps are written and the namespace opened while the
+// child is a zombie, then it is reaped.
+func ownerUserns(uid, gid, hostUID, hostGID int) (int, error) {
 	pid, errno := usernsChild()
 	if pid < 0 {
 		return -1, fmt.Errorf("create an id-mapping user namespace: %w", unix.Errno(errno))
@@ -89,9 +82,9 @@ func ownerUserns(uid, gid int) (int, error) {
 	}()
 	dir := "/proc/" + strconv.Itoa(pid)
 	writes := []struct{ file, content string }{
-		{"uid_map", fmt.Sprintf("%d %d 1\n", uid, hostJailID)},
+		{"uid_map", fmt.Sprintf("%d %d 1\n", uid, hostUID)},
 		{"setgroups", "deny"},
-		{"gid_map", fmt.Sprintf("%d %d 1\n", gid, hostJailID)},
+		{"gid_map", fmt.Sprintf("%d %d 1\n", gid, hostGID)},
 	}
 	for _, w := range writes {
 		if err := os.WriteFile(dir+"/"+w.file, []byte(w.content), 0); err != nil {

@@ -20,23 +20,24 @@ func TestOwnerUserns(t *testing.T) {
 		t.Fatal("needs root (it writes the id maps of a user namespace): run the unit tests as root, as make test does")
 	}
 	tests := []struct {
-		name     string
-		uid, gid int
+		name             string
+		uid, gid         int
+		hostUID, hostGID int // the jail's host ids, of the range
 	}{
-		{"root", 0, 0},
-		{"a user", 1234, 5678},
+		{"root", 0, 0, IDRangeBase, IDRangeBase},
+		{"a user", 1234, 5678, IDRangeBase + 7, IDRangeBase + 9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fd, err := ownerUserns(tt.uid, tt.gid)
+			fd, err := ownerUserns(tt.uid, tt.gid, tt.hostUID, tt.hostGID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer unix.Close(fd)
 			ns := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd)
 			for file, want := range map[string]string{
-				"uid_map":   fmt.Sprintf("%d %d 1", tt.uid, hostJailID),
-				"gid_map":   fmt.Sprintf("%d %d 1", tt.gid, hostJailID),
+				"uid_map":   fmt.Sprintf("%d %d 1", tt.uid, tt.hostUID),
+				"gid_map":   fmt.Sprintf("%d %d 1", tt.gid, tt.hostGID),
 				"setgroups": "deny",
 			} {
 				out, err := exec.Command("nsenter", "--preserve-credentials", "--user="+ns, "cat", "/proc/self/"+file).CombinedOutput()
@@ -57,7 +58,7 @@ func TestOwnerUserns(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer unix.Close(tree)
-			var m idmapper
+			m := idmapper{hostUID: tt.hostUID, hostGID: tt.hostGID}
 			defer m.close()
 			if err := m.apply(tree, dir); err != nil {
 				t.Fatal(err)
@@ -66,8 +67,8 @@ func TestOwnerUserns(t *testing.T) {
 			if err := unix.Fstat(tree, &st); err != nil {
 				t.Fatal(err)
 			}
-			if st.Uid != hostJailID || st.Gid != hostJailID {
-				t.Errorf("through the idmapped clone the owner is %d:%d, want %d:%d", st.Uid, st.Gid, hostJailID, hostJailID)
+			if int(st.Uid) != tt.hostUID || int(st.Gid) != tt.hostGID {
+				t.Errorf("through the idmapped clone the owner is %d:%d, want %d:%d", st.Uid, st.Gid, tt.hostUID, tt.hostGID)
 			}
 		})
 	}

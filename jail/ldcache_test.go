@@ -46,7 +46,7 @@ func TestPrepareConfigLoaderCache(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.setup(t, cache)
-			cfg, trees, err := prepareConfig(&Spec{Rootfs: root, Command: []string{"true"}}, false, idmapNS{}, func(string) {})
+			cfg, trees, err := prepareConfig(&Spec{Rootfs: root, Command: []string{"true"}}, false, hostIDs{}, func(string) {})
 			if err != nil {
 				t.Fatal(err)
 			}

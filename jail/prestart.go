@@ -45,7 +45,7 @@ func takePrestarted(root, unified bool) *jailRun {
 	j.merged = p.merged != 0
 	uid, gid, _ := jailHostIDs(root)
 	if (p.root != 0) != root || (p.unified != 0) != unified || int(p.uid) != uid || int(p.gid) != gid {
-		j.discard()
+		j.drop()
 		return nil
 	}
 	return j
@@ -56,7 +56,7 @@ func takePrestarted(root, unified bool) *jailRun {
 // does not run one after all; nothing of it is left when it returns.
 func DiscardPrestarted() {
 	if j := takePrestarted(os.Geteuid() == 0, cgroup.Unified()); j != nil {
-		j.discard()
+		j.drop()
 	}
 }
 

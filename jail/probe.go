@@ -112,7 +112,7 @@ func namespaceAttrs(root bool, capLast int, pidfd *int) *syscall.SysProcAttr {
 	}
 	hostUID, hostGID := os.Getuid(), os.Getgid()
 	if root {
-		hostUID, hostGID = hostJailID, hostJailID
+		hostUID, hostGID = overflowID, overflowID
 	}
 	return &syscall.SysProcAttr{
 		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |

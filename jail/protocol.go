@@ -89,9 +89,9 @@ type bindMount struct {
 	FD       int
 	Dir      bool
 	Writable bool
-	// Granted is the workspace or a volume: as root, its owner is mapped to
-	// the jail's user (idmap.go).
-	Granted bool
+	// Idmap: a read-only volume, whose owner is mapped to the jail's user
+	// as root (idmap.go); never the workspace.
+	Idmap bool
 }
 
 // rootSymlink recreates a top-level symlink of the rootfs (lib -> usr/lib).

@@ -98,11 +98,30 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		res.Limits.Network = "allowlist"
 		defer func() { spec.Egress.Close() }() // a run that failed before wait
 	}
+	// As root the jail's host ids come with the init's pidfd; this
+	// process holds their lock until the jail's files are given back
+	// (hostids.go), after the run: here when a setup step failed (the
+	// jail is gone by then), below the wait otherwise.
+	defer func() {
+		for _, msg := range j.ids.reclaim(spec.Volumes) {
+			warn(msg)
+		}
+		j.ids.release()
+	}()
 	sendConfig := func() error {
-		// The first step's idmapping namespace comes with the init's pidfd.
-		j.receivePidfd()
-		owner, _ := j.takeOwnerUserns()
-		cfg, trees, err := prepareConfig(&spec, root, owner, func(msg string) { prepWarnings = append(prepWarnings, msg) })
+		if !j.receivePidfd() {
+			return nil // the first step failed and says why on the status pipe
+		}
+		if root && j.ids.lock == nil {
+			if msg := j.firstStepError(); msg != "" {
+				return errors.New(msg)
+			}
+			return errors.New("start the jail: the first step reserved no host uid")
+		}
+		if err := j.ids.markVolumes(spec.Volumes); err != nil {
+			return err
+		}
+		cfg, trees, err := prepareConfig(&spec, root, j.ids, func(msg string) { prepWarnings = append(prepWarnings, msg) })
 		if err == nil {
 			err = j.configure(cfg, trees)
 		}
@@ -176,7 +195,16 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	// The start is placed; the run is not (stage/prestart.c).
 	unpinSupervisor()
-	return j.wait(ctx, &spec, start, res, lim, stopEgress)
+	res, err = j.wait(ctx, &spec, start, res, lim, stopEgress)
+	// No process of the jail is left: what it made in its writable volumes
+	// goes to nobody before its host uid can go to another jail.
+	for _, msg := range j.ids.reclaim(spec.Volumes) {
+		res.Warnings = append(res.Warnings, msg)
+		if spec.Warn != nil {
+			spec.Warn(msg)
+		}
+	}
+	return res, err
 }
 
 func newRunID() string {
@@ -193,11 +221,10 @@ func closeFiles(fs []*os.File) {
 
 // prepareConfig lists what init must mount. As root it also clones every
 // granted tree here, on the host, since the jail's unprivileged host uid
-// may not be able to reach them (a project below /root, say).
-func prepareConfig(spec *Spec, root bool, owner idmapNS, warn func(string)) (*initConfig, []*os.File, error) {
-	var ids idmapper
+// (host) may not be able to reach them (a project below /root, say).
+func prepareConfig(spec *Spec, root bool, host hostIDs, warn func(string)) (*initConfig, []*os.File, error) {
+	ids := idmapper{hostUID: host.uid, hostGID: host.gid}
 	defer ids.close()
-	ids.seed(owner) // from the first step; closed with the rest
 	cfg := &initConfig{
 		Command: spec.Command,
 		Env:     payloadEnv(spec.Env),
@@ -240,7 +267,9 @@ func prepareConfig(spec *Spec, root bool, owner idmapNS, warn func(string)) (*in
 		cfg.Symlinks = append(cfg.Symlinks, rootSymlink{Name: "etc/ld.so.cache", Target: loaderCachePath})
 	}
 	if spec.Workspace != "" {
-		cfg.Mounts = append(cfg.Mounts, bindMount{Source: spec.Workspace, Dest: WorkspaceDir, Dir: true, Granted: true})
+		// Not idmapped: the jail reads the current directory with its own
+		// host uid's rights (idmap.go), never its owner's.
+		cfg.Mounts = append(cfg.Mounts, bindMount{Source: spec.Workspace, Dest: WorkspaceDir, Dir: true})
 	}
 	vols := append([]Volume(nil), spec.Volumes...)
 	// Parents before children, so /data/sub lands on top of /data.
@@ -252,7 +281,7 @@ func prepareConfig(spec *Spec, root bool, owner idmapNS, warn func(string)) (*in
 		if err != nil {
 			return nil, nil, fmt.Errorf("volume source %s: %w", v.Source, unwrapPathError(err))
 		}
-		cfg.Mounts = append(cfg.Mounts, bindMount{Source: v.Source, Dest: v.Dest, Dir: st.IsDir(), Writable: v.Writable, Granted: true})
+		cfg.Mounts = append(cfg.Mounts, bindMount{Source: v.Source, Dest: v.Dest, Dir: st.IsDir(), Writable: v.Writable, Idmap: !v.Writable})
 	}
 
 	var trees []*os.File
@@ -263,12 +292,12 @@ func prepareConfig(spec *Spec, root bool, owner idmapNS, warn func(string)) (*in
 			continue
 		}
 		fd, err := cloneHostPath(m.Source, bindAttrs(m.Writable))
-		if err == nil && m.Granted && !m.Writable {
+		if err == nil && m.Idmap {
 			if ierr := ids.apply(fd, m.Source); ierr != nil {
 				// The filesystem cannot be idmapped (tmpfs before Linux
 				// 6.3, some network filesystems): grant it as it is; the
-				// jail then reads it with the rights of nobody.
-				warn(fmt.Sprintf("%s is granted without mapping its owner to the jail's user (%v): the jail reads it with the rights of nobody", m.Source, ierr))
+				// jail then reads it as any other user could.
+				warn(fmt.Sprintf("%s is granted without mapping its owner to the jail's user (%v): the jail reads it with the rights of other users", m.Source, ierr))
 			}
 		}
 		if err != nil {
@@ -284,10 +313,6 @@ func prepareConfig(spec *Spec, root bool, owner idmapNS, warn func(string)) (*in
 // initEnv is the init stage's whole environment: nothing of the host's.
 // Init is C and never starts the Go runtime (init.c), so it needs none.
 var initEnv = []string{}
-
-// hostJailID is the host uid and gid the jail's user maps to when rljail
-// runs as root: the overflow id "nobody", never root.
-const hostJailID = 65534
 
 // jailRun is a started jail.
 type jailRun struct {
@@ -309,11 +334,11 @@ type jailRun struct {
 	joinsCgroup bool
 	// awaitingCgroup: the first step waits for sendCgroup.
 	awaitingCgroup bool
-	// ownerMsg: the first step sends an idmapping user namespace after the
-	// pidfd (as root); owner is it, until taken (fd -1 when none).
-	ownerMsg bool
-	owner    idmapNS
-	guard    *cgroupGuard // the first step, once it has made the init
+	// idsMsg: the first step sends the jail's host ids after the pidfd (as
+	// root); ids are they, with their lock (hostids.go).
+	idsMsg bool
+	ids    hostIDs
+	guard  *cgroupGuard // the first step, once it has made the init
 	// The first step hands over the init's pidfd, then guards the
 	// cgroup until released.
 	pidfdOnce   sync.Once
@@ -384,6 +409,10 @@ func spawnInit(root, waitCgroup, notify, merged bool) (*jailRun, error) {
 		return nil, err
 	}
 	hostUID, hostGID, setgroups := jailHostIDs(root)
+	uidArg, gidArg := "-", "-" // as root the first step reserves them
+	if hostUID >= 0 {
+		uidArg, gidArg = strconv.Itoa(hostUID), strconv.Itoa(hostGID)
+	}
 	// syscall's fork and exec rather than os/exec's: os/exec first checks,
 	// once per process, that pidfds work by forking a child of its own.
 	files := make([]uintptr, 0, 7)
@@ -407,7 +436,7 @@ func spawnInit(root, waitCgroup, notify, merged bool) (*jailRun, error) {
 	}
 	err = withCallerThread(callerTimerSlack(), cpus, func() (ferr error) {
 		pid, ferr = syscall.ForkExec("/proc/self/exe",
-			[]string{initArg0, strconv.Itoa(hostUID), strconv.Itoa(hostGID), setgroups, mode, "-"},
+			[]string{initArg0, uidArg, gidArg, setgroups, mode, "-"},
 			// No parent-death signal: should this process die, the first
 			// step (the cgroup's guard by then) cleans up after it.
 			&syscall.ProcAttr{Env: initEnv, Files: files, Sys: &syscall.SysProcAttr{PidFD: &pidfd}})
@@ -503,13 +532,14 @@ func fstatNoBlock(f *os.File) (unix.Stat_t, error) {
 }
 
 // jailHostIDs returns the host uid and gid the jail's user (JailUID) maps
-// to, nobody as root and the user rootless, and the first step's
-// setgroups: as root the supplementary groups (root's among them) are
-// cleared; rootless, setgroups is denied and the user's own groups stay,
-// which grant nothing the user could not do.
+// to, the user's own rootless and -1 as root (the first step reserves the
+// jail's own: hostids.go), and the first step's setgroups: as root the
+// supplementary groups (root's among them) are cleared; rootless,
+// setgroups is denied and the user's own groups stay, which grant nothing
+// the user could not do.
 func jailHostIDs(root bool) (uid, gid int, setgroups string) {
 	if root {
-		return hostJailID, hostJailID, "allow"
+		return -1, -1, "allow"
 	}
 	return os.Getuid(), os.Getgid(), "deny"
 }
@@ -525,7 +555,7 @@ type stage1Ends struct {
 // newJailRun makes the jailRun of a first step started with ends, and
 // reaps that step when it ends.
 func newJailRun(e stage1Ends, waitCgroup, root bool, pid, pidfd int) *jailRun {
-	j := &jailRun{pidfd: -1, ownerMsg: root, owner: idmapNS{fd: -1}, control: e.ctl, statusR: e.statusR, stdinW: e.stdinW, stdoutR: e.stdoutR, stderrR: e.stderrR,
+	j := &jailRun{pidfd: -1, idsMsg: root, control: e.ctl, statusR: e.statusR, stdinW: e.stdinW, stdoutR: e.stdoutR, stderrR: e.stderrR,
 		notify: e.notifyR, guard: &cgroupGuard{w: e.guardW}, joinsCgroup: !waitCgroup, awaitingCgroup: waitCgroup,
 		stage1Done: make(chan struct{}), stage1Pid: pid, stage1PidFD: pidfd}
 	go func() {
@@ -603,22 +633,22 @@ func (j *jailRun) sendCgroup(fd int) error {
 }
 
 // receivePidfd takes the init's pidfd from the first step, once; false
-// when the first step ended without one. As root it then takes the user
-// namespace the first step made for idmapping trees of the owner of the
-// current directory (send_owner_userns in init.c; takeOwnerUserns).
+// when the first step ended without one. As root it then takes the
+// jail's host ids and their lock (send_ids in init.c).
 func (j *jailRun) receivePidfd() bool {
 	j.pidfdOnce.Do(func() {
 		if _, fd, ok := recvTagged(j.control, "pid!", 4); ok {
 			j.pidfd = fd
 		}
-		if j.pidfd < 0 || !j.ownerMsg {
+		if j.pidfd < 0 || !j.idsMsg {
 			return
 		}
-		if msg, fd, ok := recvTagged(j.control, "own!", 12); ok {
-			j.owner = idmapNS{
-				uid: int(binary.LittleEndian.Uint32(msg[4:])),
-				gid: int(binary.LittleEndian.Uint32(msg[8:])),
-				fd:  fd,
+		if msg, fd, ok := recvTagged(j.control, "ids!", 16); ok {
+			j.ids = hostIDs{
+				uid:          int(binary.LittleEndian.Uint32(msg[4:])),
+				gid:          int(binary.LittleEndian.Uint32(msg[8:])),
+				lock:         os.NewFile(uintptr(fd), "id lock"),
+				othersMarked: binary.LittleEndian.Uint32(msg[12:]) != 0,
 			}
 		}
 	})
@@ -638,14 +668,6 @@ func recvTagged(sock *os.File, tag string, size int) ([]byte, int, bool) {
 		return nil, -1, false
 	}
 	return msg, fd, true
-}
-
-// takeOwnerUserns hands over the user namespace the first step made for
-// idmapping (receivePidfd), if any; the caller closes it.
-func (j *jailRun) takeOwnerUserns() (idmapNS, bool) {
-	o := j.owner
-	j.owner = idmapNS{fd: -1}
-	return o, o.fd >= 0
 }
 
 // firstStepError is the error the init stage's first step reported, when
@@ -769,6 +791,13 @@ func (j *jailRun) discard() {
 	<-j.stage1Done
 }
 
+// drop discards an init stage that no Run took over, and lets go of its
+// host ids (Run gives back those of a jail it took over itself).
+func (j *jailRun) drop() {
+	j.discard()
+	j.ids.release()
+}
+
 // abort ends a jail that never got to run: it kills init, reaps it and
 // closes every channel. A nil j is nothing to abort.
 func (j *jailRun) abort() {
@@ -794,9 +823,6 @@ func (j *jailRun) abort() {
 	}
 	if j.pidfd >= 0 {
 		unix.Close(j.pidfd)
-	}
-	if o, ok := j.takeOwnerUserns(); ok {
-		unix.Close(o.fd)
 	}
 }
 

@@ -368,7 +368,10 @@ func buildSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, guar
 // workspaceDir returns the current directory to mount at /workspace, or ""
 // with a reason when it is the filesystem root or the user's home (or a
 // parent of it): granting those by default would hand the payload SSH keys
-// and cloud credentials. -v grants them explicitly.
+// and cloud credentials. -v grants them explicitly. As root the jail reads
+// the workspace with the rights of other users (never its owner's: from
+// /tmp or /var it read root's 0600 files), so a directory they may not
+// enter is not mounted either.
 func workspaceDir() (string, string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
@@ -389,12 +392,20 @@ func workspaceDir() (string, string, error) {
 			return "", fmt.Sprintf("not mounting %s at %s: it is the root or your home directory; cd to a project directory or grant it with -v", real, jail.WorkspaceDir), nil
 		}
 	}
-	// The host's configuration and state: as root the workspace is
-	// idmapped to the jail's user, which could then read what only root
-	// may (/etc/shadow from /etc).
+	// The host's configuration and state: nothing a payload needs, and
+	// what of it any user may read (a host's configuration, names of its
+	// users and services) is no one's project either.
 	for _, s := range []string{"/etc", "/root", "/boot", "/proc", "/sys", "/dev", "/run"} {
 		if real == s || strings.HasPrefix(real, s+"/") {
 			return "", fmt.Sprintf("not mounting %s at %s: it holds the host's configuration or state; cd to a project directory or grant it with -v", real, jail.WorkspaceDir), nil
+		}
+	}
+	// As root the workspace is not idmapped (jail/idmap.go): the jail
+	// reads it with a host uid of its own, as any other user could, so a
+	// directory that other users may not enter would only fail the run.
+	if os.Geteuid() == 0 {
+		if fi, err := os.Stat(real); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return "", fmt.Sprintf("not mounting %s at %s: as root the jail reads the current directory as other users do, and they may not enter it (mode %04o); chmod o+x it, or grant it with -v (read with its owner's rights)", real, jail.WorkspaceDir, fi.Mode().Perm()), nil
 		}
 	}
 	return real, "", nil

@@ -1,6 +1,6 @@
 #!/bin/sh
 # build.sh OUT: builds the jail's init stage (init.c, spawn.c, rt.c,
-# prestart.c, reloc.c) into the .syso that the jail package links into the
+# prestart.c, reloc.c, hostids.c) into the .syso that the jail package links into the
 # rljail binary.
 #
 # The rljail binary is pure Go, linked by Go's own linker, which applies
@@ -28,7 +28,7 @@ trap 'rm -rf "$tmp"' EXIT
 CFLAGS="-O2 -std=gnu11 -Wall -Wextra -Werror -ffreestanding -fno-stack-protector -fPIE \
 	-fno-tree-loop-distribute-patterns -U_FORTIFY_SOURCE -fno-asynchronous-unwind-tables"
 objs=
-for f in init spawn rt prestart reloc; do
+for f in init spawn rt prestart reloc hostids; do
 	$CC $CFLAGS -c -o "$tmp/$f.o" "$f.c"
 	objs="$objs $tmp/$f.o"
 done

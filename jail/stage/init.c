@@ -12,6 +12,7 @@
 // forwards the signals the supervisor asks for, reaps every process and
 // reports the payload's end. It never returns.
 #define _GNU_SOURCE
+#include "hostids.h"
 #include "prestart.h"
 #include "spawn.h"
 
@@ -44,6 +45,7 @@
 #define FD_STATUS 4  // JSON status lines to the supervisor
 #define FD_NOTIFY 5  // seccomp listener socket to the supervisor
 #define FD_GUARD 6   // the first step only: the cgroup guard's pipe
+#define FD_IDLOCK 7  // the first step only, as root: the lock of the jail's host ids (hostids.c)
 #define SKELETON "/tmp"
 #define JAIL_HOSTNAME "rljail" // jail.Hostname
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
@@ -1368,50 +1370,21 @@ static void send_pidfd(int pidfd)
 		_exit(125); // the supervisor is gone; the init dies with it
 }
 
-// owner_userns makes a user namespace that maps uid and gid, and no other
-// id, to the host ids hostuid and hostgid, as jail.ownerUserns does: a
-// child made in a new user namespace exits at once, its maps are written
-// and the namespace opened while it is a zombie, and then it is reaped.
-// The descriptor, or -1.
-static int owner_userns(unsigned uid, unsigned gid, const char *hostuid, const char *hostgid)
+// send_ids sends the supervisor (receivePidfd in run.go) the host ids the
+// first step reserved for a root-run jail (hostids.c): "ids!", the uid, the
+// gid and whether a marked id was passed over (little-endian 32-bit), and
+// the locked lock file, which the supervisor holds too until it has given
+// back what the jail left in its writable volumes (jail.hostIDs).
+static void send_ids(const struct rljail_ids *ids)
 {
-	pid_t child = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
-	if (child == 0)
-		_exit(0);
-	if (child < 0)
-		return -1;
-	int fd = -1;
-	if (write_id_maps(child, uid, gid, hostuid, hostgid, "deny") == NULL) {
-		char path[64];
-		snprintf(path, sizeof path, "/proc/%d/ns/user", (int)child);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+	unsigned char data[16] = {'i', 'd', 's', '!'};
+	for (int i = 0; i < 4; i++) {
+		data[4 + i] = (unsigned char)(ids->uid >> (8 * i));
+		data[8 + i] = (unsigned char)(ids->gid >> (8 * i));
+		data[12 + i] = (unsigned char)((unsigned)ids->marked >> (8 * i));
 	}
-	int st;
-	waitpid(child, &st, 0);
-	return fd;
-}
-
-// send_owner_userns sends the supervisor (receivePidfd in run.go) the user
-// namespace that idmaps a tree owned by the owner of the current
-// directory, the usual workspace, onto the jail's host user: "own!", the
-// owner's uid and gid (little-endian 32-bit), and the namespace's
-// descriptor; without a descriptor, and ids of -1, when there is none. It
-// is made here, beside the supervisor's own start, rather than by the
-// supervisor (jail.idmapper); a failure here is only a lost head start.
-static void send_owner_userns(const char *hostuid, const char *hostgid)
-{
-	unsigned char data[12] = {'o', 'w', 'n', '!', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-	struct stat st;
-	int fd = -1;
-	if (stat(".", &st) == 0 && (fd = owner_userns(st.st_uid, st.st_gid, hostuid, hostgid)) >= 0) {
-		for (int i = 0; i < 4; i++) {
-			data[4 + i] = (unsigned char)(st.st_uid >> (8 * i));
-			data[8 + i] = (unsigned char)(st.st_gid >> (8 * i));
-		}
-	}
-	(void)send_msg(data, sizeof data, fd);
-	if (fd >= 0)
-		close(fd);
+	if (send_msg(data, sizeof data, ids->lock) < 0)
+		_exit(125); // the supervisor is gone; the init dies with it
 }
 
 // clone_error is the one line a failed clone into the namespaces becomes,
@@ -1433,13 +1406,13 @@ static void clone_error(int err)
 // receive_cgroup reads the supervisor's "cgr!" message (sendCgroup in
 // run.go): the jail's cgroup v2 directory to clone the init into, or no
 // descriptor when the init joins its cgroups itself (or there are none).
-static int receive_cgroup(void)
+static int receive_cgroup(int lock)
 {
 	char data[4];
 	int fd, got;
 	ssize_t r = recv_msg(data, sizeof data, &fd, 1, &got);
 	if (r == 0 || r == -1)
-		rljail_guardian(FD_GUARD); // the supervisor gave up: guard what it made
+		rljail_guardian(FD_GUARD, lock); // the supervisor gave up: guard what it made
 	if (r != sizeof data || memcmp(data, "cgr!", 4) != 0)
 		die(125, "start the jail: a malformed cgroup message");
 	return got == 1 ? fd : -1;
@@ -1453,8 +1426,10 @@ static int receive_cgroup(void)
 // maps, and then stays as the guardian of the jail's cgroup
 // (rljail_guardian). The init is a fork of this freshly executed process:
 // nothing of the supervisor's memory is in the jail. argv: rljail-init
-// HOSTUID HOSTGID allow|deny now|cgroup; with "cgroup" (cgroup v2) it
-// first waits for the cgroup to be born in.
+// HOSTUID HOSTGID allow|deny now|cgroup AVOID; with "cgroup" (cgroup v2)
+// it first waits for the cgroup to be born in. As root HOSTUID and HOSTGID
+// are "-": the step reserves the jail's own (hostids.c) and hands them to
+// the supervisor with the init's pidfd.
 static int stage1_main(int argc, char **argv)
 {
 	if (argc != 6 || fcntl(FD_STATUS, F_GETFD) < 0 || fcntl(FD_CONTROL, F_GETFD) < 0 || fcntl(FD_GUARD, F_GETFD) < 0) {
@@ -1465,7 +1440,29 @@ static int stage1_main(int argc, char **argv)
 	}
 	const char *uid = argv[1], *gid = argv[2], *setgroups = argv[3];
 	keep_off_cpu(argv[5]);
-	int cgroupfd = strcmp(argv[4], "cgroup") == 0 ? receive_cgroup() : -1;
+	// As root, a host uid and gid of the jail's own, reserved before
+	// anything is made (and while the supervisor makes the cgroup); the
+	// lock goes to FD_IDLOCK, which the guard keeps until it ends.
+	struct rljail_ids ids = {0, 0, -1, 0};
+	char uids[16], gids[16];
+	if (strcmp(uid, "-") == 0) {
+		const char *failed = rljail_reserve_ids(&ids);
+		if (failed && errno == 0)
+			die(125, "reserve a host uid for the jail: %s", failed);
+		if (failed)
+			die(125, "reserve a host uid for the jail: %s: %s", failed, errstr(errno));
+		if (ids.lock != FD_IDLOCK) {
+			if (dup2(ids.lock, FD_IDLOCK) < 0)
+				die(125, "reserve a host uid for the jail: %s", errstr(errno));
+			close(ids.lock);
+			ids.lock = FD_IDLOCK;
+		}
+		snprintf(uids, sizeof uids, "%u", ids.uid);
+		snprintf(gids, sizeof gids, "%u", ids.gid);
+		uid = uids;
+		gid = gids;
+	}
+	int cgroupfd = strcmp(argv[4], "cgroup") == 0 ? receive_cgroup(ids.lock) : -1;
 	int mapped[2];
 	if (pipe2(mapped, O_CLOEXEC) < 0)
 		die(125, "start the jail: pipe: %s", errstr(errno));
@@ -1487,6 +1484,10 @@ static int stage1_main(int argc, char **argv)
 		// The init. Its user id is the jail's once the maps are written.
 		close(mapped[1]);
 		close(FD_GUARD);
+		// The id lock stays with the host's processes: a jail that held it
+		// could unlock it (flock LOCK_UN) and let another jail share its ids.
+		if (ids.lock >= 0)
+			close(ids.lock);
 		char b;
 		if (read(mapped[0], &b, 1) != 1)
 			_exit(125); // stage 1 failed and says why
@@ -1511,14 +1512,11 @@ static int stage1_main(int argc, char **argv)
 	// still reap the init, which then ends without its maps.
 	send_pidfd(pidfd);
 	close(pidfd);
+	if (ids.lock >= 0)
+		send_ids(&ids);
 	const char *failed = write_id_maps(pid, 1000, 1000, uid, gid, setgroups);
 	if (failed)
 		die(125, "write the jail's %s: %s", failed, errstr(errno));
-	// As root, read-only grants are idmapped (jail.idmapper). The
-	// supervisor waits for this namespace before it sends the init its
-	// config; the init, released next, has time to spare until then.
-	if (strcmp(setgroups, "allow") == 0)
-		send_owner_userns(uid, gid);
 	if (write(mapped[1], "m", 1) != 1)
 		die(125, "start the jail: %s", errstr(errno));
 	close(mapped[1]);
@@ -1528,7 +1526,7 @@ static int stage1_main(int argc, char **argv)
 	memset(argv[0], 0, (size_t)(end - argv[0]));
 	snprintf(argv[0], (size_t)(end - argv[0]) + 1, "rljail-guard");
 	prctl(PR_SET_NAME, "rljail-guard", 0, 0, 0);
-	rljail_guardian(FD_GUARD);
+	rljail_guardian(FD_GUARD, ids.lock);
 }
 
 void rljail_prestart(int argc, char **argv); // prestart.c

@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #define CGROUP2_MAGIC 0x63677270
-#define HOST_JAIL_ID 65534 // jail.hostJailID: nobody
 
 struct rljail_prestart rljail_prestarted;
 
@@ -147,11 +146,15 @@ void rljail_prestart(int argc, char **argv)
 	struct statfs st;
 	int root = syscall(SYS_geteuid) == 0;
 	int unified = statfs("/sys/fs/cgroup", &st) == 0 && st.f_type == CGROUP2_MAGIC;
-	int uid = root ? HOST_JAIL_ID : (int)syscall(SYS_getuid);
-	int gid = root ? HOST_JAIL_ID : (int)syscall(SYS_getgid);
-	char uids[16], gids[16];
-	snprintf(uids, sizeof uids, "%d", uid);
-	snprintf(gids, sizeof gids, "%d", gid);
+	// As root the first step reserves the jail's own host ids ("-":
+	// hostids.c), off this process's path; rootless the jail is the user.
+	int uid = root ? -1 : (int)syscall(SYS_getuid);
+	int gid = root ? -1 : (int)syscall(SYS_getgid);
+	char uids[16] = "-", gids[16] = "-";
+	if (!root) {
+		snprintf(uids, sizeof uids, "%d", uid);
+		snprintf(gids, sizeof gids, "%d", gid);
+	}
 	// The supervisor stays on the CPU it started on, and the first step
 	// (with the jail's init, until the payload starts) keeps off it, when
 	// the caller allows more than one CPU. This VM's scheduler packs tasks

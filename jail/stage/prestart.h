@@ -21,7 +21,7 @@ static inline int rljail_cpuset_without(unsigned char *out, const unsigned char 
 struct rljail_prestart {
 	int ok;            // 1: a first step was started and not yet taken
 	int pid, pidfd;    // the first step
-	int uid, gid;      // the host ids the jail's user maps to
+	int uid, gid;      // the host ids the jail's user maps to; -1 as root, where the first step reserves them
 	int root, unified; // as root; on a cgroup v2 host
 	// The supervisor's ends: the control socket, the status pipe, the
 	// payload's stdin, stdout and stderr, the seccomp listener socket and

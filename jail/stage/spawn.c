@@ -207,7 +207,7 @@ static void kill_procs(const char *path)
 	}
 }
 
-void rljail_guardian(int pipe_rd)
+void rljail_guardian(int pipe_rd, int lock)
 {
 	// Nothing of the supervisor's but the pipe, no terminal signals.
 	for (int fd = 0; fd < 3; fd++) {
@@ -225,8 +225,15 @@ void rljail_guardian(int pipe_rd)
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	setsid();
 	int keep = pipe_rd;
+	if (lock >= 0 && lock != keep + 1) {
+		// The id lock next to the pipe, so that two ranges close the rest.
+		if (dup2(lock, keep + 1) < 0)
+			_exit(125);
+		lock = keep + 1;
+	}
+	int last = lock >= 0 ? lock : keep;
 	syscall(SYS_close_range, 3, keep > 3 ? keep - 1 : 2, 0);
-	syscall(SYS_close_range, keep + 1, ~0U, 0);
+	syscall(SYS_close_range, last + 1, ~0U, 0);
 
 	// Read every line until "done" or EOF; keep the announced directories.
 	enum { MAXDIRS = 16, MAXLINE = 4096 };

@@ -66,7 +66,9 @@ int rljail_drop_bounding(int cap_last);
 // "dir PATH" before each cgroup directory is created and "done" when the
 // supervisor removed them itself, and otherwise waits for the supervisor's
 // death (EOF, even by SIGKILL): it then kills what is left in each
-// announced cgroup and removes it. It never returns.
-__attribute__((noreturn)) void rljail_guardian(int pipe_rd);
+// announced cgroup and removes it. It never returns. It keeps lock (the
+// lock of the jail's host ids, or -1) open until it ends, so that no other
+// jail takes those ids while a process of this one may live.
+__attribute__((noreturn)) void rljail_guardian(int pipe_rd, int lock);
 
 #endif
