@@ -93,6 +93,12 @@ type Limits struct {
 	MemoryBytes int64
 	// PidsMax caps the number of tasks (processes and threads): pids.max.
 	PidsMax int64
+	// PidsByRlimit says that, where no pids controller holds PidsMax, the
+	// caller holds it itself by RLIMIT_NPROC in the jail's own user
+	// namespace (counted per namespace since Linux 5.14: only the jail's
+	// tasks count, not the host user's others). The pids limit is then
+	// MechanismRlimit, and no fallback: it is the jail's own count.
+	PidsByRlimit bool
 	// CPUs caps the CPU share, in CPUs: a quota of CPUs*100 ms per 100 ms
 	// period (cpu.max on v2, cpu.cfs_quota_us and cpu.cfs_period_us on v1).
 	CPUs float64

@@ -197,8 +197,12 @@ func describe(l Limits, mech Mechanism, used []string, why map[string]string, ac
 	}
 	limit(LimitMemory, "memory", l.MemoryBytes > 0, MechanismRlimit,
 		"memory limit enforced by RLIMIT_AS instead of a cgroup (%s); RLIMIT_AS caps each process's address space, not the jail's total memory")
-	limit(LimitPids, "pids", l.PidsMax > 0, MechanismNone,
-		"pids limit not enforced (%s); RLIMIT_NPROC is not used because it counts every process of the host user")
+	if l.PidsByRlimit && l.PidsMax > 0 && !slices.Contains(used, "pids") {
+		m[LimitPids] = MechanismRlimit // the jail's own RLIMIT_NPROC count: not weaker
+	} else {
+		limit(LimitPids, "pids", l.PidsMax > 0, MechanismNone,
+			"pids limit not enforced (%s); RLIMIT_NPROC counts every process of the host user before Linux 5.14")
+	}
 	limit(LimitCPU, "cpu", l.CPUs > 0, MechanismNone,
 		"cpus limit not enforced (%s); RLIMIT_CPU bounds CPU time, not the CPU share")
 	if accounted {

@@ -253,7 +253,7 @@ func TestDecide(t *testing.T) {
 				return h
 			},
 			placement: PlacementV1, use: []string{"memory", "cpu", "cpuacct"},
-			fallbacks: []string{"pids limit not enforced (no cgroup v1 pids hierarchy is mounted); RLIMIT_NPROC is not used because it counts every process of the host user"},
+			fallbacks: []string{"pids limit not enforced (no cgroup v1 pids hierarchy is mounted); RLIMIT_NPROC counts every process of the host user before Linux 5.14"},
 		},
 		{
 			name: "v1 with one hierarchy not writable: only that limit falls back",
@@ -379,6 +379,10 @@ func TestDescribe(t *testing.T) {
 			map[string]Mechanism{LimitMemory: MechanismRlimit, LimitPids: MechanismNone, LimitCPU: MechanismNone, LimitCPUTime: MechanismRlimit}, 4},
 		{"v1 without cpu and cpuacct", full, MechanismCgroup1, []string{"memory", "pids"}, noCPU, false,
 			map[string]Mechanism{LimitMemory: MechanismCgroup1, LimitPids: MechanismCgroup1, LimitCPU: MechanismNone, LimitCPUTime: MechanismRlimit}, 2},
+		{"no cgroup, pids by the user namespace's RLIMIT_NPROC: not a fallback", Limits{MemoryBytes: 1 << 30, PidsMax: 10, CPUs: 0.5, PidsByRlimit: true}, MechanismNone, nil, nil, false,
+			map[string]Mechanism{LimitMemory: MechanismRlimit, LimitPids: MechanismRlimit, LimitCPU: MechanismNone, LimitCPUTime: MechanismRlimit}, 3},
+		{"a pids cgroup wins over RLIMIT_NPROC", Limits{PidsMax: 10, PidsByRlimit: true}, MechanismCgroup1, []string{"memory", "pids", "cpu", "cpuacct"}, nil, true,
+			map[string]Mechanism{LimitMemory: MechanismNone, LimitPids: MechanismCgroup1, LimitCPU: MechanismNone, LimitCPUTime: MechanismCgroup1}, 0},
 		{"a limit not asked is never claimed", Limits{PidsMax: 5}, MechanismCgroup1, []string{"memory", "pids", "cpu", "cpuacct"}, nil, true,
 			map[string]Mechanism{LimitMemory: MechanismNone, LimitPids: MechanismCgroup1, LimitCPU: MechanismNone, LimitCPUTime: MechanismCgroup1}, 0},
 	}

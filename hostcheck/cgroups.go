@@ -31,7 +31,10 @@ func rlimitFallback(controller string) string {
 	case "memory":
 		return "memory -> RLIMIT_AS"
 	case "pids":
-		return "pids not enforced"
+		if cgroup.NprocPerUserNS() {
+			return "pids -> RLIMIT_NPROC in the jail's user namespace"
+		}
+		return "pids not enforced (RLIMIT_NPROC counts each namespace's own tasks only from Linux 5.14)"
 	case "cpu":
 		return "cpus not enforced, cpu-time by RLIMIT_CPU"
 	}

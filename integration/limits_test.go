@@ -27,6 +27,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,7 +78,7 @@ func limitEnvs() []limitEnv {
 		{name: "root-cgroup1", mode: asRoot, placement: "cgroup1",
 			mech: mechanisms("cgroup1", "cgroup1", "cgroup1", "cgroup1"), cgroup: true},
 		{name: "rootless-none", mode: asRootless, placement: "none",
-			mech: mechanisms("rlimit", "none", "none", "rlimit")},
+			mech: mechanisms("rlimit", "rlimit", "none", "rlimit")},
 	}
 }
 
@@ -173,8 +174,10 @@ func checkEnv(t *testing.T, e limitEnv, r limitRun) {
 	}
 	all := fmt.Sprint(warnings...)
 	for _, limit := range []string{"memory", "pids", "cpus", "cpu-time"} {
-		if !strings.Contains(all, limit+" limit") {
-			t.Errorf("the report's warnings do not name the %s limit that falls back: %q", limit, warnings)
+		// pids by the jail's own RLIMIT_NPROC count is no fallback.
+		weaker := limit != "pids" || e.mech["pids"] == "none"
+		if strings.Contains(all, limit+" limit") != weaker {
+			t.Errorf("the report's warnings name the %s limit: %v, want %v (mechanism %s): %q", limit, !weaker, weaker, e.mech[limit], warnings)
 		}
 	}
 }
@@ -216,6 +219,9 @@ type limitCase struct {
 	// cgroupOnly: the limit exists only with a cgroup (pids, cpus); rootless
 	// on a v1 host it is not enforced, so the case does not run there.
 	cgroupOnly bool
+	// noCgroupOnly: the case is about what holds a limit without a cgroup
+	// (rootless on a v1 host).
+	noCgroupOnly bool
 	// delegatedToo: also run as the delegated test user in the VM (the
 	// cgroup-dependent cases; the others are the same there as root).
 	delegatedToo bool
@@ -225,6 +231,7 @@ type limitCase struct {
 var limitCases = []limitCase{
 	{name: "memory-bomb", delegatedToo: true, run: testMemoryBomb},
 	{name: "fork-bomb", cgroupOnly: true, delegatedToo: true, run: testForkBomb},
+	{name: "fork-bomb-without-cgroup", noCgroupOnly: true, run: testForkBombNproc},
 	{name: "cpus-half", cgroupOnly: true, delegatedToo: true, run: testCPUsHalf},
 	{name: "cpu-time", delegatedToo: true, run: testCPUTime},
 	{name: "tmp-filler", run: testTmpFiller},
@@ -240,7 +247,7 @@ func TestLimits(t *testing.T) {
 	for _, e := range limitEnvs() {
 		t.Run(e.name, func(t *testing.T) {
 			for _, c := range limitCases {
-				if (c.cgroupOnly && !e.cgroup) || (e.delegated && !c.delegatedToo) {
+				if (c.cgroupOnly && !e.cgroup) || (c.noCgroupOnly && e.cgroup) || (e.delegated && !c.delegatedToo) {
 					continue
 				}
 				t.Run(c.name, func(t *testing.T) { c.run(t, e) })
@@ -326,6 +333,108 @@ func testForkBomb(t *testing.T, e limitEnv) {
 		t.Errorf("the host cannot fork after the bomb: %v %s", err, out)
 	}
 	t.Logf("pids_peak %v, %d forks refused in the jail, %d host forks during it", r.res["pids_peak"], refused, hostForks.forks)
+}
+
+// testForkBombNproc: the fork bomb where no cgroup can be written
+// (rootless on this v1 host): RLIMIT_NPROC in the jail's own user
+// namespace holds --pids-limit 16. Decided from the host: the most tasks
+// ever seen at once in the jail's PID namespace.
+func testForkBombNproc(t *testing.T, e limitEnv) {
+	hostForks := startHostForkProbe()
+	p := startJail(t, e.mode, runOpts{}, append([]string{"--no-workspace", "--pids-limit", "16", "--timeout", "30s"}, python(forkBombCode)...)...)
+	peak := watchJailTasks(p.cmd.Process.Pid, 5*time.Millisecond)
+	p.wait()
+	seen := peak()
+	hostForks.finish()
+	res, err := p.result()
+	if err != nil || res == nil {
+		t.Fatalf("%s: no report: %v", p, err)
+	}
+	checkLimit(t, limitRun{p: p, res: res}, "pids", 16, e.mech["pids"])
+	if seen > 16 || seen < 2 {
+		t.Errorf("the host saw %d tasks at once in the jail's PID namespace; --pids-limit 16 must hold them at 16 (and the bomb must have run)", seen)
+	}
+	var refused int
+	if _, err := fmt.Sscanf(p.stdout.String(), "refused %d", &refused); err != nil || refused == 0 {
+		t.Errorf("stdout %q: want the bomb to report refused forks (EAGAIN)", p.stdout.String())
+	}
+	if strings.Contains(p.stderr.String(), "pids not enforced") {
+		t.Errorf("stderr still says the pids limit is not enforced: %q", p.stderr.String())
+	}
+	hostForks.check(t)
+	t.Logf("at most %d tasks seen in the jail, %d forks refused in it, %d host forks during it", seen, refused, hostForks.forks)
+}
+
+// watchJailTasks samples, every interval, the tasks (threads included)
+// of the processes below pid that live in a PID namespace other than the
+// test's, and returns a func that stops and gives the most seen at once.
+func watchJailTasks(pid int, every time.Duration) func() int {
+	stop := make(chan struct{})
+	done := make(chan int)
+	own, _ := os.Readlink("/proc/self/ns/pid")
+	go func() {
+		peak := 0
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			if n := jailTasks(pid, own); n > peak {
+				peak = n
+			}
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() int {
+		close(stop)
+		return <-done
+	}
+}
+
+// jailTasks counts the tasks of pid's descendants outside the PID
+// namespace own.
+func jailTasks(pid int, own string) int {
+	entries, _ := os.ReadDir("/proc")
+	parent := map[int]int{}
+	threads := map[int]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				parent[p], _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+			if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+				threads[p], _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+		}
+	}
+	n := 0
+	for p, th := range threads {
+		below := false
+		for q, hops := parent[p], 0; q > 1 && hops < 64; q, hops = parent[q], hops+1 {
+			if q == pid {
+				below = true
+				break
+			}
+		}
+		if !below {
+			continue
+		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); err == nil && ns != own {
+			n += th
+		}
+	}
+	return n
 }
 
 // testCPUsHalf: a busy loop at --cpus 0.5, ended by --timeout 2s, uses

@@ -51,7 +51,7 @@ func setupLimits(spec *Spec, runID string, announce func(dirs ...string) error, 
 	cg, err := cgroup.Create(cgroup.Options{
 		Parent:   r.CgroupParent,
 		Name:     "rljail-" + runID,
-		Limits:   cgroup.Limits{MemoryBytes: r.MemoryBytes, PidsMax: r.PidsMax, CPUs: r.CPUs},
+		Limits:   cgroup.Limits{MemoryBytes: r.MemoryBytes, PidsMax: r.PidsMax, CPUs: r.CPUs, PidsByRlimit: cgroup.NprocPerUserNS()},
 		Announce: announce,
 		Helpers:  helpers,
 	})
@@ -91,6 +91,13 @@ func setupLimits(spec *Spec, runID string, announce func(dirs ...string) error, 
 	// sigqueue and timer_create fail on the whole host. init applies this
 	// one to itself too (signals sent to PID 1 stay queued).
 	l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_SIGPENDING, Soft: sigPendingMax, Hard: sigPendingMax})
+	// No pids cgroup: RLIMIT_NPROC in the jail's user namespace holds the
+	// same count (the init is the jail's user too, as it counts in
+	// pids.max): a fork bomb run rootless on a cgroup v1 host was stopped
+	// only by the kill timer.
+	if mech[cgroup.LimitPids] == cgroup.MechanismRlimit {
+		l.rlimits = append(l.rlimits, rlimit{Resource: unix.RLIMIT_NPROC, Soft: uint64(r.PidsMax), Hard: uint64(r.PidsMax)})
+	}
 	// No CPU cgroup: the payload runs at a lower priority than the
 	// supervisor, whose kill timer must win the CPU (fallbackLine says so).
 	if mech[cgroup.LimitCPU] == cgroup.MechanismNone {
@@ -134,6 +141,9 @@ func (l *jailLimits) fallbackLine() string {
 		{cgroup.LimitCPUTime, "cpu-time", "RLIMIT_CPU"},
 	} {
 		m := mech[k.key]
+		if k.key == cgroup.LimitPids && m == cgroup.MechanismRlimit {
+			continue // the jail's own count (cgroup.NprocPerUserNS): not weaker
+		}
 		if k.key == cgroup.LimitCPUTime && (m == "" || m == cgroup.MechanismNone) {
 			m = cgroup.MechanismRlimit
 		}
