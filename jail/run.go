@@ -1093,15 +1093,22 @@ func (j *jailRun) verdict(ctx context.Context, spec *Spec, res Result, got []ini
 		}
 	}
 
-	exited := false
+	exited, killedAtLimit := false, false
 	for _, m := range got {
 		exited = exited || m.Exited
+		// A payload killed by RLIMIT_CPU (SIGXCPU, then SIGKILL) as the
+		// timer fires: rootless the timer asks init to kill and reap
+		// (reapOnKill), and init then reports that end, which may be the
+		// CPU limit's of the same moment (the CPU-time limit is the
+		// timeout unless --cpu-time says otherwise). The wall clock's
+		// limit was reached; that is the verdict.
+		killedAtLimit = killedAtLimit || (m.Exited && (m.Signal == int(unix.SIGXCPU) || m.Signal == int(unix.SIGKILL)))
 	}
 	select {
 	case <-timedOut:
 		// The timer kills init, which then reports nothing: a payload
 		// whose end init reported ended on its own, just before.
-		if !exited {
+		if !exited || killedAtLimit {
 			res.Status = StatusTimeout
 			res.ExitCode = ExitTimeout
 			res.Error = fmt.Sprintf("killed at the time limit of %s", spec.Timeout)
