@@ -190,7 +190,7 @@ func TestOpenAI(t *testing.T) {
 			return
 		}
 		var body struct {
-			Model    string `json:"model"`
+			Model    string                     `json:"model"`
 			Messages []struct{ Content string } `json:"messages"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&body)
