@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -47,7 +48,7 @@ func ParseMapping(data []byte, path string) (MappingFile, error) {
 		if !ok {
 			return MappingFile{}, fmt.Errorf("%s: %q: the value is a %T, not a root filesystem's name or directory (\"python\", \"/srv/rootfs/py\")", path, k, v)
 		}
-		if !filepath.IsAbs(s) && !rootfsName.MatchString(s) {
+		if !filepath.IsAbs(s) && !rootfsName().MatchString(s) {
 			return MappingFile{}, fmt.Errorf("%s: %q = %q: not a root filesystem's name (letters, digits, . _ -) or an absolute directory", path, k, s)
 		}
 		m.Map[k] = s
@@ -57,7 +58,7 @@ func ParseMapping(data []byte, path string) (MappingFile, error) {
 
 // rootfsName is a name of a root filesystem: a directory beside the
 // default one.
-var rootfsName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+var rootfsName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`) })
 
 // Images maps an image to a root filesystem.
 type Images struct {
@@ -86,7 +87,7 @@ type Target struct {
 
 // pythonTag is the tag of the official python images that name a version
 // and no other distribution than Debian's slim or full one.
-var pythonTag = regexp.MustCompile(`^(3\.[0-9]+)(\.[0-9]+)?(-slim)?$`)
+var pythonTag = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(3\.[0-9]+)(\.[0-9]+)?(-slim)?$`) })
 
 // Resolve maps image, in this order: the mapping files; a root filesystem
 // of that name; the built-in names (sandbox-image, and python:3.N[.M]
@@ -101,7 +102,7 @@ func (im *Images) Resolve(image string) (Target, error) {
 			}
 		}
 	}
-	if rootfsName.MatchString(short) {
+	if rootfsName().MatchString(short) {
 		if short == DefaultRootfs {
 			return Target{By: "the default root filesystem"}, nil
 		}
@@ -114,7 +115,7 @@ func (im *Images) Resolve(image string) (Target, error) {
 	}
 	repo, tag, _ := strings.Cut(short, ":")
 	if repo == "python" {
-		if m := pythonTag.FindStringSubmatch(tag); m != nil {
+		if m := pythonTag().FindStringSubmatch(tag); m != nil {
 			want := m[1] + m[2]
 			if im.DefaultPython == "" || im.DefaultPython == want || (m[2] == "" && strings.HasPrefix(im.DefaultPython, want+".")) {
 				return Target{By: "built in: the default root filesystem's Python is " + want}, nil

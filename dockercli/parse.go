@@ -150,6 +150,7 @@ func Parse(args []string) (*Run, error) {
 func (s *state) long(args []string, i int) (int, error) {
 	name, value, hasValue := strings.Cut(args[i][2:], "=")
 	spelled := "--" + name
+	byLong, _ := flagIndex()
 	f, ok := byLong[name]
 	if !ok {
 		return i, &Error{Msg: fmt.Sprintf("unknown flag: %s (see docker run --help; rljail's own flags there start with --rljail-)", spelled)}
@@ -174,6 +175,7 @@ func (s *state) short(args []string, i int) (int, error) {
 	for j := 0; j < len(group); j++ {
 		c := group[j]
 		spelled := "-" + string(c)
+		_, byShort := flagIndex()
 		f, ok := byShort[c]
 		if !ok {
 			return i, &Error{Msg: fmt.Sprintf("unknown shorthand flag: %q in %s (see docker run --help)", c, args[i])}

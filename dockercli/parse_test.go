@@ -199,7 +199,7 @@ func TestParseRefused(t *testing.T) {
 // TestEveryFlagDecided: each flag of docker run's table is honoured or
 // refused with a reason, never dropped silently.
 func TestEveryFlagDecided(t *testing.T) {
-	for _, f := range flagTable {
+	for _, f := range flagTable() {
 		if f.rule == nil && f.why == "" {
 			t.Errorf("--%s is refused without a reason", f.long)
 		}
