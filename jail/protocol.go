@@ -43,6 +43,11 @@ type initConfig struct {
 	// Notify: the filter has a user-notification listener, which the
 	// payload's child sends to the supervisor over fdNotify.
 	Notify bool
+	// HasChannel: the payload gets a socket as descriptor 3
+	// (Spec.Channel), the Channel'th of the descriptors sent before the
+	// config.
+	HasChannel bool
+	Channel    int
 }
 
 // initLimits are the payload's limits and the jail's cgroup, sent after
@@ -161,6 +166,7 @@ const (
 	// 11 was the hostname: init.c's JAIL_HOSTNAME is Hostname
 	tagNice        = 12
 	tagCgroupTasks = 13
+	tagChannel     = 14
 )
 
 // Flags of a tagMount record.
@@ -203,6 +209,9 @@ func (c *initConfig) encode() []byte {
 		}
 		if c.Notify {
 			rec(tagNotify)
+		}
+		if c.HasChannel {
+			rec(tagChannel, strconv.Itoa(c.Channel))
 		}
 	})
 }

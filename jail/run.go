@@ -164,6 +164,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		j.abort()
 		return setupFailed(ExitSetupError, err)
 	}
+	if spec.Started != nil {
+		spec.Started(&Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd)})
+	}
 	// The start is placed; the run is not (stage/prestart.c).
 	unpinSupervisor()
 	return j.wait(ctx, &spec, start, res, lim)
@@ -263,6 +266,15 @@ func prepareConfig(spec *Spec, root bool, owner idmapNS, warn func(string)) (*in
 		}
 		m.FD = len(trees)
 		trees = append(trees, os.NewFile(uintptr(fd), m.Source))
+	}
+	if spec.Channel != nil {
+		ch, err := dupChannel(spec.Channel)
+		if err != nil {
+			closeFiles(trees)
+			return nil, nil, err
+		}
+		cfg.HasChannel, cfg.Channel = true, len(trees)
+		trees = append(trees, ch)
 	}
 	return cfg, trees, nil
 }

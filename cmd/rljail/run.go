@@ -446,11 +446,17 @@ func writeJSON(f *os.File, v any) error {
 // buildSpec turns flags into a jail.Spec (set: flagsSet of c); jail.Run
 // validates the rest.
 func buildSpec(c *cli.Context, set map[string]bool, notice func(string, ...any)) (jail.Spec, error) {
-	var spec jail.Spec
 	if c.NArg() == 0 {
-		return spec, fmt.Errorf("no command given: usage: rljail [flags] -- CMD [ARG...]")
+		return jail.Spec{}, fmt.Errorf("no command given: usage: rljail [flags] -- CMD [ARG...]")
 	}
+	spec, err := buildJailSpec(c, set, notice)
 	spec.Command = c.Args().Slice()
+	return spec, err
+}
+
+// buildJailSpec is buildSpec but for the command: a session's is fixed.
+func buildJailSpec(c *cli.Context, set map[string]bool, notice func(string, ...any)) (jail.Spec, error) {
+	var spec jail.Spec
 	if n := c.String("network"); n != "none" {
 		return spec, fmt.Errorf("--network %q is not supported: the jail has no network; none is the only mode", n)
 	}

@@ -76,6 +76,7 @@ enum {
 	// 11 was the hostname, now fixed (JAIL_HOSTNAME)
 	T_NICE = 12,
 	T_CGROUP_TASKS = 13,
+	T_CHANNEL = 14,
 };
 
 enum { M_DIR = 1, M_WRITABLE = 2 }; // 4 was a device node: init makes those itself
@@ -110,6 +111,7 @@ struct config {
 	int tasks[8];
 	int ntasks;
 	int nice;
+	int channel; // a received socket the payload gets as descriptor 3, or 0
 };
 
 // ---- reporting
@@ -416,6 +418,9 @@ static void read_message(struct config *c)
 			break;
 		case T_NICE:
 			c->nice = atoi(p);
+			break;
+		case T_CHANNEL:
+			c->channel = fd_at(fds, nfds, atoi(p));
 			break;
 		case T_CGROUP_TASKS:
 			if (c->ntasks == (int)(sizeof c->tasks / sizeof c->tasks[0]))
@@ -946,6 +951,7 @@ static const char *step_name(int step)
 	case RLJAIL_STEP_SECCOMP: return "load the seccomp filter";
 	case RLJAIL_STEP_NOTIFY_SEND: return "send the seccomp listener to the supervisor";
 	case RLJAIL_STEP_EXECVE: return "execve";
+	case RLJAIL_STEP_CHANNEL: return "pass the session channel as descriptor 3";
 	}
 	return "start the payload";
 }
@@ -977,9 +983,16 @@ static pid_t start_payload(struct config *c, const char *exe)
 		.nrlimits = c->nrl,
 		.rlimits = c->rl,
 		.nice = c->nice,
+		.channel = c->channel,
 	};
 	int pid = rljail_spawn(&s);
 	close(p[1]);
+	// Only the payload keeps its channel: the supervisor sees its end
+	// when the payload's last holder is gone.
+	if (c->channel > 3) {
+		close(c->channel);
+		c->channel = 0;
+	}
 	if (pid < 0)
 		die(125, "fork the payload: %s", errstr(-pid));
 	struct rljail_spawn_error e;
