@@ -8,13 +8,12 @@
 # supervisor measures what matters (time, output, kills) itself; what this
 # worker says (an exception, a value) is its claim only. See
 # docs/session-protocol.md.
-import base64
+# Only what every session needs is imported at the start (a session's
+# start counts); traceback, base64 and mmap come when first used.
 import json
-import mmap
 import os
 import signal
 import sys
-import traceback
 
 CHANNEL = 3
 # A text file up to this size is read into a str; a larger one is bound as
@@ -65,6 +64,8 @@ def _error(exc, skip_frames=0):
         if tb is not None:
             tb = tb.tb_next
     try:
+        import traceback
+
         text = "".join(traceback.format_exception(type(exc), exc, tb))
     except BaseException:
         text = ""
@@ -182,6 +183,8 @@ class Worker:
                 with open(path, "rb") as f:
                     size = os.fstat(f.fileno()).st_size
                     if size > INLINE_CONTEXT_MAX:
+                        import mmap
+
                         try:
                             value = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                             kind = "mmap"
@@ -207,6 +210,8 @@ class Worker:
         return {"names": names, "kind": kind}
 
     def put_file(self, req):
+        import base64
+
         data = base64.b64decode(req["data"], validate=True)
         fd = os.open(req["path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         try:
@@ -230,6 +235,8 @@ class Worker:
         finally:
             os.close(fd)
         data = b"".join(chunks)
+        import base64
+
         return {"size": len(data), "data": base64.b64encode(data).decode()}
 
 

@@ -152,7 +152,11 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 			}
 		}
 	}()
-	err = sess.Serve(stdin, aboveTwo(stdout))
+	// Requests wait in Go's poller, not in a thread blocked in read: a
+	// blocked reader's wake-up cost about a millisecond a request.
+	in, closeIn := pollableStdin(stdin)
+	defer closeIn()
+	err = sess.Serve(in, aboveTwo(stdout))
 	close(done)
 	finishSession(sess, resultFile)
 	if stopped != nil {
