@@ -103,6 +103,13 @@ func (s *sessionProc) wait(t testing.TB, ch chan map[string]any, d time.Duration
 	select {
 	case v := <-ch:
 		return v
+	case <-s.done:
+		select {
+		case v := <-ch:
+			return v
+		default:
+		}
+		t.Fatalf("rljail session ended without the reply (stderr: %s)", s.stderr.String())
 	case <-time.After(d):
 		t.Fatalf("no reply within %v (stderr: %s)", d, s.stderr.String())
 	}

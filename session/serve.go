@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rljail/rljail/jail"
 )
 
 // reply is one line to the runner; fields are added per request.
@@ -65,10 +67,13 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 	}
 	for {
 		select {
-		case err := <-readErr:
-			_ = err // EOF or a broken reader: the session ends
+		case <-readErr:
+			// EOF (or a broken reader) ends the session, once the request
+			// in flight is answered: a runner that pipes its requests and
+			// closes its end still gets every reply.
+			s.drain()
 			s.Close()
-			return nil
+			return writeErr
 		case <-idle:
 			s.mu.Lock()
 			busy := s.busy
@@ -93,6 +98,20 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 			s.Close()
 			return writeErr
 		}
+	}
+}
+
+// drain waits until no request for the worker is in flight (the cell
+// timer and its grace bound a cell).
+func (s *Session) drain() {
+	for {
+		s.mu.Lock()
+		busy := s.busy
+		s.mu.Unlock()
+		if !busy {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -213,7 +232,11 @@ func (s *Session) hello(id json.RawMessage) reply {
 		"max_file_bytes":    s.cfg.MaxFileBytes,
 	}
 	if s.handle != nil {
-		lim["jail"] = s.handle.Limits()
+		// The jail's limits as a run's report gives them; output is the
+		// session's per-cell cap, not a run's total.
+		jl := s.handle.Limits()
+		jl.Output = jail.Limit{Value: float64(s.cfg.MaxOutputChars), Mechanism: "session"}
+		lim["jail"] = jl
 	}
 	return reply{"id": id, "ok": true, "protocol": ProtocolVersion, "rljail": s.cfg.Version,
 		"session_id": s.id, "start_ms": ms(s.started), "limits": lim}

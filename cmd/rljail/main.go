@@ -81,7 +81,13 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSig
 		stdout, stderr = trackLines(aboveTwo(stdout), aboveTwo(stderr))
 	}
 	app := newApp(stdin, stdout, stderr)
-	if args[1] != "run" {
+	if args[1] == "session" {
+		// A session's jail takes over the init stage the entry started,
+		// as a run's does (its signals are the session's own).
+		early := jail.StartEarly()
+		defer early.Close()
+		app.Metadata = map[string]any{earlyKey: early}
+	} else if args[1] != "run" {
 		// The binary's entry starts an init stage for what it takes for
 		// a run, before Go starts; none is needed here.
 		jail.DiscardPrestarted()

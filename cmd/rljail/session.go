@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/session"
 )
 
@@ -113,6 +114,7 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	if cfg.Spec, err = buildJailSpec(c, set, notice); err != nil {
 		return setupError("%v", err)
 	}
+	cfg.Spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
 	cfg.Spec.Warn = func(msg string) { fmt.Fprintln(own, "rljail: warning: "+msg) }
 	level := slog.LevelWarn
 	if c.Bool("verbose") {
