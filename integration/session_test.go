@@ -238,6 +238,7 @@ func TestSession(t *testing.T) {
 			t.Run("interrupt", func(t *testing.T) { sessionInterrupt(t, m) })
 			t.Run("malformed", func(t *testing.T) { sessionMalformed(t, m) })
 			t.Run("files", func(t *testing.T) { sessionFiles(t, m) })
+			t.Run("budgets", func(t *testing.T) { sessionBudgets(t, m) })
 			t.Run("many", func(t *testing.T) { sessionMany(t, m) })
 		})
 	}
@@ -561,5 +562,45 @@ func sessionMany(t *testing.T, m mode) {
 	wg.Wait()
 	if left := sessionLeftovers(t, before); len(left) > 0 {
 		t.Errorf("left on the host: %v", left)
+	}
+}
+
+// sessionBudgets: --max-cells, the audit log (a line per cell before its
+// reply), --timeout (SessionLost timeout) and --idle-timeout.
+func sessionBudgets(t *testing.T, m mode) {
+	dir := newOpenDir(t)
+	audit := filepath.Join(dir, "audit.jsonl")
+	s := startSession(t, m, "--max-cells", "2", "--audit-log", audit, "--timeout", "2s")
+	s.exec(t, "a = 1")
+	if r := s.exec(t, "print('two')"); r["stdout"] != "two\n" {
+		t.Errorf("second cell: %v", r)
+	}
+	b, _ := os.ReadFile(audit)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], `"code":"print('two')"`) || !strings.Contains(lines[1], `"cell":2`) || !strings.Contains(lines[1], `"code_sha256":"`) {
+		t.Errorf("the audit log after two cells: %q", b)
+	}
+	if r := s.exec(t, "pass"); errType(r) != "CellLimit" {
+		t.Errorf("a third cell with --max-cells 2: %v", r)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	if r := s.do(t, map[string]any{"op": "get", "name": "a"}); errType(r) != "SessionLost" || errReason(r) != "timeout" {
+		t.Errorf("a request after --timeout: %v", r)
+	}
+	s.close(t)
+
+	s = startSession(t, m, "--idle-timeout", "300ms")
+	start := time.Now()
+	select {
+	case v := <-s.other:
+		if v["event"] != "closed" || v["reason"] != "idle_timeout" {
+			t.Errorf("at the idle timeout: %v", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle session did not end")
+	}
+	_ = s.cmd.Wait()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the idle session ended after %v", d)
 	}
 }

@@ -22,6 +22,10 @@ CHANNEL = 3
 INLINE_CONTEXT_MAX = 256 << 20
 MAX_NAMES = 1000
 MAX_REPR = 64 << 10
+# The supervisor takes a line of at most 16 MiB from the worker and ends the
+# session over it: an exception's text and a get's value stay below.
+MAX_ERROR_TEXT = 64 << 10
+MAX_VALUE = 12 << 20
 
 _running = False
 
@@ -73,7 +77,13 @@ def _error(exc, skip_frames=0):
         message = str(exc)
     except BaseException:
         message = ""
-    return {"type": type(exc).__name__, "message": message, "traceback": text}
+    if len(text) > MAX_ERROR_TEXT:
+        text = text[: MAX_ERROR_TEXT // 2] + "\n[... cut ...]\n" + text[-MAX_ERROR_TEXT // 2 :]
+    return {"type": type(exc).__name__[:200], "message": message[:MAX_ERROR_TEXT], "traceback": text}
+
+
+class ValueTooLarge(Exception):
+    pass
 
 
 class FileContext:
@@ -167,6 +177,8 @@ class Worker:
         value = self.ns[req["name"]]
         try:
             text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+            if len(text) > MAX_VALUE:
+                raise ValueTooLarge("%s is %d characters of JSON, over the %d a reply holds: read it in pieces" % (req["name"], len(text), MAX_VALUE))
             return {"value": json.loads(text), "json": True}
         except (TypeError, ValueError, RecursionError):
             r = repr(value)

@@ -85,7 +85,9 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	if set["output-limit"] {
 		notice("--output-limit does not apply to a session: each cell's output is capped by --max-output-chars")
 	}
-	var resultFile *reportFile
+	// The jail's report (a run's, for the whole session) goes to
+	// --result's file and --result-fd's descriptor when the session ends.
+	var resultFiles []reportFile
 	if p := c.String("result"); p != "" {
 		if err := checkOutsideWritableVolumes("--result", p, c.StringSlice("volume")); err != nil {
 			return setupError("%v", err)
@@ -95,10 +97,18 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 			return setupError("open the result file: %v", err)
 		}
 		defer f.Close()
-		resultFile = &reportFile{f, true}
+		resultFiles = append(resultFiles, reportFile{f, true})
 	}
-	if fd := c.Int("result-fd"); fd >= 0 {
-		return setupError("--result-fd is not supported by rljail session (use --result FILE)")
+	switch fd := c.Int("result-fd"); {
+	case fd < -1 || (fd >= 0 && fd <= 2):
+		return setupError("--result-fd %d: use a descriptor above 2 (stdin and stdout carry the protocol)", fd)
+	case fd >= 0:
+		if err := checkResultFD(fd); err != nil {
+			return setupError("%v", err)
+		}
+		f := os.NewFile(uintptr(fd), "result-fd")
+		defer f.Close()
+		resultFiles = append(resultFiles, reportFile{f, false})
 	}
 	if p := c.String("audit-log"); p != "" {
 		if err := checkOutsideWritableVolumes("--audit-log", p, c.StringSlice("volume")); err != nil {
@@ -149,7 +159,7 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 				stopped = sig
 				sess.Close()
 				// Serve is blocked on stdin: the process ends here.
-				finishSession(sess, resultFile)
+				finishSession(sess, resultFiles)
 				os.Exit(128 + int(sig.(syscall.Signal)))
 			}
 		}
@@ -160,7 +170,7 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	defer closeIn()
 	err = sess.Serve(in, aboveTwo(stdout))
 	close(done)
-	finishSession(sess, resultFile)
+	finishSession(sess, resultFiles)
 	if stopped != nil {
 		return &exitError{code: 128 + int(stopped.(syscall.Signal))}
 	}
@@ -171,9 +181,9 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 }
 
 // finishSession ends the session and writes the jail's report.
-func finishSession(sess *session.Session, f *reportFile) {
+func finishSession(sess *session.Session, files []reportFile) {
 	res := sess.Close()
-	if f != nil {
+	for _, f := range files {
 		_ = f.write(res)
 	}
 }
