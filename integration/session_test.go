@@ -19,6 +19,28 @@ import (
 // its argument): a leak check finds any worker left on the host by it.
 const workerMark = "rljail's session worker"
 
+var (
+	sessionTmpOnce sync.Once
+	sessionTmp     string
+)
+
+// sessionTmpDir is the TMPDIR of every session the tests start (1777, so
+// that the rootless user may write it): a leak check finds there anything
+// rljail left in its temporary directory.
+func sessionTmpDir(t testing.TB) string {
+	sessionTmpOnce.Do(func() {
+		dir, err := os.MkdirTemp(baseDir, "session-tmp-")
+		if err == nil {
+			err = os.Chmod(dir, 0o1777)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessionTmp = dir
+	})
+	return sessionTmp
+}
+
 // sessionProc is one `rljail session` the test drives over its stdin and
 // stdout.
 type sessionProc struct {
@@ -37,7 +59,7 @@ func startSession(t testing.TB, m mode, args ...string) *sessionProc {
 	full := append([]string{"session", "--rootfs", rootfsDir, "--no-workspace"}, args...)
 	cmd := exec.Command(testBin, full...)
 	cmd.Dir = baseDir
-	cmd.Env = modeEnv(m)
+	cmd.Env = append(modeEnv(m), "TMPDIR="+sessionTmpDir(t))
 	runAsMode(cmd, m)
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -167,14 +189,15 @@ func sessionLeftovers(t *testing.T, before faultHostState) []string {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		left = nil
-		for _, l := range faultLeftovers(t, before, "", workerMark) {
+		for _, l := range faultLeftovers(t, before, sessionTmpDir(t), workerMark) {
 			if strings.HasPrefix(l, "cgroup ") && !strings.Contains(l, `processes []`) && !cgroupHoldsWorker(l) {
 				continue // another jail's, running at the same time (the host is shared)
 			}
-			if p, ok := strings.CutPrefix(l, "temp entry "); ok {
-				if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() {
-					continue // a file someone else put there (a binary under test); rljail makes none
-				}
+			if strings.HasPrefix(l, "temp entry ") {
+				// The host's /tmp is shared with other work that names its
+				// entries rljail-*; the sessions' own TMPDIR is checked
+				// instead (sessionTmpDir).
+				continue
 			}
 			left = append(left, l)
 		}

@@ -46,7 +46,12 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 			}
 		}
 	}()
-	var writeErr error
+	var writeErr error // under s.wmu
+	werr := func() error {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		return writeErr
+	}
 	send := func(v reply) {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -73,7 +78,7 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 			// closes its end still gets every reply.
 			s.drain()
 			s.Close()
-			return writeErr
+			return werr()
 		case <-idle:
 			s.mu.Lock()
 			busy := s.busy
@@ -85,18 +90,18 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 			}
 			s.Close()
 			send(reply{"id": nil, "event": "closed", "reason": "idle_timeout"})
-			return writeErr
+			return werr()
 		case line := <-lines:
 			s.mu.Lock()
 			s.lastReq = time.Now()
 			s.mu.Unlock()
 			if done := s.handle1(line, send); done {
-				return writeErr
+				return werr()
 			}
 		}
-		if writeErr != nil {
+		if err := werr(); err != nil {
 			s.Close()
-			return writeErr
+			return err
 		}
 	}
 }
