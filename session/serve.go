@@ -338,13 +338,19 @@ func (s *Session) exec(req Request) reply {
 	s.errs.openWindow(marker)
 	cpu0, cpuErr := s.cpuTime()
 
-	var timedOut bool
+	// The cell timer: SIGINT at the timeout, the kill after the grace.
+	// finished, under tmu, keeps a timer that fires as the reply arrives
+	// from arming the kill for a session whose cell has ended.
 	var tmu sync.Mutex
+	var timedOut, finished bool
 	var grace *time.Timer
 	timer := time.AfterFunc(s.cfg.CellTimeout, func() {
 		tmu.Lock()
+		defer tmu.Unlock()
+		if finished {
+			return
+		}
 		timedOut = true
-		tmu.Unlock()
 		s.signalWorker(syscall.SIGINT)
 		grace = time.AfterFunc(s.cfg.CellGrace, func() { s.lose("cell_timeout") })
 	})
@@ -356,6 +362,7 @@ func (s *Session) exec(req Request) reply {
 	wall := time.Since(t0)
 	timer.Stop()
 	tmu.Lock()
+	finished = true
 	if grace != nil {
 		grace.Stop()
 	}

@@ -160,6 +160,9 @@ class Worker:
         err = None
         try:
             code = compile(req["code"], "<cell>", "exec")
+            # A cell may have changed the handler; each cell gets the
+            # supervisor's interrupt again.
+            signal.signal(signal.SIGINT, _on_sigint)
             _running = True
             exec(code, self.ns)
             _running = False
