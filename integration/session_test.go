@@ -261,6 +261,7 @@ func TestSession(t *testing.T) {
 			t.Run("interrupt", func(t *testing.T) { sessionInterrupt(t, m) })
 			t.Run("malformed", func(t *testing.T) { sessionMalformed(t, m) })
 			t.Run("files", func(t *testing.T) { sessionFiles(t, m) })
+			t.Run("bad_flags", func(t *testing.T) { sessionBadFlags(t, m) })
 			t.Run("budgets", func(t *testing.T) { sessionBudgets(t, m) })
 			t.Run("many", func(t *testing.T) { sessionMany(t, m) })
 		})
@@ -625,5 +626,36 @@ func sessionBudgets(t *testing.T, m mode) {
 	_ = s.cmd.Wait()
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the idle session ended after %v", d)
+	}
+}
+
+// sessionBadFlags: a bad command line is one line on stderr, exit 125,
+// nothing on stdout and nothing left.
+func sessionBadFlags(t *testing.T, m mode) {
+	before := faultSnapshot(t)
+	for _, args := range [][]string{
+		{"--cell-timeout", "soon"}, {"--cell-grace", "-1s"}, {"--max-cells", "-1"}, {"--max-output-chars", "1"},
+		{"--idle-timeout", "0"}, {"--bogus"}, {"--memory", "1k"}, {"-v", "/nonexistent-rljail-src:/x"},
+		{"--result-fd", "1"}, {"--", "python3"},
+	} {
+		cmd := exec.Command(testBin, append([]string{"session", "--rootfs", rootfsDir, "--no-workspace"}, args...)...)
+		cmd.Dir = baseDir
+		cmd.Env = append(modeEnv(m), "TMPDIR="+sessionTmpDir(t))
+		runAsMode(cmd, m)
+		cmd.Stdin = strings.NewReader(`{"id":1,"op":"hello"}` + "\n")
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		if code != 125 || out.Len() != 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "rljail: ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 125, nothing, one line", args, code, out.String(), errb.String())
+		}
+	}
+	if left := sessionLeftovers(t, before); len(left) > 0 {
+		t.Errorf("left on the host: %v", left)
 	}
 }

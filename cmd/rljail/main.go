@@ -3,6 +3,7 @@
 // secrets, and a time limit. See README.md.
 //
 //	rljail [flags] -- CMD [ARG...]
+//	rljail session [flags]
 //	rljail rootfs build|info
 //	rljail check
 //	rljail version
@@ -193,7 +194,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:            "rljail",
 		Usage:           "run untrusted code in a throwaway Linux jail",
-		UsageText:       "rljail [flags] -- CMD [ARG...]\nrljail rootfs build|info\nrljail check\nrljail version",
+		UsageText:       "rljail [flags] -- CMD [ARG...]\nrljail session [flags]\nrljail rootfs build|info\nrljail check\nrljail version",
 		Reader:          stdin,
 		Writer:          stdout,
 		ErrWriter:       stderr,

@@ -29,7 +29,7 @@ func sessionCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 	for _, f := range flags {
 		if sf, ok := f.(stringFlag); ok && sf.Name == "timeout" {
 			sf.Value = defaultSessionTimeout
-			sf.Usage = "the whole session's wall-clock limit (default 30m); at it the jail is killed and every request gets SessionLost"
+			sf.Usage = "the whole session's wall-clock limit; at it the jail is killed and every request gets SessionLost"
 		}
 	}
 	flags = append(flags, withFixedNames([]cli.Flag{
