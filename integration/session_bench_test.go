@@ -27,7 +27,6 @@ func BenchmarkSession(b *testing.B) {
 	if bin == "" || rootfsDir == "" {
 		b.Fatal("RLJAIL_BIN and RLJAIL_ROOTFS must be set (make bench sets them)")
 	}
-	testBin = bin // startSession runs it
 	work := b.TempDir()
 	py := rootfsDir + "/usr/bin/python3"
 	median := func(xs []time.Duration) float64 {

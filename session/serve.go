@@ -22,7 +22,8 @@ type reply map[string]any
 // (interrupt, hello and malformed lines are answered meanwhile; one
 // request for the worker at a time, another gets Busy). It returns at
 // close, at the end of r (both end the session), at the idle timeout, or
-// when a write to w fails.
+// when a write to w fails. The goroutine that reads r ends with r: a
+// caller serving a connection closes it once Serve has returned.
 func (s *Session) Serve(r io.Reader, w io.Writer) error {
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
