@@ -128,7 +128,7 @@ test: build vet staticcheck unit integration test-vm
 # the cost of compiling a profile at run time (which embedded profiles
 # avoid: they are compiled at build time).
 bench: rootfs
-	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Startup -benchtime 300x -timeout 30m ./integration/
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'Startup|Session' -benchtime 300x -timeout 30m ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Egress -benchtime 200x ./integration/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./seccomp/
 	$(GO) test -run '^$$' -bench CLI -benchtime 500x ./cmd/rljail/

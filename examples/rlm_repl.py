@@ -3,9 +3,10 @@ whose code calls llm_query() while the model's API key stays in this (host) proc
 
     python3 examples/rlm_repl.py        # three cells against a stub model
 
-Everything a cell runs is jailed: no network, no host files but the ones granted (here the
-REPL program, the llm_query socket and an optional context directory, read-only), no
-secrets, the limits and the kill timer of rljail. The socket is the only way out, and it
+Everything a cell runs is jailed (`rljail session`: one jail and one namespace per
+trajectory): no network, no host files but the ones granted (here the llm_query socket and an
+optional context directory, read-only), no secrets, the limits of rljail and a per-cell
+timeout. The socket is the only way out, and it
 answers llm_query and nothing else. Replace answer() with a call to your model.
 
 The rule this meets: sandbox model code, Agent Wranglers application security playbook
@@ -71,10 +72,28 @@ class _Ask(socketserver.StreamRequestHandler):
         self.wfile.flush()
 
 
-class JailedREPL:
-    """One jailed Python that keeps its state from cell to cell."""
+# Defined in the session's namespace before the first cell: llm_query(prompt) asks the model
+# through the socket granted at /run/llm.sock, so the API key stays in this process.
+LLM_QUERY = """
+def llm_query(prompt):
+    import json, socket
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect("/run/llm.sock")
+        f = s.makefile("rw", encoding="utf-8")
+        f.write(json.dumps({"prompt": str(prompt)}) + "\\n")
+        f.flush()
+        reply = json.loads(f.readline() or "{}")
+    if "answer" not in reply:
+        raise RuntimeError("llm_query: " + str(reply.get("error", "no answer")))
+    return reply["answer"]
+"""
 
-    def __init__(self, context_dir=None, timeout="600s"):
+
+class JailedREPL:
+    """One jailed Python that keeps its state from cell to cell: an `rljail session`
+    (docs/session-protocol.md), driven over JSON lines on its stdin and stdout."""
+
+    def __init__(self, context_dir=None, timeout="600s", cell_timeout="60s"):
         # 0700: only this user reaches the socket on the host; the jail gets the socket
         # itself, bound at /run/llm.sock (as root the jail's user is a host uid of its own, hence 0666).
         self.dir = tempfile.mkdtemp(prefix="rlm-")
@@ -82,38 +101,48 @@ class JailedREPL:
         self.bridge = _Bridge(sock, _Ask)
         os.chmod(sock, 0o666)
         threading.Thread(target=self.bridge.serve_forever, daemon=True).start()
-        # --output-limit counts the whole session; the REPL cuts each cell's output.
-        argv = [RLJAIL, "-q", "--timeout", timeout, "--output-limit", "1g", "--no-workspace",
-                "-v", sock + ":/run/llm.sock",
-                "-v", os.path.join(HERE, "rlm_jail_repl.py") + ":/opt/rlm/repl.py"]
+        argv = [RLJAIL, "session", "-q", "--timeout", timeout, "--cell-timeout", cell_timeout,
+                "--no-workspace", "-v", sock + ":/run/llm.sock"]
         if context_dir:
             argv += ["-v", os.path.abspath(context_dir) + ":/context"]
-        argv += ["--", "python3", "-u", "/opt/rlm/repl.py"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.ids = 0
+        self.request("exec", code=LLM_QUERY)
 
-    def run(self, code):
-        """Runs one cell; returns {"ok", "output", "error"}."""
-        self.proc.stdin.write(json.dumps({"code": code}) + "\n")
+    def request(self, op, **fields):
+        """Sends one request and returns its reply (one at a time, as the protocol asks)."""
+        self.ids += 1
+        self.proc.stdin.write(json.dumps(dict(fields, id=self.ids, op=op)) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError("the jailed REPL ended (exit status %s)" % self.proc.wait())
-        return json.loads(line)
+            raise RuntimeError("the session ended (exit status %s)" % self.proc.wait())
+        reply = json.loads(line)
+        if not reply["ok"] and reply["error"]["type"] == "SessionLost":
+            raise RuntimeError("the session was lost: " + reply["error"]["reason"])
+        return reply
+
+    def run(self, code):
+        """Runs one cell; returns {"ok", "output", "error"} (output capped by rljail)."""
+        r = self.request("exec", code=code)
+        error = r["error"]
+        return {"ok": error is None, "output": r["stdout"] + r["stderr"],
+                "error": (error.get("traceback") or error["type"] + ": " + error.get("message", "")) if error else ""}
 
     def close(self, wait=5):
-        """Ends the REPL (its stdin closes; a cell that will not end is stopped) and
-        returns rljail's exit status."""
+        """Ends the session (nothing of the jail is left) and returns rljail's exit status."""
         try:
             try:
+                self.request("close")
                 self.proc.stdin.close()
-            except OSError:
-                pass  # the REPL is gone already
+            except (OSError, RuntimeError, ValueError):
+                pass  # the session is gone already
             try:
                 return self.proc.wait(wait)
             except subprocess.TimeoutExpired:
-                self.proc.terminate()  # rljail passes SIGTERM on, then kills at --stop-grace
+                self.proc.terminate()  # rljail session ends the jail on SIGTERM
                 try:
-                    return self.proc.wait(wait + 10)
+                    return self.proc.wait(wait)
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     return self.proc.wait()
@@ -127,7 +156,7 @@ def main():
     repl = JailedREPL()
     try:
         for code in ("x = 21",
-                     "import os; os.write(1, b'to descriptor 1: stderr, not a reply\\n')",
+                     "import os; os.write(1, b'to descriptor 1: the cell\\'s output too\\n')",
                      "print(x * 2)",
                      "print(llm_query('summarize: ' + str(x)))",
                      "import os; print(sorted(os.environ.items()))",

@@ -45,6 +45,11 @@ type initConfig struct {
 	Notify bool
 	// Egress, when set, adds its sockets and /etc files (egressRecords).
 	Egress Egress
+	// HasChannel: the payload gets a socket as descriptor 3
+	// (Spec.Channel), the Channel'th of the descriptors sent before the
+	// config.
+	HasChannel bool
+	Channel    int
 }
 
 // initLimits are the payload's limits and the jail's cgroup, sent after
@@ -167,6 +172,7 @@ const (
 	// sends back (Egress); tagEtcFile replaces a file of its /etc.
 	tagListen  = 14
 	tagEtcFile = 15
+	tagChannel = 16
 )
 
 // Flags of a tagMount record.
@@ -212,6 +218,9 @@ func (c *initConfig) encode() []byte {
 		}
 		if c.Egress != nil {
 			egressRecords(c.Egress, rec)
+		}
+		if c.HasChannel {
+			rec(tagChannel, strconv.Itoa(c.Channel))
 		}
 	})
 }

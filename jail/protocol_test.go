@@ -62,6 +62,8 @@ func TestEncode(t *testing.T) {
 			[]byte{tagRlimit, tagUnshareCgroup, tagCgroupTasks, tagCgroupTasks, tagNice},
 			[][]string{{"4", "1", "1"}, {""}, {"0"}, {"1"}, {"10"}}},
 		{"no limits", (&initLimits{}).encode(), nil, nil},
+		{"channel", (&initConfig{Workdir: "/tmp", HasChannel: true, Channel: 2}).encode(),
+			[]byte{tagWorkdir, tagTmpSize, tagChannel}, [][]string{{"/tmp"}, {"0"}, {"2"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -193,6 +193,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		j.abort()
 		return setupFailed(ExitSetupError, err)
 	}
+	if spec.Started != nil {
+		spec.Started(&Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd)})
+	}
 	// The start is placed; the run is not (stage/prestart.c).
 	unpinSupervisor()
 	res, err = j.wait(ctx, &spec, start, res, lim, stopEgress)
@@ -306,6 +309,15 @@ func prepareConfig(spec *Spec, root bool, host hostIDs, warn func(string)) (*ini
 		}
 		m.FD = len(trees)
 		trees = append(trees, os.NewFile(uintptr(fd), m.Source))
+	}
+	if spec.Channel != nil {
+		ch, err := dupChannel(spec.Channel)
+		if err != nil {
+			closeFiles(trees)
+			return nil, nil, err
+		}
+		cfg.HasChannel, cfg.Channel = true, len(trees)
+		trees = append(trees, ch)
 	}
 	return cfg, trees, nil
 }

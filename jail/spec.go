@@ -139,6 +139,17 @@ type Spec struct {
 	// (package egress; --allow-host); nil keeps the network namespace
 	// with lo only, and nothing of egress is made.
 	Egress Egress
+	// Channel, when set, is a socket the payload gets as descriptor 3,
+	// its only descriptor beyond 0, 1 and 2: a session's channel between
+	// its worker and the supervisor (package session), apart from the
+	// output that the pumps count. Run passes a copy and never closes
+	// Channel; the caller closes its own once Started is called (until
+	// then the payload's end of the socket is not gone when it is).
+	Channel *os.File
+	// Started, when set, is called once the payload is about to start,
+	// with a Handle on the running jail (its CPU time), for a caller that
+	// measures a long-lived payload piece by piece.
+	Started func(*Handle)
 }
 
 // Resources are a run's resource limits. Every limit is always on: a zero

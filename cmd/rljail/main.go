@@ -4,6 +4,7 @@
 //
 //	rljail [flags] -- CMD [ARG...]
 //	rljail docker run [DOCKER FLAGS] IMAGE CMD [ARG...] (also as "docker")
+//	rljail session [flags]
 //	rljail rootfs build|info
 //	rljail check
 //	rljail version
@@ -54,7 +55,7 @@ func main() {
 // subcommands are the words that select a subcommand in argv[1]; anything
 // else is a run (`rljail [flags] -- CMD` is `rljail run [flags] -- CMD`).
 var subcommands = map[string]bool{
-	"run": true, "rootfs": true, "check": true, "version": true, "help": true, "profiles": true,
+	"run": true, "session": true, "rootfs": true, "check": true, "version": true, "help": true, "profiles": true,
 	"-h": true, "--help": true, "-v": false,
 }
 
@@ -100,7 +101,13 @@ func runCLIWith(args []string, stdin io.Reader, stdout, stderr io.Writer, restor
 		stdout, stderr = trackLines(aboveTwo(stdout), aboveTwo(stderr))
 	}
 	app := newApp(stdin, stdout, stderr)
-	if args[1] != "run" {
+	if args[1] == "session" {
+		// A session's jail takes over the init stage the entry started,
+		// as a run's does (its signals are the session's own).
+		early := jail.StartEarly()
+		defer early.Close()
+		app.Metadata = map[string]any{earlyKey: early}
+	} else if args[1] != "run" {
 		// The binary's entry starts an init stage for what it takes for
 		// a run, before Go starts; none is needed here.
 		jail.DiscardPrestarted()
@@ -206,7 +213,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:            "rljail",
 		Usage:           "run untrusted code in a throwaway Linux jail",
-		UsageText:       "rljail [flags] -- CMD [ARG...]\nrljail rootfs build|info\nrljail check\nrljail version",
+		UsageText:       "rljail [flags] -- CMD [ARG...]\nrljail session [flags]\nrljail rootfs build|info\nrljail check\nrljail version",
 		Reader:          stdin,
 		Writer:          stdout,
 		ErrWriter:       stderr,
@@ -216,6 +223,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		CommandNotFound: func(c *cli.Context, name string) {},
 		Commands: []*cli.Command{
 			runCommand(stdin, stdout, stderr),
+			sessionCommand(stdin, stdout, stderr),
 			rootfsCommand(),
 			checkCommand(),
 			profilesCommand(),

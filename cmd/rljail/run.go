@@ -265,11 +265,17 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 // buildSpec turns flags and the profile (loadProfile's, with its guard)
 // into a jail.Spec (set: flagsSet of c); jail.Run validates the rest.
 func buildSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, guard *hostfile.Guard, notice func(string, ...any)) (jail.Spec, error) {
-	var spec jail.Spec
 	if c.NArg() == 0 {
-		return spec, fmt.Errorf("no command given: usage: rljail [flags] -- CMD [ARG...]")
+		return jail.Spec{}, fmt.Errorf("no command given: usage: rljail [flags] -- CMD [ARG...]")
 	}
+	spec, err := buildJailSpec(c, set, prof, guard, notice)
 	spec.Command = c.Args().Slice()
+	return spec, err
+}
+
+// buildJailSpec is buildSpec but for the command: a session's is fixed.
+func buildJailSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, guard *hostfile.Guard, notice func(string, ...any)) (jail.Spec, error) {
+	var spec jail.Spec
 	spec.TTYPassthrough = c.Bool("tty-passthrough")
 	if n := c.String("network"); n != "none" {
 		return spec, fmt.Errorf("--network %q is not supported: the jail has no network; none is the only mode", n)

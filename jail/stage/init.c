@@ -81,6 +81,7 @@ enum {
 	T_CGROUP_TASKS = 13,
 	T_LISTEN = 14,
 	T_ETC_FILE = 15,
+	T_CHANNEL = 16,
 };
 
 enum { M_DIR = 1, M_WRITABLE = 2 }; // 4 was a device node: init makes those itself
@@ -120,6 +121,7 @@ struct config {
 	int nlistens, listencap;
 	struct lnk *etc_files;
 	int netc, etccap;
+	int channel; // a received socket the payload gets as descriptor 3, or 0
 };
 
 // listen_req is one socket on the jail's loopback for the supervisor.
@@ -433,6 +435,9 @@ static void read_message(struct config *c)
 			break;
 		case T_NICE:
 			c->nice = atoi(p);
+			break;
+		case T_CHANNEL:
+			c->channel = fd_at(fds, nfds, atoi(p));
 			break;
 		case T_CGROUP_TASKS:
 			if (c->ntasks == (int)(sizeof c->tasks / sizeof c->tasks[0]))
@@ -1035,6 +1040,7 @@ static const char *step_name(int step)
 	case RLJAIL_STEP_SECCOMP: return "load the seccomp filter";
 	case RLJAIL_STEP_NOTIFY_SEND: return "send the seccomp listener to the supervisor";
 	case RLJAIL_STEP_EXECVE: return "execve";
+	case RLJAIL_STEP_CHANNEL: return "pass the session channel as descriptor 3";
 	}
 	return "start the payload";
 }
@@ -1066,9 +1072,16 @@ static pid_t start_payload(struct config *c, const char *exe)
 		.nrlimits = c->nrl,
 		.rlimits = c->rl,
 		.nice = c->nice,
+		.channel = c->channel,
 	};
 	int pid = rljail_spawn(&s);
 	close(p[1]);
+	// Only the payload keeps its channel: the supervisor sees its end
+	// when the payload's last holder is gone.
+	if (c->channel > 3) {
+		close(c->channel);
+		c->channel = 0;
+	}
 	if (pid < 0)
 		die(125, "fork the payload: %s", errstr(-pid));
 	struct rljail_spawn_error e;

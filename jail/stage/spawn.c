@@ -75,6 +75,11 @@ static void child(const struct rljail_spawn *s)
 	// CVE-2024-21626.
 	if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
 		fail(s, RLJAIL_STEP_CLOSE_FDS);
+	// The one descriptor beyond 0, 1, 2 a payload may get: its channel to
+	// the supervisor (a session's worker). dup2 clears close-on-exec on 3
+	// only; the received copy still closes at execve.
+	if (s->channel > 3 && dup2(s->channel, 3) < 0)
+		fail(s, RLJAIL_STEP_CHANNEL);
 
 	if (chdir(s->workdir) < 0)
 		fail(s, RLJAIL_STEP_CHDIR);

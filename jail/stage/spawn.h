@@ -24,6 +24,8 @@ struct rljail_spawn {
 	int nrlimits;              // resource limits to set (lowered only)
 	struct rljail_rlimit *rlimits;
 	int nice;                  // > 0: lower the payload's priority by this much
+	int channel;               // > 3: a socket the payload gets as descriptor 3
+	                           // (Spec.Channel); 0: none
 };
 
 
@@ -47,6 +49,7 @@ enum {
 	RLJAIL_STEP_SECCOMP,
 	RLJAIL_STEP_NOTIFY_SEND,
 	RLJAIL_STEP_EXECVE,
+	RLJAIL_STEP_CHANNEL,
 };
 
 // rljail_spawn forks; the child confines itself and execs s->path. It

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/rljail/rljail/jail"
+	"github.com/rljail/rljail/session"
+)
+
+// defaultSessionTimeout is a session's --timeout: a trajectory, not a
+// command.
+const defaultSessionTimeout = "30m"
+
+// sessionCommand is `rljail session`: one jail holding a persistent Python
+// worker, driven over JSON lines on stdin and stdout
+// (docs/session-protocol.md). It takes every flag of run, and its own.
+func sessionCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
+	flags := runCommand(nil, nil, nil).Flags
+	for _, f := range flags {
+		if sf, ok := f.(stringFlag); ok && sf.Name == "timeout" {
+			sf.Value = defaultSessionTimeout
+			sf.Usage = "the whole session's wall-clock limit; at it the jail is killed and every request gets SessionLost"
+		}
+	}
+	flags = append(flags, withFixedNames([]cli.Flag{
+		&cli.StringFlag{Name: "cell-timeout", Value: "30s", Usage: "one cell's wall-clock limit: the cell gets a KeyboardInterrupt (state kept, error CellTimeout)"},
+		&cli.StringFlag{Name: "cell-grace", Value: "1s", Usage: "how long a cell interrupted at --cell-timeout has to stop before the jail is killed (SessionLost)"},
+		&cli.IntFlag{Name: "max-output-chars", Value: session.DefaultMaxOutputChars, Usage: "each cell's stdout and stderr cap (bytes of UTF-8), head and tail kept"},
+		&cli.IntFlag{Name: "max-cells", Usage: "most cells a session runs (0: no limit); exec then gets CellLimit"},
+		&cli.StringFlag{Name: "idle-timeout", Usage: "end the session when no request came for this long (default: never)"},
+	})...)
+	return &cli.Command{
+		Name:         "session",
+		Usage:        "start one jail holding a persistent Python and serve it over JSON lines on stdin/stdout (docs/session-protocol.md)",
+		UsageText:    "rljail session [flags]",
+		OnUsageError: usageError,
+		Flags:        flags,
+		Action: func(c *cli.Context) error {
+			return sessionAction(c, stdin, stdout, stderr)
+		},
+	}
+}
+
+func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error {
+	if c.NArg() > 0 {
+		return setupError("rljail session takes no command (%q): the jail runs rljail's worker; send code with exec", c.Args().First())
+	}
+	quiet := c.Bool("quiet")
+	own := ownLines(stderr)
+	notice := func(format string, a ...any) {
+		if !quiet {
+			fmt.Fprintf(own, "rljail: "+format+"\n", a...)
+		}
+	}
+	set := flagsSet(c)
+	cfg := session.Config{Version: version}
+	var err error
+	if cfg.CellTimeout, err = parseDuration("cell-timeout", c.String("cell-timeout")); err != nil {
+		return setupError("%v", err)
+	}
+	if cfg.CellGrace, err = parseDuration("cell-grace", c.String("cell-grace")); err != nil {
+		return setupError("%v", err)
+	}
+	if set["idle-timeout"] {
+		if cfg.IdleTimeout, err = parseDuration("idle-timeout", c.String("idle-timeout")); err != nil {
+			return setupError("%v", err)
+		}
+	}
+	if cfg.MaxOutputChars = c.Int("max-output-chars"); cfg.MaxOutputChars < 2 {
+		return setupError("--max-output-chars %d must be 2 at least (head and tail)", cfg.MaxOutputChars)
+	}
+	if cfg.MaxCells = c.Int("max-cells"); cfg.MaxCells < 0 {
+		return setupError("--max-cells %d is negative", cfg.MaxCells)
+	}
+	if set["output-limit"] {
+		notice("--output-limit does not apply to a session: each cell's output is capped by --max-output-chars")
+	}
+	// The files rljail reads and writes for the caller go through the
+	// run's Guard (hostfile): the profile first, whose volumes join the
+	// flags' in the writable-volume rule.
+	guard, prof, err := loadProfile(c)
+	if err != nil {
+		return setupError("%v", err)
+	}
+	// The jail's report (a run's, for the whole session) goes to
+	// --result's file and --result-fd's descriptor when the session ends.
+	var resultFiles []reportFile
+	if p := c.String("result"); p != "" {
+		f, _, err := openReport(guard, p)
+		if err != nil {
+			return setupError("open the result file: %v", err)
+		}
+		defer f.Close()
+		resultFiles = append(resultFiles, reportFile{f, true})
+	}
+	switch fd := c.Int("result-fd"); {
+	case fd < -1 || (fd >= 0 && fd <= 2):
+		return setupError("--result-fd %d: use a descriptor above 2 (stdin and stdout carry the protocol)", fd)
+	case fd >= 0:
+		if err := checkResultFD(fd); err != nil {
+			return setupError("%v", err)
+		}
+		f := os.NewFile(uintptr(fd), "result-fd")
+		defer f.Close()
+		resultFiles = append(resultFiles, reportFile{f, false})
+	}
+	if p := c.String("audit-log"); p != "" {
+		f, _, err := guard.OpenWrite("--audit-log", p, unix.O_WRONLY|unix.O_APPEND, 0o600)
+		if err != nil {
+			return setupError("open the audit log: %v", err)
+		}
+		defer f.Close()
+		cfg.Audit = f
+	}
+	if cfg.Spec, err = buildJailSpec(c, set, prof, guard, notice); err != nil {
+		return setupError("%v", err)
+	}
+	cfg.Spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
+	cfg.Spec.Warn = func(msg string) { fmt.Fprintln(own, "rljail: warning: "+msg) }
+	level := slog.LevelWarn
+	if c.Bool("verbose") {
+		level = slog.LevelDebug
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	// SIGTERM, SIGHUP and SIGQUIT end the session (nothing is left); a
+	// SIGINT interrupts the running cell, as the interrupt request does.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Spec.Timeout, 10*time.Second))
+	sess, err := session.New(ctx, cfg)
+	cancel()
+	if err != nil {
+		return setupError("%v", err)
+	}
+	var stopped os.Signal
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				if sig == syscall.SIGINT {
+					sess.Interrupt()
+					continue
+				}
+				stopped = sig
+				sess.Close()
+				// Serve is blocked on stdin: the process ends here.
+				finishSession(sess, resultFiles)
+				os.Exit(128 + int(sig.(syscall.Signal)))
+			}
+		}
+	}()
+	// Requests wait in Go's poller, not in a thread blocked in read: a
+	// blocked reader's wake-up cost about a millisecond a request.
+	in, closeIn := pollableStdin(stdin)
+	defer closeIn()
+	err = sess.Serve(in, aboveTwo(stdout))
+	close(done)
+	finishSession(sess, resultFiles)
+	if stopped != nil {
+		return &exitError{code: 128 + int(stopped.(syscall.Signal))}
+	}
+	if err != nil {
+		notice("the session's output failed: %v", err)
+	}
+	return nil
+}
+
+// finishSession ends the session and writes the jail's report.
+func finishSession(sess *session.Session, files []reportFile) {
+	res := sess.Close()
+	for _, f := range files {
+		_ = f.write(res)
+	}
+}

@@ -1,0 +1,128 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkSession is the session's part of `make bench` (issue 19), as
+// ratios against baselines measured in the same run:
+//
+//  1. a cell's round trip (exec of pass, and of x = 1, through rljail
+//     session's stdin and stdout) against a bare Python exec of the same
+//     code in a plain in-process loop (the rootfs's interpreter on the
+//     host), at the median: the overhead should be under 1 ms, 0.5 ms the
+//     aim;
+//  2. a session's start (until the first exec's reply) against one
+//     one-shot jail start plus the worker's imports;
+//  3. 100 cells through one session against 100 one-shot runs.
+func BenchmarkSession(b *testing.B) {
+	bin, rootfsDir := os.Getenv("RLJAIL_BIN"), os.Getenv("RLJAIL_ROOTFS")
+	if bin == "" || rootfsDir == "" {
+		b.Fatal("RLJAIL_BIN and RLJAIL_ROOTFS must be set (make bench sets them)")
+	}
+	work := b.TempDir()
+	py := rootfsDir + "/usr/bin/python3"
+	median := func(xs []time.Duration) float64 {
+		sort.Slice(xs, func(i, k int) bool { return xs[i] < xs[k] })
+		return float64(xs[len(xs)/2].Microseconds()) / 1000
+	}
+	runOnce := func(argv ...string) time.Duration {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = work
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+		return time.Since(start)
+	}
+	// 1. The bare loop: exec of the source string, as the worker does.
+	bareLoop := `
+import time
+ns = {}
+for code in ("pass", "x = 1"):
+    ts = []
+    for _ in range(3000):
+        t = time.perf_counter_ns(); exec(code, ns); ts.append(time.perf_counter_ns() - t)
+    ts.sort()
+    print(ts[len(ts) // 2])
+`
+	out, err := exec.Command(py, "-I", "-S", "-c", bareLoop).Output()
+	if err != nil {
+		b.Fatalf("the bare loop: %v", err)
+	}
+	var bare []float64
+	for _, f := range strings.Fields(string(out)) {
+		ns, _ := strconv.ParseFloat(f, 64)
+		bare = append(bare, ns/1e6)
+	}
+	const cells = 500
+	s := startSession(b, asRoot)
+	var rt []float64
+	for _, code := range []string{"pass", "x = 1"} {
+		var ts []time.Duration
+		for i := 0; i < cells; i++ {
+			start := time.Now()
+			if r := s.exec(b, code); r["ok"] != true {
+				b.Fatalf("exec: %v", r)
+			}
+			ts = append(ts, time.Since(start))
+		}
+		rt = append(rt, median(ts))
+	}
+	s.close(b)
+
+	// 2. Starts, interleaved.
+	var sessStart, oneShot, imports, bareStart []time.Duration
+	for i := 0; i < 15; i++ {
+		start := time.Now()
+		s := startSession(b, asRoot)
+		s.exec(b, "pass")
+		sessStart = append(sessStart, time.Since(start))
+		s.close(b)
+		oneShot = append(oneShot, runOnce(bin, "-q", "--rootfs", rootfsDir, "--no-workspace", "--", "python3", "-c", "pass"))
+		imports = append(imports, runOnce(py, "-I", "-S", "-c", "import json, os, signal, sys"))
+		bareStart = append(bareStart, runOnce(py, "-I", "-S", "-c", "pass"))
+	}
+	importMS := median(imports) - median(bareStart)
+	budget := median(oneShot) + importMS
+
+	// 3. 100 cells: one session against 100 one-shot runs.
+	start := time.Now()
+	s = startSession(b, asRoot)
+	for i := 0; i < 100; i++ {
+		s.exec(b, "x = "+strconv.Itoa(i))
+	}
+	s.close(b)
+	hundredSession := time.Since(start)
+	start = time.Now()
+	for i := 0; i < 100; i++ {
+		runOnce(bin, "-q", "--rootfs", rootfsDir, "--no-workspace", "--", "python3", "-c", "x = "+strconv.Itoa(i))
+	}
+	hundredRuns := time.Since(start)
+
+	var t strings.Builder
+	fmt.Fprintf(&t, "\nsession: cell round trip (median of %d) over a bare in-process exec (median of 3000):\n", cells)
+	for i, code := range []string{"pass", "x = 1"} {
+		fmt.Fprintf(&t, "  %-6s session %.3f ms, bare %.4f ms: overhead %.3f ms (target < 1, aim < 0.5)\n", code, rt[i], bare[i], rt[i]-bare[i])
+	}
+	fmt.Fprintf(&t, "session start (to the first exec's reply) %.1f ms; one one-shot start %.1f ms + the worker's imports %.1f ms = %.1f ms (x %.2f)\n",
+		median(sessStart), median(oneShot), importMS, budget, median(sessStart)/budget)
+	fmt.Fprintf(&t, "100 cells: one session %v, 100 one-shot runs %v: the session is %.1fx faster\n",
+		hundredSession.Round(time.Millisecond), hundredRuns.Round(time.Millisecond), float64(hundredRuns)/float64(hundredSession))
+	b.Log(t.String())
+	if b.N > 1 {
+		fmt.Print(t.String())
+	}
+	b.ReportMetric(rt[0]-bare[0], "pass-overhead-ms")
+	b.ReportMetric(rt[1]-bare[1], "assign-overhead-ms")
+	b.ReportMetric(median(sessStart)/budget, "x-start-budget")
+	b.ReportMetric(float64(hundredRuns)/float64(hundredSession), "x-100-cells")
+	b.ReportMetric(0, "ns/op")
+}

@@ -1,0 +1,177 @@
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"unicode/utf8"
+)
+
+// ProtocolVersion is the version of the runner's protocol
+// (docs/session-protocol.md); hello reports it.
+const ProtocolVersion = 1
+
+// Error types of the protocol: the "type" of a reply's error that the
+// supervisor itself decides. An exception in a cell has its Python type.
+const (
+	ErrBadRequest      = "BadRequest"      // not JSON, not an object, no id, not UTF-8, a bad field
+	ErrRequestTooLarge = "RequestTooLarge" // a line longer than the request cap
+	ErrUnknownOp       = "UnknownOp"
+	ErrBusy            = "Busy"        // a request for the worker while another is in flight
+	ErrCellTimeout     = "CellTimeout" // the cell overran --cell-timeout and was interrupted
+	ErrCellLimit       = "CellLimit"   // --max-cells cells have run
+	ErrSessionLost     = "SessionLost" // the jail is gone, and the namespace with it
+	ErrBadPath         = "BadPath"     // put_file/get_file outside the jail's writable places
+	ErrFileTooLarge    = "FileTooLarge"
+	ErrWorker          = "WorkerError" // the worker's reply was not what the request asks
+)
+
+// Request is one line from the runner.
+type Request struct {
+	ID json.RawMessage `json:"id"`
+	Op string          `json:"op"`
+	// exec
+	Code string `json:"code"`
+	// set, get
+	Name  string          `json:"name"`
+	Value json.RawMessage `json:"value"`
+	// load_context, put_file, get_file
+	Path string `json:"path"`
+	// put_file: base64
+	Data string `json:"data"`
+}
+
+// ErrorInfo is a reply's error.
+type ErrorInfo struct {
+	Type      string `json:"type"`
+	Message   string `json:"message,omitempty"`
+	Traceback string `json:"traceback,omitempty"`
+	// Reason says why a session was lost (SessionLost).
+	Reason string `json:"reason,omitempty"`
+}
+
+// protocolError is a request refused by the supervisor.
+type protocolError struct {
+	typ, msg string
+}
+
+func (e *protocolError) Error() string { return e.typ + ": " + e.msg }
+
+func refuse(typ, format string, a ...any) *protocolError {
+	return &protocolError{typ, fmt.Sprintf(format, a...)}
+}
+
+// nullID is the id of a reply to a request whose id could not be read.
+var nullID = json.RawMessage("null")
+
+// parseRequest decodes one line. The id is returned whenever it could be
+// read, so that even a refused request's error names it.
+func parseRequest(line []byte) (Request, *protocolError) {
+	var req Request
+	if !utf8.Valid(line) {
+		// encoding/json would replace the bad bytes silently; a request
+		// that is not text is refused instead.
+		return req, refuse(ErrBadRequest, "the request is not valid UTF-8")
+	}
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return req, refuse(ErrBadRequest, "the request is not a JSON object")
+	}
+	if err := json.Unmarshal(trimmed, &req); err != nil {
+		// The id, if the object has one that reads.
+		var idOnly struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(trimmed, &idOnly) == nil {
+			req.ID = idOnly.ID
+		}
+		return req, refuse(ErrBadRequest, "the request is not valid JSON: %s", err)
+	}
+	if len(req.ID) == 0 || string(req.ID) == "null" {
+		return req, refuse(ErrBadRequest, "the request has no id")
+	}
+	if c := req.ID[0]; c != '"' && c != '-' && (c < '0' || c > '9') {
+		return req, refuse(ErrBadRequest, "the id must be a string or a number")
+	}
+	return req, nil
+}
+
+// checkName refuses a variable name that is not a Python identifier (an
+// ASCII one: the worker binds it with a dict assignment).
+func checkName(name string) *protocolError {
+	if name == "" || len(name) > 255 {
+		return refuse(ErrBadRequest, "name %q is not an identifier", name)
+	}
+	for i, r := range name {
+		ok := r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (i > 0 && r >= '0' && r <= '9')
+		if !ok {
+			return refuse(ErrBadRequest, "name %q is not an identifier", name)
+		}
+	}
+	return nil
+}
+
+// checkJailPath refuses a path that is not absolute and clean, or that is
+// outside places, the jail's writable places.
+func checkJailPath(p string, places []string) *protocolError {
+	if p == "" || strings.IndexByte(p, 0) >= 0 || !path.IsAbs(p) || path.Clean(p) != p {
+		return refuse(ErrBadPath, "path %q must be an absolute, clean path inside the jail", p)
+	}
+	for _, pl := range places {
+		if strings.HasPrefix(p, pl+"/") {
+			return nil
+		}
+	}
+	return refuse(ErrBadPath, "path %s is outside the jail's writable places (%s)", p, strings.Join(places, ", "))
+}
+
+// lineReader reads lines of at most max bytes; a longer line is read to
+// its end and dropped (errLineTooLong), so the stream stays in step
+// without holding more than max bytes.
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+}
+
+var errLineTooLong = errors.New("line too long")
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next line without its newline. At EOF a last line
+// without a newline is returned first.
+func (l *lineReader) next() ([]byte, error) {
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > l.max+1 {
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil && (tooLong || len(line) > 0) && err == io.EOF:
+			if tooLong {
+				return nil, errLineTooLong
+			}
+			return line, nil
+		case err != nil:
+			return nil, err
+		}
+		if tooLong {
+			return nil, errLineTooLong
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), nil
+	}
+}

@@ -1,0 +1,509 @@
+package session
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rljail/rljail/jail"
+)
+
+// reply is one line to the runner; fields are added per request.
+type reply map[string]any
+
+// Serve speaks the protocol: requests from r, replies to w, one JSON
+// object a line. Requests are read continuously, also while a cell runs
+// (interrupt, hello and malformed lines are answered meanwhile; one
+// request for the worker at a time, another gets Busy). It returns at
+// close, at the end of r (both end the session), at the idle timeout, or
+// when a write to w fails. The goroutine that reads r ends with r: a
+// caller serving a connection closes it once Serve has returned.
+func (s *Session) Serve(r io.Reader, w io.Writer) error {
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		lr := newLineReader(r, s.cfg.MaxRequestBytes)
+		for {
+			line, err := lr.next()
+			if errors.Is(err, errLineTooLong) {
+				line, err = nil, nil // a nil line: answered RequestTooLarge
+			}
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case lines <- line:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	var writeErr error // under s.wmu
+	werr := func() error {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		return writeErr
+	}
+	send := func(v reply) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			b, _ = json.Marshal(reply{"id": v["id"], "ok": false, "error": ErrorInfo{Type: ErrWorker, Message: "the reply could not be encoded"}})
+		}
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+		if _, err := w.Write(append(b, '\n')); err != nil && writeErr == nil {
+			writeErr = err
+		}
+	}
+	var idle <-chan time.Time
+	var idleTimer *time.Timer
+	if s.cfg.IdleTimeout > 0 {
+		idleTimer = time.NewTimer(s.cfg.IdleTimeout)
+		defer idleTimer.Stop()
+		idle = idleTimer.C
+	}
+	for {
+		select {
+		case <-readErr:
+			// EOF (or a broken reader) ends the session, once the request
+			// in flight is answered: a runner that pipes its requests and
+			// closes its end still gets every reply.
+			s.drain()
+			s.Close()
+			return werr()
+		case <-idle:
+			s.mu.Lock()
+			busy := s.busy
+			since := time.Since(s.lastReq)
+			s.mu.Unlock()
+			if busy || since < s.cfg.IdleTimeout {
+				idleTimer.Reset(max(s.cfg.IdleTimeout-since, s.cfg.IdleTimeout/10))
+				continue
+			}
+			s.Close()
+			send(reply{"id": nil, "event": "closed", "reason": "idle_timeout"})
+			return werr()
+		case line := <-lines:
+			s.mu.Lock()
+			s.lastReq = time.Now()
+			s.mu.Unlock()
+			if done := s.handle1(line, send); done {
+				return werr()
+			}
+		}
+		if err := werr(); err != nil {
+			s.Close()
+			return err
+		}
+	}
+}
+
+// drain waits until no request for the worker is in flight (the cell
+// timer and its grace bound a cell).
+func (s *Session) drain() {
+	for {
+		s.mu.Lock()
+		busy := s.busy
+		s.mu.Unlock()
+		if !busy {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// handle1 answers one line; true when it was close.
+func (s *Session) handle1(line []byte, send func(reply)) bool {
+	if line == nil {
+		send(errReply(nullID, ErrRequestTooLarge, "the request is longer than the cap of %d bytes", s.cfg.MaxRequestBytes))
+		return false
+	}
+	req, perr := parseRequest(line)
+	id := req.ID
+	if len(id) == 0 {
+		id = nullID
+	}
+	if perr != nil {
+		send(errReply(id, perr.typ, "%s", perr.msg))
+		return false
+	}
+	if req.Op == "close" {
+		reason := s.lostReason()
+		res := s.Close()
+		rep := reply{"id": id, "ok": true, "cells": s.cellCount(), "wall_ms": ms(time.Since(s.start)),
+			"memory_peak_bytes": res.MemoryPeakBytes, "cpu_ms": res.CPUUserMS + res.CPUSystemMS}
+		if reason != "" {
+			rep["lost"] = reason
+		}
+		send(rep)
+		return true
+	}
+	if reason := s.lostReason(); reason != "" {
+		send(lostReply(id, reason))
+		return false
+	}
+	switch req.Op {
+	case "hello":
+		send(s.hello(id))
+	case "interrupt":
+		send(reply{"id": id, "ok": true, "interrupted": s.Interrupt()})
+	case "exec", "set", "get", "load_context", "put_file", "get_file":
+		if perr := s.check(req); perr != nil {
+			send(errReply(id, perr.typ, "%s", perr.msg))
+			return false
+		}
+		s.mu.Lock()
+		if s.busy {
+			s.mu.Unlock()
+			send(errReply(id, ErrBusy, "a request for the worker is in flight; one at a time (interrupt stops a cell)"))
+			return false
+		}
+		s.busy = true
+		if req.Op == "exec" {
+			s.cells++
+		}
+		s.mu.Unlock()
+		go func() {
+			rep := s.workerOp(req)
+			rep["id"] = id
+			s.mu.Lock()
+			s.busy = false
+			s.lastReq = time.Now()
+			s.mu.Unlock()
+			send(rep)
+		}()
+	default:
+		send(errReply(id, ErrUnknownOp, "unknown op %q (hello, exec, set, get, load_context, put_file, get_file, interrupt, close)", req.Op))
+	}
+	return false
+}
+
+// check refuses a request for the worker that the supervisor can judge
+// without it.
+func (s *Session) check(req Request) *protocolError {
+	switch req.Op {
+	case "exec":
+		s.mu.Lock()
+		n := s.cells
+		s.mu.Unlock()
+		if s.cfg.MaxCells > 0 && n >= s.cfg.MaxCells {
+			return refuse(ErrCellLimit, "the session's budget of %d cells is spent", s.cfg.MaxCells)
+		}
+	case "set":
+		if err := checkName(req.Name); err != nil {
+			return err
+		}
+		if len(req.Value) == 0 {
+			return refuse(ErrBadRequest, "set needs a value")
+		}
+	case "get":
+		return checkName(req.Name)
+	case "load_context":
+		if (req.Path == "") == (len(req.Value) == 0) {
+			return refuse(ErrBadRequest, "load_context needs a value or a path, one of them")
+		}
+	case "put_file":
+		if err := checkJailPath(req.Path, s.places); err != nil {
+			return err
+		}
+		if base64.StdEncoding.DecodedLen(len(req.Data)) > s.cfg.MaxFileBytes+2 {
+			return refuse(ErrFileTooLarge, "the file is over the cap of %d bytes", s.cfg.MaxFileBytes)
+		}
+		if _, err := base64.StdEncoding.DecodeString(req.Data); err != nil {
+			return refuse(ErrBadRequest, "data is not base64: %s", err)
+		}
+	case "get_file":
+		return checkJailPath(req.Path, s.places)
+	}
+	return nil
+}
+
+func (s *Session) hello(id json.RawMessage) reply {
+	lim := map[string]any{
+		"cell_timeout_ms":   s.cfg.CellTimeout.Milliseconds(),
+		"cell_grace_ms":     s.cfg.CellGrace.Milliseconds(),
+		"max_output_chars":  s.cfg.MaxOutputChars,
+		"max_cells":         s.cfg.MaxCells,
+		"idle_timeout_ms":   s.cfg.IdleTimeout.Milliseconds(),
+		"max_request_bytes": s.cfg.MaxRequestBytes,
+		"max_file_bytes":    s.cfg.MaxFileBytes,
+	}
+	if s.handle != nil {
+		// The jail's limits as a run's report gives them; output is the
+		// session's per-cell cap, not a run's total.
+		jl := s.handle.Limits()
+		jl.Output = jail.Limit{Value: float64(s.cfg.MaxOutputChars), Mechanism: "session"}
+		lim["jail"] = jl
+	}
+	return reply{"id": id, "ok": true, "protocol": ProtocolVersion, "rljail": s.cfg.Version,
+		"session_id": s.id, "start_ms": ms(s.started), "limits": lim}
+}
+
+// workerOp runs one request through the worker.
+func (s *Session) workerOp(req Request) reply {
+	if req.Op == "exec" {
+		return s.exec(req)
+	}
+	msg := map[string]any{"op": req.Op}
+	switch req.Op {
+	case "set":
+		msg["name"], msg["value"] = req.Name, req.Value
+	case "get":
+		msg["name"] = req.Name
+	case "load_context":
+		if req.Path != "" {
+			msg["path"] = req.Path
+		} else {
+			msg["value"] = req.Value
+		}
+	case "put_file":
+		msg["path"], msg["data"] = req.Path, req.Data
+	case "get_file":
+		msg["path"], msg["max"] = req.Path, s.cfg.MaxFileBytes
+	}
+	line, lost := s.call(msg)
+	if lost != "" {
+		return lostReply(nil, lost)
+	}
+	var w struct {
+		OK    bool            `json:"ok"`
+		Error *ErrorInfo      `json:"error"`
+		Value json.RawMessage `json:"value"`
+		JSON  *bool           `json:"json"`
+		Repr  *string         `json:"repr"`
+		Trunc bool            `json:"repr_truncated"`
+		Names []string        `json:"names"`
+		Kind  string          `json:"kind"`
+		Size  int64           `json:"size"`
+		Data  string          `json:"data"`
+	}
+	if err := json.Unmarshal(line, &w); err != nil {
+		return errReply(nil, ErrWorker, "the worker's reply does not read: %s", err)
+	}
+	if !w.OK {
+		e := ErrorInfo{Type: ErrWorker}
+		if w.Error != nil {
+			e = *w.Error
+		}
+		return reply{"ok": false, "error": e}
+	}
+	rep := reply{"ok": true}
+	switch req.Op {
+	case "get":
+		if w.JSON != nil && *w.JSON {
+			rep["value"], rep["json"] = w.Value, true
+		} else {
+			r := ""
+			if w.Repr != nil {
+				r = *w.Repr
+			}
+			rep["repr"], rep["json"], rep["repr_truncated"] = r, false, w.Trunc
+		}
+	case "load_context":
+		rep["names"], rep["kind"] = capNames(w.Names), w.Kind
+	case "put_file":
+		rep["size"] = w.Size
+	case "get_file":
+		data, err := base64.StdEncoding.DecodeString(w.Data)
+		switch {
+		case err != nil:
+			return errReply(nil, ErrWorker, "the worker's file data is not base64")
+		case len(data) > s.cfg.MaxFileBytes:
+			return errReply(nil, ErrFileTooLarge, "%s is over the cap of %d bytes", req.Path, s.cfg.MaxFileBytes)
+		}
+		rep["size"], rep["data"] = len(data), w.Data
+	}
+	return rep
+}
+
+// exec runs one cell: the supervisor opens the cell's output windows,
+// arms the cell timer, sends the code, and takes the worker's reply and
+// end markers; what it measures (time, CPU, output) is its own.
+func (s *Session) exec(req Request) reply {
+	s.mu.Lock()
+	cell := s.cells
+	s.mu.Unlock()
+	token := newToken()
+	marker := endMarker(token)
+	betweenOut, betweenErr := s.out.takeBetween(), s.errs.takeBetween()
+	s.out.openWindow(marker)
+	s.errs.openWindow(marker)
+	cpu0, cpuErr := s.cpuTime()
+
+	// The cell timer: SIGINT at the timeout, the kill after the grace.
+	// finished, under tmu, keeps a timer that fires as the reply arrives
+	// from arming the kill for a session whose cell has ended.
+	var tmu sync.Mutex
+	var timedOut, finished bool
+	var grace *time.Timer
+	timer := time.AfterFunc(s.cfg.CellTimeout, func() {
+		tmu.Lock()
+		defer tmu.Unlock()
+		if finished {
+			return
+		}
+		timedOut = true
+		s.signalWorker(syscall.SIGINT)
+		grace = time.AfterFunc(s.cfg.CellGrace, func() { s.lose("cell_timeout") })
+	})
+	s.mu.Lock()
+	s.execing = true
+	s.mu.Unlock()
+	t0 := time.Now()
+	line, lost := s.callToken(map[string]any{"op": "exec", "code": req.Code}, token)
+	wall := time.Since(t0)
+	timer.Stop()
+	tmu.Lock()
+	finished = true
+	if grace != nil {
+		grace.Stop()
+	}
+	to := timedOut
+	tmu.Unlock()
+	s.mu.Lock()
+	s.execing = false
+	s.mu.Unlock()
+	if lost == "" {
+		// What the cell wrote before the worker replied is in the pipes:
+		// the markers say when the pumps have all of it.
+		deadline := time.After(markerWait)
+		for _, c := range []*capture{s.out, s.errs} {
+			select {
+			case <-c.done():
+			case <-deadline:
+			}
+		}
+	}
+	stdout, stderr := s.out.finish(), s.errs.finish()
+	rep := reply{"ok": true, "cell": cell, "wall_ms": ms(wall),
+		"stdout": stdout.Text, "stderr": stderr.Text,
+		"stdout_truncated": stdout.Truncated, "stderr_truncated": stderr.Truncated,
+		"stdout_bytes": stdout.Bytes, "stderr_bytes": stderr.Bytes,
+		"output_between_cells_bytes": betweenOut + betweenErr,
+		"cpu_ms":                     nil}
+	if cpu1, err := s.cpuTime(); err == nil && cpuErr == nil {
+		rep["cpu_ms"] = ms(cpu1 - cpu0)
+	}
+	outcome := "ok"
+	switch {
+	case lost != "":
+		// What the supervisor measured stays in the reply.
+		e := lostReply(nil, lost)["error"].(ErrorInfo)
+		if lost == "cell_timeout" {
+			e.Message = "the cell overran its timeout of " + s.cfg.CellTimeout.String() + " and had not stopped " + s.cfg.CellGrace.String() + " after its interrupt: the jail was killed"
+		}
+		rep["ok"], rep["error"] = false, e
+		outcome = ErrSessionLost + ":" + lost
+	default:
+		var w struct {
+			OK    bool       `json:"ok"`
+			Error *ErrorInfo `json:"error"`
+			Names []string   `json:"names"`
+		}
+		if err := json.Unmarshal(line, &w); err != nil {
+			w.Error = &ErrorInfo{Type: ErrWorker, Message: "the worker's reply does not read: " + err.Error()}
+		}
+		rep["error"] = nil
+		if w.Error != nil {
+			rep["error"] = *w.Error
+			outcome = w.Error.Type
+		}
+		if to {
+			e := ErrorInfo{Type: ErrCellTimeout, Message: "the cell overran its timeout of " + s.cfg.CellTimeout.String() + " and was interrupted; the namespace is kept"}
+			if w.Error != nil {
+				e.Traceback = w.Error.Traceback
+			}
+			rep["error"] = e
+			outcome = ErrCellTimeout
+		}
+		rep["names"] = capNames(w.Names)
+	}
+	if s.cfg.Audit != nil {
+		s.audit(cell, req.Code, outcome, wall, rep, stdout, stderr)
+	}
+	return rep
+}
+
+// callToken is call with a token chosen by the caller (exec's markers
+// carry it).
+func (s *Session) callToken(req map[string]any, token string) ([]byte, string) {
+	req["t"] = token
+	return s.callWith(req, token)
+}
+
+func (s *Session) cpuTime() (time.Duration, error) {
+	if s.handle == nil {
+		return 0, errors.New("no handle")
+	}
+	return s.handle.CPUTime()
+}
+
+func (s *Session) cellCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cells
+}
+
+// audit writes the cell's record (before its reply, so that a crash
+// leaves the evidence).
+func (s *Session) audit(cell int, code, outcome string, wall time.Duration, rep reply, stdout, stderr cellOutput) {
+	sum := sha256.Sum256([]byte(code))
+	rec := map[string]any{
+		"time": time.Now().UTC().Format(time.RFC3339Nano), "session_id": s.id, "cell": cell,
+		"code": code, "code_sha256": hex.EncodeToString(sum[:]), "outcome": outcome,
+		"wall_ms": ms(wall), "cpu_ms": rep["cpu_ms"],
+		"stdout_bytes": stdout.Bytes, "stderr_bytes": stderr.Bytes,
+		"stdout_truncated": stdout.Truncated, "stderr_truncated": stderr.Truncated,
+	}
+	b, _ := json.Marshal(rec)
+	if _, err := s.cfg.Audit.Write(append(b, '\n')); err != nil {
+		s.cfg.Log.Warn("write the audit log", "err", err)
+	}
+}
+
+// capNames keeps the worker's list of names within bounds.
+func capNames(names []string) []string {
+	if names == nil {
+		return []string{}
+	}
+	if len(names) > 1000 {
+		names = names[:1000]
+	}
+	out := names[:0:0]
+	for _, n := range names {
+		if len(n) <= 255 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func errReply(id json.RawMessage, typ, format string, a ...any) reply {
+	r := reply{"ok": false, "error": ErrorInfo{Type: typ, Message: refuse(typ, format, a...).msg}}
+	if id != nil {
+		r["id"] = id
+	}
+	return r
+}
+
+func lostReply(id json.RawMessage, reason string) reply {
+	r := reply{"ok": false, "error": ErrorInfo{Type: ErrSessionLost, Reason: reason, Message: "the session's jail is gone, and its namespace with it: " + reason}}
+	if id != nil {
+		r["id"] = id
+	}
+	return r
+}
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
+}

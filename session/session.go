@@ -1,0 +1,405 @@
+// Package session is rljail's persistent jailed Python: one jail holding
+// one worker (worker.py) whose namespace lasts from cell to cell, driven
+// over JSON lines (docs/session-protocol.md). It is what an agent or a
+// Recursive Language Model runner plugs in: one session per trajectory.
+//
+// New starts the jail through jail.Run with the embedded worker as its
+// payload; Serve speaks the protocol on any reader and writer, the CLI's
+// stdin and stdout (rljail session) or a socket. The worker shares its
+// process with the cells, so nothing it says is trusted: the supervisor
+// talks to it on a channel of its own (descriptor 3 in the jail), accepts
+// only the reply carrying the token of the request in flight, caps every
+// line, and enforces every limit itself (cell timeout, output cap,
+// budgets), from outside the jail.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rljail/rljail/jail"
+)
+
+// Defaults of a zero Config.
+const (
+	DefaultCellTimeout     = 30 * time.Second
+	DefaultCellGrace       = time.Second
+	DefaultMaxOutputChars  = 10000
+	DefaultMaxRequestBytes = 16 << 20
+	DefaultMaxReplyBytes   = 16 << 20
+	DefaultMaxFileBytes    = 8 << 20
+	DefaultPython          = "python3"
+	// markerWait bounds the wait, after the worker's reply, for its end
+	// markers on stdout and stderr: a cell that closed or redirected its
+	// descriptor 1 costs itself this much.
+	markerWait = 250 * time.Millisecond
+)
+
+// Config is one session's configuration.
+type Config struct {
+	// Spec is the jail, as for a run: rootfs, grants, limits, profile,
+	// Timeout (the whole session). Command, Stdin, Stdout, Stderr,
+	// Signals, Channel and Started are the session's own.
+	Spec jail.Spec
+	// CellTimeout is one cell's wall-clock limit: the cell is interrupted
+	// (SIGINT, a KeyboardInterrupt in the cell, state kept); CellGrace
+	// later without the worker's reply the jail is killed.
+	CellTimeout time.Duration
+	CellGrace   time.Duration
+	// MaxOutputChars caps each cell's stdout and stderr, counted in bytes
+	// of UTF-8: head and tail are kept, half each.
+	MaxOutputChars int
+	// MaxCells ends the budget of cells (0: none); IdleTimeout ends the
+	// session when no request came for that long (0: never).
+	MaxCells    int
+	IdleTimeout time.Duration
+	// MaxRequestBytes caps a runner's line; MaxReplyBytes a worker's line
+	// (over it the worker is taken as lost); MaxFileBytes put_file and
+	// get_file.
+	MaxRequestBytes int
+	MaxReplyBytes   int
+	MaxFileBytes    int
+	// Audit, when set, gets one JSON line per cell, written before the
+	// reply.
+	Audit io.Writer
+	// Version is rljail's version, for hello.
+	Version string
+	// Python is the interpreter inside the jail.
+	Python string
+	// Log receives the supervisor's own diagnostics (never the protocol's
+	// stream); nil discards them.
+	Log *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.CellTimeout <= 0 {
+		c.CellTimeout = DefaultCellTimeout
+	}
+	if c.CellGrace <= 0 {
+		c.CellGrace = DefaultCellGrace
+	}
+	if c.MaxOutputChars <= 0 {
+		c.MaxOutputChars = DefaultMaxOutputChars
+	}
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxReplyBytes <= 0 {
+		c.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if c.Python == "" {
+		c.Python = DefaultPython
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Session is one running jail with its worker.
+type Session struct {
+	cfg     Config
+	id      string
+	start   time.Time
+	started time.Duration // until the worker was ready
+	cancel  context.CancelFunc
+	conn    *os.File // the supervisor's end of the worker's channel
+	sigs    chan os.Signal
+	out     *capture
+	errs    *capture
+	handle  *jail.Handle
+	places  []string // the jail's writable places (put_file, get_file)
+
+	runDone chan struct{}
+	result  jail.Result // valid once runDone is closed
+	runErr  error
+
+	lostCh   chan struct{}
+	lostOnce sync.Once
+
+	mu        sync.Mutex
+	lost      string // why the session was lost; "" while alive
+	token     string // the request in flight
+	replyCh   chan []byte
+	discarded int64 // worker lines that were not the reply in flight
+	busy      bool
+	execing   bool // an exec is in flight: interrupt sends SIGINT
+	cells     int
+	closed    bool
+	lastReq   time.Time
+
+	wmu sync.Mutex // one writer for every reply line
+}
+
+// New starts a session's jail and waits until its worker can run the
+// first cell. ctx bounds the start only.
+func New(ctx context.Context, cfg Config) (*Session, error) {
+	cfg = cfg.withDefaults()
+	s := &Session{
+		cfg: cfg, id: newToken()[:16], start: time.Now(),
+		sigs: make(chan os.Signal, 8), runDone: make(chan struct{}), lostCh: make(chan struct{}),
+		out: newCapture(cfg.MaxOutputChars), errs: newCapture(cfg.MaxOutputChars),
+		replyCh: make(chan []byte, 1), token: "ready",
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("create the worker's channel: %w", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("create the worker's channel: %w", err)
+	}
+	s.conn = os.NewFile(uintptr(fds[0]), "session-channel")
+	jailEnd := os.NewFile(uintptr(fds[1]), "session-channel-jail")
+
+	spec := cfg.Spec
+	spec.Command = workerCommand(cfg.Python)
+	spec.Stdin = nil // a cell's stdin reads as empty
+	spec.Stdout, spec.Stderr = s.out, s.errs
+	// The pumps pass everything to the captures, which cap each cell: a
+	// session's total output is not limited (--output-limit is a run's).
+	spec.Resources.OutputBytes = math.MaxInt64 / 2
+	spec.Signals = s.sigs
+	spec.SignalsReady = nil
+	spec.Channel = jailEnd
+	startedCh := make(chan struct{})
+	spec.Started = func(h *jail.Handle) {
+		s.handle = h
+		close(startedCh)
+	}
+	s.places = writablePlaces(spec)
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() {
+		res, err := jail.Run(runCtx, spec)
+		s.result, s.runErr = res, err
+		close(s.runDone)
+	}()
+	// The jail holds its own copy of the channel once started: ours goes,
+	// so that the worker's end is gone when the worker is.
+	select {
+	case <-startedCh:
+	case <-s.runDone:
+	}
+	jailEnd.Close()
+	go s.readWorker()
+	go s.watchRun()
+
+	var ready []byte
+	select {
+	case ready = <-s.replyCh:
+	case <-s.lostCh:
+	case <-ctx.Done():
+		s.lose("start_canceled")
+	}
+	if ready == nil {
+		<-s.runDone
+		msg := s.lostReason()
+		if s.runErr != nil {
+			msg = s.runErr.Error()
+		} else if s.result.Error != "" {
+			msg = s.result.Error
+		}
+		return nil, fmt.Errorf("start the session's worker: %s", msg)
+	}
+	s.started = time.Since(s.start)
+	s.lastReq = time.Now()
+	cfg.Log.Debug("session started", "session", s.id, "start", s.started)
+	return s, nil
+}
+
+// writablePlaces are the jail directories put_file and get_file may use:
+// /tmp, /dev/shm and the writable volumes.
+func writablePlaces(spec jail.Spec) []string {
+	places := []string{"/tmp", "/dev/shm"}
+	for _, v := range spec.Volumes {
+		if v.Writable {
+			places = append(places, v.Dest)
+		}
+	}
+	return places
+}
+
+// ID is the session's id (in hello, the audit log and diagnostics).
+func (s *Session) ID() string { return s.id }
+
+// readWorker reads the worker's channel: each line that carries the token
+// of the request in flight is its reply; anything else is counted and
+// dropped. A line over MaxReplyBytes, or the channel's end, loses the
+// session.
+func (s *Session) readWorker() {
+	lr := newLineReader(s.conn, s.cfg.MaxReplyBytes)
+	for {
+		line, err := lr.next()
+		if errors.Is(err, errLineTooLong) {
+			s.lose("worker_protocol")
+			return
+		}
+		if err != nil {
+			// The worker is gone: why is the jail's to say.
+			select {
+			case <-s.runDone:
+			case <-time.After(2 * time.Second):
+			}
+			s.lose(s.runReason())
+			return
+		}
+		var head struct {
+			T string `json:"t"`
+		}
+		if json.Unmarshal(line, &head) != nil || head.T == "" {
+			s.mu.Lock()
+			s.discarded++
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.Lock()
+		if head.T != s.token {
+			s.discarded++
+			s.mu.Unlock()
+			continue
+		}
+		s.token = "" // one reply per request
+		s.mu.Unlock()
+		s.replyCh <- line
+	}
+}
+
+// watchRun loses the session when the jail ends.
+func (s *Session) watchRun() {
+	<-s.runDone
+	s.lose(s.runReason())
+}
+
+// runReason names why the jail ended, from its result.
+func (s *Session) runReason() string {
+	select {
+	case <-s.runDone:
+	default:
+		return "worker_exited"
+	}
+	switch s.result.Status {
+	case jail.StatusTimeout:
+		return "timeout"
+	case jail.StatusMemoryLimit:
+		return "memory_limit"
+	case jail.StatusSeccompViolation:
+		return "seccomp"
+	case jail.StatusCPULimit:
+		return "cpu_limit"
+	case jail.StatusPidsLimit:
+		return "pids_limit"
+	case jail.StatusSetupError:
+		if s.runErr != nil && errors.Is(s.runErr, context.Canceled) {
+			return "killed"
+		}
+		return "setup_error"
+	}
+	return "worker_exited"
+}
+
+// lose marks the session lost (once) and kills the jail.
+func (s *Session) lose(reason string) {
+	s.lostOnce.Do(func() {
+		s.mu.Lock()
+		s.lost = reason
+		s.mu.Unlock()
+		s.cancel()
+		close(s.lostCh)
+		s.cfg.Log.Debug("session lost", "session", s.id, "reason", reason)
+	})
+}
+
+func (s *Session) lostReason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// Close ends the session: the worker's channel closes (the worker exits),
+// and the jail is killed if it has not ended within a second. It returns
+// once nothing of the jail is left. It may be called more than once.
+func (s *Session) Close() jail.Result {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.conn.Close()
+	select {
+	case <-s.runDone:
+	case <-time.After(time.Second):
+		s.lose("closed")
+		<-s.runDone
+	}
+	s.lose("closed")
+	return s.result
+}
+
+// call sends one request to the worker with a fresh token and waits for
+// its reply, or for the session's loss (then it returns the reason).
+func (s *Session) call(req map[string]any) ([]byte, string) {
+	token := newToken()
+	req["t"] = token
+	return s.callWith(req, token)
+}
+
+func (s *Session) callWith(req map[string]any, token string) ([]byte, string) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, "worker_protocol"
+	}
+	b = append(b, '\n')
+	s.mu.Lock()
+	if s.lost != "" {
+		s.mu.Unlock()
+		return nil, s.lost
+	}
+	s.token = token
+	s.mu.Unlock()
+	// The socket waits in Go's poller: a worker that does not read blocks
+	// this write only, never the protocol's reader.
+	if _, err := s.conn.Write(b); err != nil {
+		s.lose(s.runReason())
+	}
+	select {
+	case line := <-s.replyCh:
+		return line, ""
+	case <-s.lostCh:
+		return nil, s.lostReason()
+	}
+}
+
+// signalWorker passes sig to the worker (the jail's init sends it on; a
+// SIGINT never kills the jail).
+func (s *Session) signalWorker(sig syscall.Signal) {
+	select {
+	case s.sigs <- sig:
+	default:
+	}
+}
+
+// Interrupt interrupts the running cell, if any (a KeyboardInterrupt in
+// it); it reports whether a cell was running.
+func (s *Session) Interrupt() bool {
+	s.mu.Lock()
+	running := s.execing
+	s.mu.Unlock()
+	if running {
+		s.signalWorker(syscall.SIGINT)
+	}
+	return running
+}

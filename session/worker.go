@@ -1,0 +1,39 @@
+package session
+
+import (
+	"crypto/rand"
+	_ "embed" // the worker's source
+	"encoding/hex"
+)
+
+// workerSource is the worker that runs in the jail (worker.py). It goes
+// into the jail as the payload's argument (python3 -I -S -c SOURCE): it is
+// part of the binary, read-only for the jail (the config is init's), and
+// never a file on the host, in the rootfs or in the workspace, so that
+// nothing the jail or an earlier jail could write changes it and nothing
+// is left behind.
+//
+//go:embed worker.py
+var workerSource string
+
+// workerCommand is the jail's command for the worker. -I: no environment
+// variable, user site or script directory changes what Python imports;
+// -S: no site module either.
+func workerCommand(python string) []string {
+	return []string{python, "-I", "-S", "-c", workerSource}
+}
+
+// newToken is a fresh 128-bit token for one request to the worker
+// (crypto/rand): the reply that carries it is the only one accepted, and
+// a cell cannot guess a later request's.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// endMarker is what the worker writes to descriptors 1 and 2 when a cell
+// ends (worker.py, _mark).
+func endMarker(token string) []byte {
+	return []byte("\x00rljail-end:" + token + "\x00")
+}
