@@ -56,6 +56,8 @@ at() {
 	echo "0x$v"
 }
 cd "$tmp"
+# The empty .note.GNU-stack says that the object needs no executable
+# stack: a test binary linked externally (cgo) warned without it.
 objcopy -I binary -O elf64-x86-64 -B i386:x86-64 \
 	--rename-section .data=.text,alloc,load,readonly,code,contents \
 	--set-section-alignment .text=4096 \
@@ -66,4 +68,5 @@ objcopy -I binary -O elf64-x86-64 -B i386:x86-64 \
 	--add-symbol rljail_prestarted=.text:"$(at rljail_prestarted)",global,object \
 	--add-symbol rljail_data_start=.text:"$(at __data_start)",global \
 	--add-symbol rljail_data_end=.text:"$(at __data_end)",global \
+	--add-section .note.GNU-stack=/dev/null \
 	blob.bin "$out"
