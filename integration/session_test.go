@@ -56,10 +56,17 @@ type sessionProc struct {
 
 func startSession(t testing.TB, m mode, args ...string) *sessionProc {
 	t.Helper()
+	return startSessionEnv(t, m, nil, args...)
+}
+
+// startSessionEnv is startSession with env added to rljail's own
+// environment (not the jail's).
+func startSessionEnv(t testing.TB, m mode, env []string, args ...string) *sessionProc {
+	t.Helper()
 	full := append([]string{"session", "--rootfs", rootfsDir, "--no-workspace"}, args...)
 	cmd := exec.Command(testBin, full...)
 	cmd.Dir = baseDir
-	cmd.Env = append(modeEnv(m), "TMPDIR="+sessionTmpDir(t))
+	cmd.Env = append(append(modeEnv(m), "TMPDIR="+sessionTmpDir(t)), env...)
 	runAsMode(cmd, m)
 	in, err := cmd.StdinPipe()
 	if err != nil {
