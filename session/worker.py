@@ -50,11 +50,22 @@ _wlock = threading.Lock()
 
 
 def _write_line(data):
+    # A line larger than the socket's buffer takes several writes: in the
+    # main thread SIGINT (the supervisor's interrupt) is held until the
+    # line is whole, so that a KeyboardInterrupt never leaves half a line
+    # for the next one to be glued to.
+    hold = len(data) > (64 << 10) and threading.current_thread() is threading.main_thread()
     view = memoryview(data)
     with _wlock:
-        while view:
-            n = os.write(CHANNEL, view)
-            view = view[n:]
+        if hold:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            while view:
+                n = os.write(CHANNEL, view)
+                view = view[n:]
+        finally:
+            if hold:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _send(obj):
