@@ -282,6 +282,19 @@ func bridgeSlowRunner(t *testing.T, m mode) {
 		t.Errorf("lines without an id: %v %v", bad, others)
 	}
 	s.close(t)
+
+	// --call-timeout: the call ends before the cell does, and the cell
+	// may catch it.
+	s = startSession(t, m, "--call-timeout", "300ms")
+	runCalls(s, func(map[string]any) (any, string, bool) { return nil, "", false })
+	rep = s.exec(t, `try:
+    llm_query("slow")
+except CallTimeout as e:
+    print("CallTimeout:", e)`)
+	if !strings.HasPrefix(fmt.Sprint(rep["stdout"]), "CallTimeout: llm_query got no answer within 300ms") || callCounts(t, rep)["refused"] != 1 {
+		t.Errorf("a call past --call-timeout: %v", rep)
+	}
+	s.close(t)
 }
 
 // bridgeBudgetRace: decided from the runner's side (the events it got)
