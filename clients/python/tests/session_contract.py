@@ -1,8 +1,12 @@
 """What rljail.Session must do against any `rljail session`: the fake one (test_session.py)
 and the real binary (test_real_binary.py) run these same cases.  A subclass sets
-``binary()`` and may add options with ``options``."""
+``binary()`` and may add options with ``options``.  SessionContract is the protocol
+without calls from the jail, CallContract the calls (the bridge); a test class takes
+either or both."""
 
+import json
 import os
+import subprocess
 import threading
 import time
 
@@ -12,7 +16,7 @@ import rljail
 from rljail import CellTimeout, RequestError, Repr, Session, SessionLost
 
 
-class SessionContract:
+class _Contract:
     options = {}
 
     def binary(self):
@@ -25,13 +29,27 @@ class SessionContract:
         self.addCleanup(s.close)
         return s
 
+
+class SessionContract(_Contract):
+
     # ------------------------------------------------------------ cells and state
 
     def test_hello(self):
         s = self.session()
         self.assertEqual(s.protocol, rljail.PROTOCOL_VERSION)
         self.assertTrue(s.version)
+        self.assertTrue(s.session_id)
         self.assertIsInstance(s.limits, dict)
+        for key in ("cell_timeout_ms", "cell_grace_ms", "max_output_chars", "max_cells",
+                    "max_request_bytes", "max_file_bytes"):
+            self.assertIn(key, s.limits)
+        self.assertEqual(s.limits["cell_timeout_ms"], 30000)  # rljail's default
+
+    def test_hello_reports_the_flags(self):
+        s = self.session(cell_timeout=2, cell_grace="500ms", max_cells=9)
+        self.assertEqual(s.limits["cell_timeout_ms"], 2000)
+        self.assertEqual(s.limits["cell_grace_ms"], 500)
+        self.assertEqual(s.limits["max_cells"], 9)
 
     def test_state_persists_across_cells(self):
         s = self.session()
@@ -39,8 +57,12 @@ class SessionContract:
         r = s.run("print(f(22))")
         self.assertTrue(r.ok, r.error)
         self.assertEqual(r.stdout, "42\n")
-        self.assertIn("x", r.variables)
+        self.assertIn("x", r.names)
         self.assertIn("f", r.variables)
+        self.assertEqual(r.cell, 2)
+        self.assertEqual(r.stdout_bytes, 3)
+        s.run("_hidden = 1")
+        self.assertNotIn("_hidden", s.run("pass").names)
 
     def test_exception_keeps_session(self):
         s = self.session()
@@ -88,30 +110,66 @@ class SessionContract:
         value = s.get("obj")
         self.assertIsInstance(value, Repr)
         self.assertIn("object", value)
-        with self.assertRaises(RequestError):
+        self.assertFalse(value.truncated)
+        with self.assertRaises(RequestError) as cm:
             s.get("no_such_name")
+        self.assertEqual(cm.exception.type, "KeyError")
         with self.assertRaises(ValueError):
             s.set("bad", float("nan"))
+        with self.assertRaises(RequestError) as cm:
+            s.set("not an identifier", 1)
+        self.assertEqual(cm.exception.type, "BadRequest")
+        self.assertTrue(s.run("pass").ok)
 
     def test_load_context_value_numbers_names(self):
         s = self.session()
-        self.assertEqual(s.load_context("the first"), "context_0")
-        self.assertEqual(s.load_context({"k": 2}), "context_1")
+        first = s.load_context("the first")
+        self.assertEqual(first, "context_0")
+        self.assertEqual(sorted(first.names), ["context", "context_0"])
+        self.assertEqual(first.kind, "value")
+        second = s.load_context({"k": 2})
+        self.assertEqual(second, "context_1")
+        self.assertEqual(second.names, ("context_1",))
         r = s.run("print(context, context_0 == context, context_1['k'])")
         self.assertEqual(r.stdout, "the first True 2\n")
 
+    def test_load_context_by_path(self):
+        s = self.session()
+        s.put_file("/tmp/c.json", b'{"k": [1, 2]}')
+        s.put_file("/tmp/c.txt", "caf\u00e9\n")
+        self.assertEqual(s.load_context(path="/tmp/c.json").kind, "json")
+        self.assertEqual(s.load_context(path="/tmp/c.txt").kind, "str")
+        self.assertEqual(s.run("print(context['k'], repr(context_1))").stdout, "[1, 2] 'caf\u00e9\\n'\n")
+        with self.assertRaises(RequestError) as cm:
+            s.load_context(path="/tmp/nope.txt")
+        self.assertEqual(cm.exception.type, "FileNotFoundError")
+
     def test_files_in_and_out(self):
         s = self.session()
-        s.put_file("/tmp/in.bin", b"\x00\x01binary\xff")
+        self.assertEqual(s.put_file("/tmp/in.bin", b"\x00\x01binary\xff"), 9)
         r = s.run("data = open('/tmp/in.bin', 'rb').read()\n"
                   "open('/tmp/out.txt', 'w').write(str(len(data)))")
         self.assertTrue(r.ok, r.error)
         self.assertEqual(s.get_file("/tmp/out.txt"), b"9")
+        self.assertEqual(s.put_file("/dev/shm/x", ""), 0)
+        for path in ("/etc/x", "relative", "/tmp/../etc/x"):
+            with self.assertRaises(RequestError) as cm:
+                s.put_file(path, b"x")
+            self.assertEqual(cm.exception.type, "BadPath", path)
+        with self.assertRaises(RequestError) as cm:
+            s.get_file("/tmp/missing")
+        self.assertEqual(cm.exception.type, "FileNotFoundError")
+        with self.assertRaises(RequestError) as cm:
+            s.put_file("/tmp/big", b"x" * ((8 << 20) + 1024))
+        self.assertEqual(cm.exception.type, "FileTooLarge")
+        self.assertTrue(s.run("pass").ok)
 
     def test_output_cap_keeps_head_and_tail(self):
         s = self.session(max_output_chars=1000)
         r = s.run("print('HEAD' + 'x' * 5000 + 'TAIL')")
-        self.assertGreater(r.stdout_truncated, 0)
+        self.assertIs(r.stdout_truncated, True)
+        self.assertEqual(r.stdout_bytes, 5009)
+        self.assertIn("bytes cut by rljail", r.stdout)
         self.assertTrue(r.stdout.startswith("HEAD"))
         self.assertTrue(r.stdout.rstrip().endswith("TAIL"))
         self.assertLess(len(r.stdout), 1200)
@@ -158,13 +216,34 @@ class SessionContract:
 
     def test_crashed_worker_loses_session(self):
         s = self.session()
-        with self.assertRaises(SessionLost):
+        with self.assertRaises(SessionLost) as cm:
             s.run("import os\nos._exit(3)")
+        self.assertEqual(cm.exception.reason, "worker_exited")
         self.assertFalse(s.alive)
+        with self.assertRaises(SessionLost):
+            s.get("x")
+        s.close()
+        self.assertEqual(s.close_info.get("lost"), "worker_exited")
+
+    def test_system_exit_ends_the_cell_not_the_session(self):
+        s = self.session()
+        s.run("x = 1")
+        self.assertEqual(s.run("raise SystemExit(3)").error.type, "SystemExit")
+        self.assertEqual(s.run("print(x)").stdout, "1\n")
+
+    def test_cell_limit(self):
+        s = self.session(max_cells=2)
+        s.run("x = 1")
+        s.run("pass")
+        with self.assertRaises(RequestError) as cm:
+            s.run("pass")
+        self.assertEqual(cm.exception.type, "CellLimit")
+        self.assertEqual(s.get("x"), 1)  # other requests work
 
     def test_interrupt_running_cell(self):
         s = self.session()
         s.run("x = 5")
+        self.assertFalse(s.interrupt())  # no cell runs
         timer = threading.Timer(0.5, s.interrupt)
         timer.start()
         self.addCleanup(timer.cancel)
@@ -175,9 +254,11 @@ class SessionContract:
     def test_close_is_idempotent_and_final(self):
         s = self.session()
         s.run("pass")
-        s.close()
+        self.assertEqual(s.close(), 0)
         s.close()
         self.assertFalse(s.alive)
+        self.assertEqual(s.close_info["cells"], 1)
+        self.assertNotIn("lost", s.close_info)
         with self.assertRaises(rljail.SessionError):
             s.run("pass")
 
@@ -186,7 +267,42 @@ class SessionContract:
             self.assertEqual(s.run("print(1)").stdout, "1\n")
         self.assertFalse(s.alive)
 
-    # ------------------------------------------------------------ the bridge
+    def test_busy_and_malformed_lines_on_the_wire(self):
+        # What the package never sends, on rljail's own stdin: the replies are as the
+        # protocol says, and the session goes on.
+        binary = self.binary()
+        argv = (list(binary) if isinstance(binary, list) else [binary]) + ["session"]
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.addCleanup(p.kill)
+        lines = [b'not json', b'{"op":"hello"}', b'{"id":true,"op":"hello"}', b'{"id":1,"op":"nope"}',
+                 b'{"id":2,"op":"exec","code":"import time; time.sleep(1)"}',
+                 b'{"id":3,"op":"get","name":"x"}']
+        out, _ = p.communicate(b"\n".join(lines) + b"\n", timeout=60)
+        replies = [json.loads(l) for l in out.splitlines()]
+        types = [(r["id"], r["error"]["type"] if not r["ok"] else None) for r in replies]
+        # An id that is neither a string nor a number is repeated as it came.
+        self.assertEqual(types[:5], [(None, "BadRequest"), (None, "BadRequest"), (True, "BadRequest"),
+                                     (1, "UnknownOp"), (3, "Busy")])
+        # EOF ends the session once the request in flight is answered.
+        self.assertEqual(types[5:], [(2, None)])
+        self.assertEqual(p.returncode, 0)
+
+    def test_idle_timeout_ends_the_session(self):
+        s = self.session(idle_timeout="300ms")
+        time.sleep(1.0)
+        with self.assertRaises(SessionLost) as cm:
+            s.run("pass")
+        self.assertEqual(cm.exception.reason, "idle_timeout")
+
+
+
+class CallContract(_Contract):
+    """The calls from the jail (the bridge: llm_query, rlm_query, tools, budgets), as
+    events to the runner and call_result back.  The real binary has them once the
+    bridge is wired into the session (issue 20)."""
+
+    # ------------------------------------------------------------ the bridge (calls)
 
     def test_llm_query_reaches_host(self):
         llm = RecordingLLM()
@@ -237,7 +353,7 @@ class SessionContract:
         self.assertTrue(r.ok, r.error)
         self.assertIn("provider said no", r.stdout)
         r = s.run("llm_query('p')")
-        self.assertIsNotNone(r.error)
+        self.assertEqual(r.error.type, "CallFailed")
         self.assertIn("provider said no", r.error.message)
         self.assertTrue(s.run("print('alive')").ok)
 
@@ -311,7 +427,7 @@ class SessionContract:
         s = self.session(tools={"ping": lambda: "pong"}, max_tool_calls=2)
         r = s.run("print(ping(), ping())")
         self.assertEqual(r.stdout, "pong pong\n")
-        self.assertEqual(s.run("ping()").error.type, "LLMBudgetExceeded")
+        self.assertEqual(s.run("ping()").error.type, "ToolBudgetExceeded")
 
     # ------------------------------------------------------------ many sessions
 
@@ -324,8 +440,8 @@ class SessionContract:
                 with Session(self.binary(), llm=lambda p, m=None: "n%d:%s" % (i, p),
                              **self.options) as s:
                     start.wait(30)
-                    s.run("import os\nmine = %d\nos.makedirs('w', exist_ok=True)\n"
-                          "os.chdir('w')\nopen('who', 'w').write(str(mine))" % i)
+                    s.run("import os\nmine = %d\nos.chdir('/tmp')\n"
+                          "open('who', 'w').write(str(mine))" % i)
                     outs = []
                     for step in range(5):
                         r = s.run("print(mine, open('who').read(), llm_query(str(%d)))" % step)
