@@ -46,6 +46,13 @@ PROTOCOL_VERSION = 1
 LLM_CALLS = ("llm_query", "llm_query_batched")
 RLM_CALLS = ("rlm_query", "rlm_query_batched")
 
+# Names the session defines in the cell namespace itself, that a tool may not take
+# (bridge.ParseTool refuses them too).
+_SESSION_NAMES = ("SUBMIT", "FINAL", "FINAL_VAR", "print")
+#: The exceptions a refused or failed call raises in the cell (subclasses of RuntimeError,
+#: builtins in the jail): the bridge's error types.
+CALL_ERRORS = ("LLMBudgetExceeded", "ToolBudgetExceeded", "BadCall", "CallTimeout", "CallFailed")
+
 # Flags whose numeric values are durations (seconds) or sizes (bytes) when given as numbers.
 _DURATION_FLAGS = {"timeout", "cell_timeout", "cell_grace", "idle_timeout", "cpu_time",
                    "stop_grace", "call_timeout", "egress_idle_timeout"}
@@ -374,8 +381,8 @@ class Session:
         for name, spec in (tools or {}).items():
             if not isinstance(name, str) or not name.isidentifier():
                 raise ValueError("tool name %r is not a Python identifier" % (name,))
-            if name in LLM_CALLS + RLM_CALLS:
-                raise ValueError("tool name %r is the bridge's own" % name)
+            if name in LLM_CALLS + RLM_CALLS + _SESSION_NAMES:
+                raise ValueError("tool name %r is a name the session defines itself" % name)
             if isinstance(spec, tuple):
                 func, params = spec
                 params = list(params)
@@ -453,11 +460,12 @@ class Session:
         try:
             self.hello = self._request("hello", timeout=60.0)
         except BaseException:
-            self.close()
+            self.close(wait=5.0, ask=False)
             raise
         self.protocol = self.hello.get("protocol")
         if self.protocol != PROTOCOL_VERSION:
-            self.close()
+            # Not a peer to send close to: the end of its stdin ends rljail.
+            self.close(wait=5.0, ask=False)
             raise ProtocolError("rljail speaks session protocol %r, this package %d"
                                 % (self.protocol, PROTOCOL_VERSION))
         self.version = self.hello.get("rljail")
@@ -578,17 +586,19 @@ class Session:
         """The last bytes rljail wrote on its stderr (when ``stderr`` was not given)."""
         return b"".join(self._stderr_buf).decode("utf-8", "replace")
 
-    def close(self, wait=_CLOSE_WAIT):
+    def close(self, wait=_CLOSE_WAIT, ask=True):
         """Ends the session: asks rljail to remove the jail (its reply, once nothing
         of the jail is left, is :attr:`close_info`: ``cells``, ``wall_ms``, ``cpu_ms``,
         ``memory_peak_bytes``, and ``lost`` for a lost session), then closes its stdin;
         a session that has not ended within ``wait`` seconds is stopped.  Returns
-        rljail's exit status.  Safe to call more than once and from any thread."""
+        rljail's exit status.  Safe to call more than once and from any thread.
+        ``ask=False`` skips the close request (the end of stdin ends the session too,
+        once the request in flight is answered)."""
         with self._state_lock:
             first = not self._closed
             self._closed = True
             waiter = None
-            if first and not self._eof and self._proc.poll() is None:
+            if ask and first and not self._eof and self._proc.poll() is None:
                 rid = "close-%d" % next(self._ids)
                 waiter = self._waiters[rid] = _Waiter()
         proc = self._proc
@@ -783,12 +793,13 @@ class Session:
         args = msg.get("args") if isinstance(msg.get("args"), dict) else {}
         try:
             value = self._dispatch(name, args)
-            # The answer must be JSON; anything else becomes an error in the cell.
-            json.dumps(value, allow_nan=False)
+            _check_answer(name, args, value)
             answer = {"op": "call_result", "call": call, "value": value}
         except BaseException as e:  # a handler's failure is the cell's exception, not ours
+            # The cell gets it as CallFailed with this message.
             answer = {"op": "call_result", "call": call, "error": "%s: %s" % (type(e).__name__, e)}
-        answer["id"] = "call-%s-%d" % (call, next(self._ids))
+        # No id: a call_result without one gets no reply, and one for a call that is gone
+        # (answered, timed out at the supervisor, never made) is dropped there.
         try:
             self._send(answer)
         except (OSError, ValueError):
@@ -824,6 +835,20 @@ class Session:
         # A pool of its own: the session's pool may be full of calls waiting on this one.
         with ThreadPoolExecutor(max_workers=min(self._batch_concurrency, len(prompts))) as pool:
             return list(pool.map(lambda p: single(p, model), prompts))
+
+
+def _check_answer(name, args, value):
+    """Refuses on the host what the call's caller cannot use: an LLM answer is a str, a
+    batch's a list of str, one per prompt; a tool's any JSON value."""
+    if name in ("llm_query", "rlm_query"):
+        if not isinstance(value, str):
+            raise TypeError("the %s handler returned %s, not str" % (name, type(value).__name__))
+    elif name in ("llm_query_batched", "rlm_query_batched"):
+        prompts = args.get("prompts")
+        if (not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+                or not isinstance(prompts, list) or len(value) != len(prompts)):
+            raise TypeError("the %s handler must return a list of str, one per prompt" % name)
+    json.dumps(value, allow_nan=False)
 
 
 class _NoLockType:

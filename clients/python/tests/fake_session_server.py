@@ -399,7 +399,7 @@ class Server:
             except ValueError:
                 self.fail(None, "BadRequest", "the request is not JSON")
                 continue
-            if not isinstance(msg, dict) or "id" not in msg:
+            if not isinstance(msg, dict) or ("id" not in msg and msg.get("op") != "call_result"):
                 self.fail(None, "BadRequest", "a request is a JSON object with an id")
                 continue
             rid, op = msg.get("id"), msg.get("op")

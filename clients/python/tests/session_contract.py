@@ -18,6 +18,9 @@ from rljail import CellTimeout, RequestError, Repr, Session, SessionLost
 
 class _Contract:
     options = {}
+    #: The unit of the timing cases, in seconds (cell timeouts, grace): the fake's is
+    #: shorter than the real binary's, whose jail runs on a busy machine.
+    tick = 1.0
 
     def binary(self):
         raise NotImplementedError
@@ -177,7 +180,7 @@ class SessionContract(_Contract):
     # ------------------------------------------------------------ timeouts and loss
 
     def test_cell_timeout_keeps_state(self):
-        s = self.session(cell_timeout=1)
+        s = self.session(cell_timeout=self.tick)
         s.run("x = 7")
         start = time.monotonic()
         with self.assertRaises(CellTimeout) as cm:
@@ -187,14 +190,14 @@ class SessionContract(_Contract):
         self.assertEqual(s.run("print(x)").stdout, "7\n")
 
     def test_cell_timeout_as_result_field(self):
-        s = self.session(cell_timeout=1, errors="result")
+        s = self.session(cell_timeout=self.tick, errors="result")
         r = s.run("import time\nwhile True:\n    time.sleep(0.01)")
         self.assertTrue(r.timed_out)
         self.assertEqual(r.error.type, "CellTimeout")
         self.assertTrue(s.run("pass").ok)
 
     def test_cell_ignoring_interrupts_loses_session(self):
-        s = self.session(cell_timeout=1, cell_grace=1)
+        s = self.session(cell_timeout=self.tick, cell_grace=self.tick)
         start = time.monotonic()
         code = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                 "while True:\n    time.sleep(0.01)")
@@ -207,7 +210,7 @@ class SessionContract(_Contract):
         self.assertFalse(s.alive)
 
     def test_lost_session_as_result_field(self):
-        s = self.session(cell_timeout=1, cell_grace=1, errors="result")
+        s = self.session(cell_timeout=self.tick, cell_grace=self.tick, errors="result")
         r = s.run("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                   "while True:\n    time.sleep(0.01)")
         self.assertTrue(r.lost)
@@ -244,7 +247,7 @@ class SessionContract(_Contract):
         s = self.session()
         s.run("x = 5")
         self.assertFalse(s.interrupt())  # no cell runs
-        timer = threading.Timer(0.5, s.interrupt)
+        timer = threading.Timer(self.tick / 2, s.interrupt)
         timer.start()
         self.addCleanup(timer.cancel)
         r = s.run("import time\nwhile True:\n    time.sleep(0.01)")
@@ -276,7 +279,7 @@ class SessionContract(_Contract):
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.addCleanup(p.kill)
         lines = [b'not json', b'{"op":"hello"}', b'{"id":true,"op":"hello"}', b'{"id":1,"op":"nope"}',
-                 b'{"id":2,"op":"exec","code":"import time; time.sleep(1)"}',
+                 (b'{"id":2,"op":"exec","code":"import time; time.sleep(%g)"}' % self.tick),
                  b'{"id":3,"op":"get","name":"x"}']
         out, _ = p.communicate(b"\n".join(lines) + b"\n", timeout=60)
         replies = [json.loads(l) for l in out.splitlines()]
@@ -289,8 +292,8 @@ class SessionContract(_Contract):
         self.assertEqual(p.returncode, 0)
 
     def test_idle_timeout_ends_the_session(self):
-        s = self.session(idle_timeout="300ms")
-        time.sleep(1.0)
+        s = self.session(idle_timeout="%dms" % (self.tick * 300))
+        time.sleep(self.tick)
         with self.assertRaises(SessionLost) as cm:
             s.run("pass")
         self.assertEqual(cm.exception.reason, "idle_timeout")
@@ -365,7 +368,7 @@ class CallContract(_Contract):
             release.wait(30)
             return "late"
 
-        s = self.session(llm=slow, cell_timeout=1)
+        s = self.session(llm=slow, cell_timeout=self.tick)
         s.run("x = 3")
         with self.assertRaises(CellTimeout):
             s.run("llm_query('slow')")

@@ -16,6 +16,7 @@ from session_contract import CallContract, SessionContract
 
 
 class FakeSessionTest(SessionContract, CallContract, unittest.TestCase):
+    tick = 0.3
     def binary(self):
         return FAKE
 
