@@ -1,25 +1,22 @@
 """A Recursive Language Model's REPL in rljail: one persistent jailed Python per trajectory,
 whose code calls llm_query() while the model's API key stays in this (host) process.
 
-    python3 examples/rlm_repl.py        # three cells against a stub model
+    python3 examples/rlm_repl.py        # a few cells against a stub model
 
 Everything a cell runs is jailed (`rljail session`: one jail and one namespace per
-trajectory): no network, no host files but the ones granted (here the llm_query socket and an
-optional context directory, read-only), no secrets, the limits of rljail and a per-cell
-timeout. The socket is the only way out, and it
-answers llm_query and nothing else. Replace answer() with a call to your model.
+trajectory): no network, no host files but the ones granted (here an optional context
+directory, read-only), no secrets, the limits of rljail and a per-cell timeout. The cell's
+llm_query() is rljail's bridge: each call comes to this process as a call event on the
+session's stdout, counted against --max-llm-calls by rljail, and goes back as a call_result
+(docs/session-protocol.md, "Calls to the host"). Replace answer() with a call to your model.
 
 The rule this meets: sandbox model code, Agent Wranglers application security playbook
 (https://agentwranglers.se/playbook/application-security/ai-features-and-agents/sandbox-model-code).
 """
 import json
 import os
-import shutil
-import socketserver
 import subprocess
 import sys
-import tempfile
-import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RLJAIL = os.environ.get("RLJAIL_BIN") or os.path.join(HERE, "..", "bin", "rljail")
@@ -30,97 +27,54 @@ def answer(prompt):
     return "stub answer to: " + prompt[:60]
 
 
-# The jail is hostile: it may open many connections, send endless lines or garbage.
-MAX_CONNECTIONS = 8
-MAX_REQUEST = 1 << 20
-
-
-class _Bridge(socketserver.ThreadingUnixStreamServer):
-    daemon_threads = True
-
-    def __init__(self, path, handler):
-        super().__init__(path, handler)
-        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-
-    def handle_error(self, request, client_address):
-        pass  # a bad request from the jail is not the runner's error to print
-
-
-class _Ask(socketserver.StreamRequestHandler):
-    def handle(self):
-        if not self.server.slots.acquire(blocking=False):
-            return  # too many connections at once: this one is closed
-        try:
-            while True:
-                line = self.rfile.readline(MAX_REQUEST + 1)
-                if not line:
-                    return
-                if len(line) > MAX_REQUEST or not line.endswith(b"\n"):
-                    self._reply({"error": "request too long"})
-                    return
-                try:
-                    prompt = str(json.loads(line).get("prompt", ""))
-                except (ValueError, AttributeError):
-                    self._reply({"error": "bad request"})
-                    continue
-                self._reply({"answer": answer(prompt)})
-        finally:
-            self.server.slots.release()
-
-    def _reply(self, obj):
-        self.wfile.write((json.dumps(obj) + "\n").encode())
-        self.wfile.flush()
-
-
-# Defined in the session's namespace before the first cell: llm_query(prompt) asks the model
-# through the socket granted at /run/llm.sock, so the API key stays in this process.
-LLM_QUERY = """
-def llm_query(prompt):
-    import json, socket
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.connect("/run/llm.sock")
-        f = s.makefile("rw", encoding="utf-8")
-        f.write(json.dumps({"prompt": str(prompt)}) + "\\n")
-        f.flush()
-        reply = json.loads(f.readline() or "{}")
-    if "answer" not in reply:
-        raise RuntimeError("llm_query: " + str(reply.get("error", "no answer")))
-    return reply["answer"]
-"""
-
-
 class JailedREPL:
     """One jailed Python that keeps its state from cell to cell: an `rljail session`
     (docs/session-protocol.md), driven over JSON lines on its stdin and stdout."""
 
-    def __init__(self, context_dir=None, timeout="600s", cell_timeout="60s"):
-        # 0700: only this user reaches the socket on the host; the jail gets the socket
-        # itself, bound at /run/llm.sock (as root the jail's user is a host uid of its own, hence 0666).
-        self.dir = tempfile.mkdtemp(prefix="rlm-")
-        sock = os.path.join(self.dir, "llm.sock")
-        self.bridge = _Bridge(sock, _Ask)
-        os.chmod(sock, 0o666)
-        threading.Thread(target=self.bridge.serve_forever, daemon=True).start()
+    def __init__(self, context_dir=None, timeout="600s", cell_timeout="60s", max_llm_calls=50):
         argv = [RLJAIL, "session", "-q", "--timeout", timeout, "--cell-timeout", cell_timeout,
-                "--no-workspace", "-v", sock + ":/run/llm.sock"]
+                "--no-workspace", "--max-llm-calls", str(max_llm_calls)]
         if context_dir:
             argv += ["-v", os.path.abspath(context_dir) + ":/context"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.ids = 0
-        self.request("exec", code=LLM_QUERY)
+
+    def _send(self, obj):
+        self.proc.stdin.write(json.dumps(obj) + "\n")
+        self.proc.stdin.flush()
 
     def request(self, op, **fields):
-        """Sends one request and returns its reply (one at a time, as the protocol asks)."""
+        """Sends one request and returns its reply, answering the cell's llm_query calls
+        (call events) meanwhile."""
         self.ids += 1
-        self.proc.stdin.write(json.dumps(dict(fields, id=self.ids, op=op)) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the session ended (exit status %s)" % self.proc.wait())
-        reply = json.loads(line)
-        if not reply["ok"] and reply["error"]["type"] == "SessionLost":
-            raise RuntimeError("the session was lost: " + reply["error"]["reason"])
-        return reply
+        self._send(dict(fields, id=self.ids, op=op))
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("the session ended (exit status %s)" % self.proc.wait())
+            msg = json.loads(line)
+            if msg.get("event") == "call":
+                self._send(self._answer(msg))
+                continue
+            if msg.get("id") != self.ids:
+                continue
+            if not msg["ok"] and msg["error"]["type"] == "SessionLost":
+                raise RuntimeError("the session was lost: " + msg["error"]["reason"])
+            return msg
+
+    def _answer(self, ev):
+        res = {"op": "call_result", "call": ev["call"]}
+        try:
+            args = ev["args"]
+            if ev["name"] in ("llm_query", "rlm_query"):
+                res["value"] = answer(args["prompt"])
+            elif ev["name"] in ("llm_query_batched", "rlm_query_batched"):
+                res["value"] = [answer(p) for p in args["prompts"]]
+            else:
+                res["error"] = "no tool " + ev["name"]
+        except Exception as e:  # the model failed: CallFailed in the cell
+            res["error"] = str(e)
+        return res
 
     def run(self, code):
         """Runs one cell; returns {"ok", "output", "error"} (output capped by rljail)."""
@@ -132,24 +86,19 @@ class JailedREPL:
     def close(self, wait=5):
         """Ends the session (nothing of the jail is left) and returns rljail's exit status."""
         try:
-            try:
-                self.request("close")
-                self.proc.stdin.close()
-            except (OSError, RuntimeError, ValueError):
-                pass  # the session is gone already
+            self.request("close")
+            self.proc.stdin.close()
+        except (OSError, RuntimeError, ValueError):
+            pass  # the session is gone already
+        try:
+            return self.proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()  # rljail session ends the jail on SIGTERM
             try:
                 return self.proc.wait(wait)
             except subprocess.TimeoutExpired:
-                self.proc.terminate()  # rljail session ends the jail on SIGTERM
-                try:
-                    return self.proc.wait(wait)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    return self.proc.wait()
-        finally:
-            self.bridge.shutdown()
-            self.bridge.server_close()
-            shutil.rmtree(self.dir, ignore_errors=True)
+                self.proc.kill()
+                return self.proc.wait()
 
 
 def main():
@@ -159,6 +108,7 @@ def main():
                      "import os; os.write(1, b'to descriptor 1: the cell\\'s output too\\n')",
                      "print(x * 2)",
                      "print(llm_query('summarize: ' + str(x)))",
+                     "print(llm_query_batched(['a', 'b']))",
                      "import os; print(sorted(os.environ.items()))",
                      "open('/etc/hostname').read(); import socket; socket.create_connection(('1.1.1.1', 443), timeout=2)"):
             r = repl.run(code)

@@ -11,7 +11,8 @@ import (
 
 // TestRLMExample runs examples/rlm_repl.py, the recipe the README gives
 // RLM runners, as a user would: a host driver keeps one jailed REPL for a
-// trajectory and answers its llm_query calls on a Unix socket. Decided
+// trajectory and answers its llm_query calls (the bridge's call events on
+// the session's stdout). Decided
 // from outside: state lasts from cell to cell, llm_query reaches the
 // host's answer(), an API key in the driver's environment never shows in
 // what the jail printed, the network is unreachable, rljail exits 0 and
@@ -42,7 +43,7 @@ func TestRLMExample(t *testing.T) {
 			if err != nil {
 				t.Fatalf("python3 examples/rlm_repl.py: %v\n%s", err, text)
 			}
-			for _, want := range []string{">>> print(x * 2)\n42\n", "stub answer to: summarize: 21", "Network is unreachable", "rljail exit status 0"} {
+			for _, want := range []string{">>> print(x * 2)\n42\n", "stub answer to: summarize: 21", "['stub answer to: a', 'stub answer to: b']", "Network is unreachable", "rljail exit status 0"} {
 				if !strings.Contains(text, want) {
 					t.Errorf("the example's output lacks %q:\n%s", want, text)
 				}

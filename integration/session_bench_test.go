@@ -21,7 +21,9 @@ import (
 //     aim;
 //  2. a session's start (until the first exec's reply) against one
 //     one-shot jail start plus the worker's imports;
-//  3. 100 cells through one session against 100 one-shot runs.
+//  3. 100 cells through one session against 100 one-shot runs;
+//  4. one llm_query round trip through the bridge (issue 20), the runner
+//     answering at once: under 1 ms over the answer's own time.
 func BenchmarkSession(b *testing.B) {
 	bin, rootfsDir := os.Getenv("RLJAIL_BIN"), os.Getenv("RLJAIL_ROOTFS")
 	if bin == "" || rootfsDir == "" {
@@ -87,7 +89,7 @@ for code in ("pass", "x = 1"):
 		sessStart = append(sessStart, time.Since(start))
 		s.close(b)
 		oneShot = append(oneShot, runOnce(bin, "-q", "--rootfs", rootfsDir, "--no-workspace", "--", "python3", "-c", "pass"))
-		imports = append(imports, runOnce(py, "-I", "-S", "-c", "import json, os, signal, sys"))
+		imports = append(imports, runOnce(py, "-I", "-S", "-c", "import json, os, signal, sys, threading, collections"))
 		bareStart = append(bareStart, runOnce(py, "-I", "-S", "-c", "pass"))
 	}
 	importMS := median(imports) - median(bareStart)
@@ -107,6 +109,24 @@ for code in ("pass", "x = 1"):
 	}
 	hundredRuns := time.Since(start)
 
+	// 4. One llm_query round trip through the bridge, the runner (this
+	// benchmark) answering at once, timed inside the cell, against the
+	// exec round trip of 1.
+	s = startSession(b, asRoot, "--max-llm-calls", "10000")
+	runCalls(s, echoAnswer)
+	rep := s.exec(b, `import time
+ts = []
+for _ in range(1000):
+    t = time.perf_counter_ns(); llm_query("x"); ts.append(time.perf_counter_ns() - t)
+ts.sort()
+print(ts[len(ts) // 2])`)
+	callNS, err := strconv.ParseFloat(strings.TrimSpace(fmt.Sprint(rep["stdout"])), 64)
+	if err != nil {
+		b.Fatalf("the llm_query loop: %v", rep)
+	}
+	s.close(b)
+	callMS := callNS / 1e6
+
 	var t strings.Builder
 	fmt.Fprintf(&t, "\nsession: cell round trip (median of %d) over a bare in-process exec (median of 3000):\n", cells)
 	for i, code := range []string{"pass", "x = 1"} {
@@ -116,6 +136,7 @@ for code in ("pass", "x = 1"):
 		median(sessStart), median(oneShot), importMS, budget, median(sessStart)/budget)
 	fmt.Fprintf(&t, "100 cells: one session %v, 100 one-shot runs %v: the session is %.1fx faster\n",
 		hundredSession.Round(time.Millisecond), hundredRuns.Round(time.Millisecond), float64(hundredRuns)/float64(hundredSession))
+	fmt.Fprintf(&t, "llm_query round trip through the bridge (median of 1000, the runner answering at once) %.3f ms; exec round trip of pass %.3f ms (target < 1 ms over the answer's own time)\n", callMS, rt[0])
 	b.Log(t.String())
 	if b.N > 1 {
 		fmt.Print(t.String())
@@ -124,5 +145,6 @@ for code in ("pass", "x = 1"):
 	b.ReportMetric(rt[1]-bare[1], "assign-overhead-ms")
 	b.ReportMetric(median(sessStart)/budget, "x-start-budget")
 	b.ReportMetric(float64(hundredRuns)/float64(hundredSession), "x-100-cells")
+	b.ReportMetric(callMS, "llm-query-ms")
 	b.ReportMetric(0, "ns/op")
 }

@@ -56,10 +56,17 @@ type sessionProc struct {
 
 func startSession(t testing.TB, m mode, args ...string) *sessionProc {
 	t.Helper()
+	return startSessionEnv(t, m, nil, args...)
+}
+
+// startSessionEnv is startSession with env added to rljail's own
+// environment (not the jail's).
+func startSessionEnv(t testing.TB, m mode, env []string, args ...string) *sessionProc {
+	t.Helper()
 	full := append([]string{"session", "--rootfs", rootfsDir, "--no-workspace"}, args...)
 	cmd := exec.Command(testBin, full...)
 	cmd.Dir = baseDir
-	cmd.Env = append(modeEnv(m), "TMPDIR="+sessionTmpDir(t))
+	cmd.Env = append(append(modeEnv(m), "TMPDIR="+sessionTmpDir(t)), env...)
 	runAsMode(cmd, m)
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -637,10 +644,18 @@ func sessionBadFlags(t *testing.T, m mode) {
 		{"--cell-timeout", "soon"}, {"--cell-grace", "-1s"}, {"--max-cells", "-1"}, {"--max-output-chars", "1"},
 		{"--idle-timeout", "0"}, {"--bogus"}, {"--memory", "1k"}, {"-v", "/nonexistent-rljail-src:/x"},
 		{"--result-fd", "1"}, {"--", "python3"},
+		// The bridge's flags (issue 20).
+		{"--llm", "bogus"}, {"--tool", "1bad"}, {"--tool", "llm_query"}, {"--tool", "a:x,x"}, {"--tool", "a", "--tool", "a"},
+		{"--max-llm-calls", "-1"}, {"--call-timeout", "soon"}, {"--llm-model", "m"}, {"--llm", "openai", "--llm-model", "m"},
+		{"--llm", "openai", "--llm-endpoint", "http://127.0.0.1:1", "--llm-model", "m", "--llm-key-env", "RLJAIL_NO_SUCH_KEY"},
+		{"--llm", "openai", "--llm-endpoint", "ftp://x", "--llm-model", "m", "--llm-key-env", "RLJAIL_BADFLAGS_KEY"},
+		{"--llm", "openai", "--llm-endpoint", "http://127.0.0.1:1", "--llm-key-env", "RLJAIL_BADFLAGS_KEY"},
+		// The key would enter the jail.
+		{"--llm", "openai", "--llm-endpoint", "http://127.0.0.1:1", "--llm-model", "m", "--llm-key-env", "RLJAIL_BADFLAGS_KEY", "-e", "RLJAIL_BADFLAGS_KEY"},
 	} {
 		cmd := exec.Command(testBin, append([]string{"session", "--rootfs", rootfsDir, "--no-workspace"}, args...)...)
 		cmd.Dir = baseDir
-		cmd.Env = append(modeEnv(m), "TMPDIR="+sessionTmpDir(t))
+		cmd.Env = append(modeEnv(m), "TMPDIR="+sessionTmpDir(t), "RLJAIL_BADFLAGS_KEY=sk-badflags")
 		runAsMode(cmd, m)
 		cmd.Stdin = strings.NewReader(`{"id":1,"op":"hello"}` + "\n")
 		var out, errb strings.Builder

@@ -29,6 +29,7 @@ const (
 	ErrBadPath         = "BadPath"     // put_file/get_file outside the jail's writable places
 	ErrFileTooLarge    = "FileTooLarge"
 	ErrWorker          = "WorkerError" // the worker's reply was not what the request asks
+	ErrUnknownCall     = "UnknownCall" // a call_result for no call waiting: answered, timed out or never made
 )
 
 // Request is one line from the runner.
@@ -44,6 +45,10 @@ type Request struct {
 	Path string `json:"path"`
 	// put_file: base64
 	Data string `json:"data"`
+	// call_result: the call's number (an event's "call"), and value or
+	// error (the runner's handler failed).
+	Call  *int64  `json:"call"`
+	Error *string `json:"error"`
 }
 
 // ErrorInfo is a reply's error.
@@ -91,6 +96,9 @@ func parseRequest(line []byte) (Request, *protocolError) {
 			req.ID = idOnly.ID
 		}
 		return req, refuse(ErrBadRequest, "the request is not valid JSON: %s", err)
+	}
+	if (len(req.ID) == 0 || string(req.ID) == "null") && req.Op == "call_result" {
+		return req, nil // a call_result's id is optional: without one, no reply
 	}
 	if len(req.ID) == 0 || string(req.ID) == "null" {
 		return req, refuse(ErrBadRequest, "the request has no id")

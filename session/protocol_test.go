@@ -3,6 +3,8 @@ package session
 import (
 	"strings"
 	"testing"
+
+	"github.com/rljail/rljail/bridge"
 )
 
 func TestParseRequest(t *testing.T) {
@@ -18,6 +20,10 @@ func TestParseRequest(t *testing.T) {
 		{`{"id":{"x":1},"op":"hello"}`, ErrBadRequest, `{"x":1}`},
 		{"{\"id\":1,\"op\":\"exec\",\"code\":\"\xff\"}", ErrBadRequest, ""},
 		{`{"id":7,"op":"exec","code":3}`, ErrBadRequest, "7"},
+		// A call_result's id is optional; its error must be a string.
+		{`{"op":"call_result","call":7,"value":"x"}`, "", ""},
+		{`{"id":2,"op":"call_result","call":7,"error":"down"}`, "", "2"},
+		{`{"op":"call_result","call":7,"error":{"x":1}}`, ErrBadRequest, ""},
 	}
 	for _, c := range cases {
 		req, err := parseRequest([]byte(c.line))
@@ -70,5 +76,22 @@ func TestLineReader(t *testing.T) {
 	}
 	if want := []string{"short", "TOO LONG", "next", "last"}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestWorkerCommandTools: the runner's tools reach the worker as one JSON
+// argument after its source, an empty list when there are none.
+func TestWorkerCommandTools(t *testing.T) {
+	for _, c := range []struct {
+		tools []bridge.Tool
+		want  string
+	}{
+		{nil, `[]`},
+		{[]bridge.Tool{{Name: "search", Params: []string{"query", "k"}}, {Name: "now"}}, `[{"name":"search","params":["query","k"]},{"name":"now","params":[]}]`},
+	} {
+		argv := workerCommand("python3", c.tools)
+		if len(argv) != 6 || argv[4] != workerSource || argv[5] != c.want {
+			t.Errorf("%v: argv tail %q, want %s", c.tools, argv[5:], c.want)
+		}
 	}
 }

@@ -47,21 +47,20 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 			}
 		}
 	}()
-	var writeErr error // under s.wmu
+	// One writer for the runner's stream: replies, and the call events
+	// the bridge writes while a cell runs.
+	s.wmu.Lock()
+	s.w, s.writeErr = w, nil
+	s.wmu.Unlock()
 	werr := func() error {
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
-		return writeErr
+		return s.writeErr
 	}
 	send := func(v reply) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			b, _ = json.Marshal(reply{"id": v["id"], "ok": false, "error": ErrorInfo{Type: ErrWorker, Message: "the reply could not be encoded"}})
-		}
-		s.wmu.Lock()
-		defer s.wmu.Unlock()
-		if _, err := w.Write(append(b, '\n')); err != nil && writeErr == nil {
-			writeErr = err
+		if err := s.writeLine(v); err != nil && werr() == nil {
+			// The reply itself could not be encoded.
+			_ = s.writeLine(reply{"id": v["id"], "ok": false, "error": ErrorInfo{Type: ErrWorker, Message: "the reply could not be encoded"}})
 		}
 	}
 	var idle <-chan time.Time
@@ -147,6 +146,10 @@ func (s *Session) handle1(line []byte, send func(reply)) bool {
 		send(rep)
 		return true
 	}
+	if req.Op == "call_result" {
+		s.callResult(req, send)
+		return false
+	}
 	if reason := s.lostReason(); reason != "" {
 		send(lostReply(id, reason))
 		return false
@@ -182,9 +185,28 @@ func (s *Session) handle1(line []byte, send func(reply)) bool {
 			send(rep)
 		}()
 	default:
-		send(errReply(id, ErrUnknownOp, "unknown op %q (hello, exec, set, get, load_context, put_file, get_file, interrupt, close)", req.Op))
+		send(errReply(id, ErrUnknownOp, "unknown op %q (hello, exec, set, get, load_context, put_file, get_file, call_result, interrupt, close)", req.Op))
 	}
 	return false
+}
+
+// callResult hands the runner's answer to a call event to the call
+// waiting for it; with an id it is answered, without one it is not.
+func (s *Session) callResult(req Request, send func(reply)) {
+	var err error
+	if req.Call == nil {
+		err = refuse(ErrBadRequest, "call_result needs the event's call number")
+	} else if e := s.calls.deliver(*req.Call, req.Value, req.Error); e != nil {
+		err = refuse(ErrUnknownCall, "call %d is waiting for no result: answered already, timed out, or never made", *req.Call)
+	}
+	if len(req.ID) == 0 || string(req.ID) == "null" {
+		return
+	}
+	if pe, ok := err.(*protocolError); ok {
+		send(errReply(req.ID, pe.typ, "%s", pe.msg))
+		return
+	}
+	send(reply{"id": req.ID, "ok": true})
 }
 
 // check refuses a request for the worker that the supervisor can judge
@@ -244,8 +266,16 @@ func (s *Session) hello(id json.RawMessage) reply {
 		jl.Output = jail.Limit{Value: float64(s.cfg.MaxOutputChars), Mechanism: "session"}
 		lim["jail"] = jl
 	}
+	for k, v := range s.calls.br.Limits() {
+		lim[k] = v
+	}
+	lim["llm"] = s.cfg.LLMMode
+	tools := []map[string]any{}
+	for _, t := range s.calls.br.Tools() {
+		tools = append(tools, map[string]any{"name": t.Name, "params": append([]string{}, t.Params...)})
+	}
 	return reply{"id": id, "ok": true, "protocol": ProtocolVersion, "rljail": s.cfg.Version,
-		"session_id": s.id, "start_ms": ms(s.started), "limits": lim}
+		"session_id": s.id, "start_ms": ms(s.started), "limits": lim, "tools": tools}
 }
 
 // workerOp runs one request through the worker.
@@ -358,9 +388,12 @@ func (s *Session) exec(req Request) reply {
 	s.mu.Lock()
 	s.execing = true
 	s.mu.Unlock()
+	s.calls.openCell(cell)
 	t0 := time.Now()
 	line, lost := s.callToken(map[string]any{"op": "exec", "code": req.Code}, token)
 	wall := time.Since(t0)
+	// The cell's calls end with it (cancelled if still waiting).
+	s.calls.endCell()
 	timer.Stop()
 	tmu.Lock()
 	finished = true
@@ -389,7 +422,7 @@ func (s *Session) exec(req Request) reply {
 		"stdout_truncated": stdout.Truncated, "stderr_truncated": stderr.Truncated,
 		"stdout_bytes": stdout.Bytes, "stderr_bytes": stderr.Bytes,
 		"output_between_cells_bytes": betweenOut + betweenErr,
-		"cpu_ms":                     nil}
+		"cpu_ms":                     nil, "calls": s.calls.counts()}
 	if cpu1, err := s.cpuTime(); err == nil && cpuErr == nil {
 		rep["cpu_ms"] = ms(cpu1 - cpu0)
 	}
@@ -465,6 +498,8 @@ func (s *Session) audit(cell int, code, outcome string, wall time.Duration, rep 
 		"stdout_truncated": stdout.Truncated, "stderr_truncated": stderr.Truncated,
 	}
 	b, _ := json.Marshal(rec)
+	s.amu.Lock()
+	defer s.amu.Unlock()
 	if _, err := s.cfg.Audit.Write(append(b, '\n')); err != nil {
 		s.cfg.Log.Warn("write the audit log", "err", err)
 	}

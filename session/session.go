@@ -28,6 +28,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/bridge"
 	"github.com/rljail/rljail/jail"
 )
 
@@ -80,6 +81,17 @@ type Config struct {
 	// Log receives the supervisor's own diagnostics (never the protocol's
 	// stream); nil discards them.
 	Log *slog.Logger
+	// Bridge is the policy of the calls cells make to the host (budgets,
+	// the per-call timeout, the runner's tools); its Record is the
+	// session's own (the audit log).
+	Bridge bridge.Config
+	// LLM answers the model calls (llm_query, rlm_query and their batched
+	// forms); nil hands them to the runner as call events (--llm client),
+	// as every tool call is. LLMMode names it for hello: client or openai.
+	LLM     bridge.Answerer
+	LLMMode string
+	// AuditPrompts puts the prompt texts into the audit log's call records.
+	AuditPrompts bool
 }
 
 func (c Config) withDefaults() Config {
@@ -103,6 +115,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Python == "" {
 		c.Python = DefaultPython
+	}
+	if c.LLMMode == "" {
+		c.LLMMode = "client"
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -142,7 +157,13 @@ type Session struct {
 	closed    bool
 	lastReq   time.Time
 
-	wmu sync.Mutex // one writer for every reply line
+	wmu      sync.Mutex // one writer for every line to the runner
+	w        io.Writer  // the runner's stream, once Serve runs (under wmu)
+	writeErr error      // its first failure (under wmu)
+	amu      sync.Mutex // one writer for the audit log
+	cmu      sync.Mutex // one writer for the worker's channel
+
+	calls *calls // the bridge's side of the worker's channel
 }
 
 // New starts a session's jail and waits until its worker can run the
@@ -165,10 +186,11 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("create the worker's channel: %w", err)
 	}
 	s.conn = os.NewFile(uintptr(fds[0]), "session-channel")
+	s.calls = newCalls(s)
 	jailEnd := os.NewFile(uintptr(fds[1]), "session-channel-jail")
 
 	spec := cfg.Spec
-	spec.Command = workerCommand(cfg.Python)
+	spec.Command = workerCommand(cfg.Python, cfg.Bridge.Tools)
 	spec.Stdin = nil // a cell's stdin reads as empty
 	spec.Stdout, spec.Stderr = s.out, s.errs
 	// The pumps pass everything to the captures, which cap each cell: a
@@ -261,8 +283,14 @@ func (s *Session) readWorker() {
 		}
 		var head struct {
 			T string `json:"t"`
+			C string `json:"c"`
 		}
-		if json.Unmarshal(line, &head) != nil || head.T == "" {
+		err = json.Unmarshal(line, &head)
+		if err == nil && head.C == "call" {
+			s.calls.take(line)
+			continue
+		}
+		if err != nil || head.T == "" {
 			s.mu.Lock()
 			s.discarded++
 			s.mu.Unlock()
@@ -276,6 +304,9 @@ func (s *Session) readWorker() {
 		}
 		s.token = "" // one reply per request
 		s.mu.Unlock()
+		// The cell has ended with its reply: a call read after it (a
+		// thread the cell left running) belongs to no cell.
+		s.calls.closeCell()
 		s.replyCh <- line
 	}
 }
@@ -372,7 +403,7 @@ func (s *Session) callWith(req map[string]any, token string) ([]byte, string) {
 	s.mu.Unlock()
 	// The socket waits in Go's poller: a worker that does not read blocks
 	// this write only, never the protocol's reader.
-	if _, err := s.conn.Write(b); err != nil {
+	if err := s.writeWorker(b); err != nil {
 		s.lose(s.runReason())
 	}
 	select {
@@ -381,6 +412,15 @@ func (s *Session) callWith(req map[string]any, token string) ([]byte, string) {
 	case <-s.lostCh:
 		return nil, s.lostReason()
 	}
+}
+
+// writeWorker writes one line to the worker's channel: requests and the
+// calls' results share it, a line at a time.
+func (s *Session) writeWorker(b []byte) error {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	_, err := s.conn.Write(b)
+	return err
 }
 
 // signalWorker passes sig to the worker (the jail's init sends it on; a

@@ -4,6 +4,9 @@ import (
 	"crypto/rand"
 	_ "embed" // the worker's source
 	"encoding/hex"
+	"encoding/json"
+
+	"github.com/rljail/rljail/bridge"
 )
 
 // workerSource is the worker that runs in the jail (worker.py). It goes
@@ -18,9 +21,20 @@ var workerSource string
 
 // workerCommand is the jail's command for the worker. -I: no environment
 // variable, user site or script directory changes what Python imports;
-// -S: no site module either.
-func workerCommand(python string) []string {
-	return []string{python, "-I", "-S", "-c", workerSource}
+// -S: no site module either. The runner's tools (checked identifiers,
+// bridge.ParseTool) follow as one JSON argument: the worker defines a
+// function for each.
+func workerCommand(python string, tools []bridge.Tool) []string {
+	type tool struct {
+		Name   string   `json:"name"`
+		Params []string `json:"params"`
+	}
+	list := []tool{}
+	for _, t := range tools {
+		list = append(list, tool{t.Name, append([]string{}, t.Params...)})
+	}
+	b, _ := json.Marshal(list)
+	return []string{python, "-I", "-S", "-c", workerSource, string(b)}
 }
 
 // newToken is a fresh 128-bit token for one request to the worker

@@ -8,12 +8,20 @@
 # supervisor measures what matters (time, output, kills) itself; what this
 # worker says (an exception, a value) is its claim only. See
 # docs/session-protocol.md.
+#
+# The channel carries two streams, multiplexed here: the supervisor's
+# requests (answered by the main loop) and the calls a cell makes to the
+# host (llm_query, llm_query_batched, rlm_query, rlm_query_batched and the
+# runner's tools), {"c":"call","n":N,...} answered by {"c":"result","n":N,...}.
+# A reader thread owns reading the channel; writes are under one lock, so
+# that lines of several threads never interleave.
 # Only what every session needs is imported at the start (a session's
 # start counts); traceback, base64 and mmap come when first used.
 import json
 import os
 import signal
 import sys
+import threading
 
 CHANNEL = 3
 # A text file up to this size is read into a str; a larger one is bound as
@@ -38,12 +46,134 @@ def _on_sigint(signum, frame):
         raise KeyboardInterrupt
 
 
-def _send(obj):
-    data = (json.dumps(obj, ensure_ascii=False, default=repr) + "\n").encode("utf-8", "replace")
+_wlock = threading.Lock()
+
+
+def _write_line(data):
+    # A line larger than the socket's buffer takes several writes: in the
+    # main thread SIGINT (the supervisor's interrupt) is held until the
+    # line is whole, so that a KeyboardInterrupt never leaves half a line
+    # for the next one to be glued to.
+    hold = len(data) > (64 << 10) and threading.current_thread() is threading.main_thread()
     view = memoryview(data)
-    while view:
-        n = os.write(CHANNEL, view)
-        view = view[n:]
+    with _wlock:
+        if hold:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            while view:
+                n = os.write(CHANNEL, view)
+                view = view[n:]
+        finally:
+            if hold:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _send(obj):
+    _write_line((json.dumps(obj, ensure_ascii=False, default=repr) + "\n").encode("utf-8", "replace"))
+
+
+# The bridge's error types (bridge/bridge.go): a refused or failed call
+# raises one of these in the cell, which may catch it.
+class LLMBudgetExceeded(RuntimeError):
+    pass
+
+
+class ToolBudgetExceeded(RuntimeError):
+    pass
+
+
+class BadCall(RuntimeError):
+    pass
+
+
+class CallTimeout(RuntimeError):
+    pass
+
+
+class CallFailed(RuntimeError):
+    pass
+
+
+CALL_ERRORS = {c.__name__: c for c in (LLMBudgetExceeded, ToolBudgetExceeded, BadCall, CallTimeout, CallFailed)}
+# The supervisor ends the session over a line longer than 16 MiB: a call
+# that would not fit is refused here, before it is sent.
+MAX_CALL_LINE = (16 << 20) - (64 << 10)
+
+_calls_lock = threading.Lock()
+_calls = {}  # the worker's call number -> [threading.Event, result]
+_call_seq = 0
+
+
+def _call(name, args):
+    """Sends one call to the supervisor and blocks for its result."""
+    global _call_seq
+    if not _running:
+        raise BadCall("%s: no cell is running (a thread left over from an earlier cell?)" % name)
+    with _calls_lock:
+        _call_seq += 1
+        n = _call_seq
+        slot = [threading.Event(), None]
+        _calls[n] = slot
+    try:
+        line = (json.dumps({"c": "call", "n": n, "name": name, "args": args}, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        if len(line) > MAX_CALL_LINE:
+            raise BadCall("%s: the call is %d bytes of JSON, over the %d the channel carries" % (name, len(line), MAX_CALL_LINE))
+        _write_line(line)
+        slot[0].wait()
+    finally:
+        with _calls_lock:
+            _calls.pop(n, None)
+    res = slot[1]
+    if res.get("error_type") or "error" in res:
+        raise CALL_ERRORS.get(res.get("error_type"), CallFailed)(str(res.get("error", "")))
+    return res.get("value")
+
+
+def llm_query(prompt, model=None):
+    """Asks the host's model; returns its answer (a str)."""
+    return _call("llm_query", {"prompt": prompt, "model": model})
+
+
+def llm_query_batched(prompts, model=None):
+    """Asks the host's model once per prompt, concurrently; returns the answers in order."""
+    return _call("llm_query_batched", {"prompts": list(prompts), "model": model})
+
+
+def rlm_query(prompt, model=None):
+    """Asks the runner's child RLM; returns its answer (a str)."""
+    return _call("rlm_query", {"prompt": prompt, "model": model})
+
+
+def rlm_query_batched(prompts, model=None):
+    """Asks the runner's child RLM once per prompt; returns the answers in order."""
+    return _call("rlm_query_batched", {"prompts": list(prompts), "model": model})
+
+
+def _tool(name, params):
+    def tool(*args, **kwargs):
+        if len(args) > len(params):
+            raise TypeError("%s() takes %d arguments but %d were given" % (name, len(params), len(args)))
+        call = dict(zip(params, args))
+        for k, v in kwargs.items():
+            if k in call:
+                raise TypeError("%s() got multiple values for argument %r" % (name, k))
+            if k not in params:
+                raise TypeError("%s() got an unexpected keyword argument %r" % (name, k))
+            call[k] = v
+        return _call(name, call)
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = "The runner's tool %s(%s), called on the host." % (name, ", ".join(params))
+    return tool
+
+
+def _bridge_names(tools):
+    names = {"llm_query": llm_query, "llm_query_batched": llm_query_batched,
+             "rlm_query": rlm_query, "rlm_query_batched": rlm_query_batched}
+    names.update(CALL_ERRORS)
+    for t in tools:
+        names[t["name"]] = _tool(t["name"], list(t.get("params") or []))
+    return names
 
 
 def _mark(token):
@@ -140,10 +270,12 @@ class FileContext:
         return "<FileContext of %d bytes>" % self._size
 
 
-def _names(ns):
+def _names(ns, own):
+    # The session's own names (llm_query, the tools, the error types) are
+    # not listed while they are the session's.
     out = []
     for k in ns:
-        if isinstance(k, str) and not k.startswith("_"):
+        if isinstance(k, str) and not k.startswith("_") and own.get(k, own) is not ns[k]:
             out.append(k)
             if len(out) >= MAX_NAMES:
                 break
@@ -151,8 +283,16 @@ def _names(ns):
 
 
 class Worker:
-    def __init__(self):
+    def __init__(self, tools):
         self.ns = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.own = _bridge_names(tools)
+        self.ns.update(self.own)
+        # The error types as builtins too: `except LLMBudgetExceeded:` works
+        # in any function a cell defines, whatever its globals.
+        import builtins
+
+        for k, v in CALL_ERRORS.items():
+            setattr(builtins, k, v)
         self.contexts = 0
 
     def exec(self, req):
@@ -170,7 +310,7 @@ class Worker:
             _running = False
             err = _error(e, skip_frames=1)
         _mark(req["t"])
-        return {"error": err, "names": _names(self.ns)}
+        return {"error": err, "names": _names(self.ns, self.own)}
 
     def set(self, req):
         self.ns[req["name"]] = req["value"]
@@ -255,6 +395,33 @@ class Worker:
         return {"size": len(data), "data": base64.b64encode(data).decode()}
 
 
+def _reader(requests):
+    # Owns reading the channel: a call's result goes to the thread waiting
+    # for it, anything else to the main loop. A result for no call in
+    # flight (its thread gave up) is dropped.
+    reader = open(CHANNEL, "rb", buffering=1 << 16, closefd=False)
+    while True:
+        line = reader.readline()
+        if not line:
+            os._exit(0)  # the supervisor is gone
+        if line.startswith(b'{"c":"result"'):
+            try:
+                res = json.loads(line)
+                with _calls_lock:
+                    slot = _calls.get(res["n"])
+                if slot is not None:
+                    slot[1] = res
+                    slot[0].set()
+            except BaseException:
+                pass
+            continue
+        requests.append(line)
+        _have_request.release()
+
+
+_have_request = threading.Semaphore(0)
+
+
 def main():
     signal.signal(signal.SIGINT, _on_sigint)
     # Line by line, so that print and os.write(1, ...) keep their order.
@@ -264,16 +431,22 @@ def main():
         except (AttributeError, ValueError):
             pass
     # The cells' stdin reads as empty; their stdout and stderr are the
-    # supervisor's pumps.
-    w = Worker()
+    # supervisor's pumps. The tools the runner declared come as the
+    # command's argument (the supervisor's, checked identifiers).
+    tools = json.loads(sys.argv[1]) if len(sys.argv) > 1 else []
+    w = Worker(tools)
     ops = {"exec": w.exec, "set": w.set, "get": w.get, "load_context": w.load_context,
            "put_file": w.put_file, "get_file": w.get_file}
-    reader = open(CHANNEL, "rb", buffering=1 << 16, closefd=False)
+    import collections
+
+    requests = collections.deque()
+    threading.Thread(target=_reader, args=(requests,), daemon=True, name="rljail-channel").start()
     _send({"t": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
     while True:
-        line = reader.readline()
-        if not line:
-            os._exit(0)  # the supervisor is gone
+        # A SIGINT between cells raises nothing (_on_sigint): the wait
+        # goes on.
+        _have_request.acquire()
+        line = requests.popleft()
         token = None
         try:
             req = json.loads(line)

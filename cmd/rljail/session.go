@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/bridge"
 	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/session"
 )
@@ -38,6 +40,17 @@ func sessionCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 		&cli.IntFlag{Name: "max-output-chars", Value: session.DefaultMaxOutputChars, Usage: "each cell's stdout and stderr cap (bytes of UTF-8), head and tail kept"},
 		&cli.IntFlag{Name: "max-cells", Usage: "most cells a session runs (0: no limit); exec then gets CellLimit"},
 		&cli.StringFlag{Name: "idle-timeout", Usage: "end the session when no request came for this long (default: never)"},
+		&cli.StringFlag{Name: "llm", Value: "client", Usage: "who answers llm_query and rlm_query: client (the runner, as call events) or openai (rljail itself, an OpenAI-compatible endpoint)"},
+		&cli.StringFlag{Name: "llm-endpoint", Usage: "with --llm openai: the endpoint's base URL (such as https://api.openai.com/v1) or its chat/completions URL"},
+		&cli.StringFlag{Name: "llm-model", Usage: "with --llm openai: the model asked when a call names none"},
+		&cli.StringFlag{Name: "llm-key-env", Value: "OPENAI_API_KEY", Usage: "with --llm openai: the variable of rljail's own environment that holds the key (it never enters the jail)"},
+		&cli.IntFlag{Name: "llm-concurrency", Value: bridge.DefaultConcurrency, Usage: "with --llm openai: most requests to the endpoint at once"},
+		&cli.IntFlag{Name: "max-llm-calls", Value: bridge.DefaultMaxLLMCalls, Usage: "most model calls a session makes (each prompt of a batch counts); then LLMBudgetExceeded in the cell"},
+		&cli.IntFlag{Name: "max-llm-prompt-chars", Value: bridge.DefaultMaxPromptChars, Usage: "longest prompt, in characters"},
+		&cli.IntFlag{Name: "max-tool-calls", Value: bridge.DefaultMaxToolCalls, Usage: "most tool calls a session makes; then ToolBudgetExceeded in the cell"},
+		&cli.StringFlag{Name: "call-timeout", Value: "120s", Usage: "one call's wall-clock limit; then CallTimeout in the cell"},
+		&cli.GenericFlag{Name: "tool", Value: &toolList{}, Usage: "declare a host tool the jail may call: NAME or NAME:param1,param2 (answered by the runner as call events)"},
+		&cli.BoolFlag{Name: "audit-prompts", Usage: "put the prompt texts into the audit log's call records (sizes and sha256 always)"},
 	})...)
 	return &cli.Command{
 		Name:         "session",
@@ -82,6 +95,10 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	if cfg.MaxCells = c.Int("max-cells"); cfg.MaxCells < 0 {
 		return setupError("--max-cells %d is negative", cfg.MaxCells)
 	}
+	llmKey, err := bridgeConfig(c, &cfg)
+	if err != nil {
+		return setupError("%v", err)
+	}
 	if set["output-limit"] {
 		notice("--output-limit does not apply to a session: each cell's output is capped by --max-output-chars")
 	}
@@ -124,6 +141,13 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	}
 	if cfg.Spec, err = buildJailSpec(c, set, prof, guard, notice); err != nil {
 		return setupError("%v", err)
+	}
+	for _, kv := range cfg.Spec.Env {
+		// -e KEY, an env file or a profile would hand the jail the very
+		// key the bridge keeps on the host.
+		if llmKey != "" && strings.Contains(kv, llmKey) {
+			return setupError("--llm openai: the jail's environment would hold the model's key (%s); the bridge keeps it on the host", strings.SplitN(kv, "=", 2)[0])
+		}
 	}
 	cfg.Spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
 	cfg.Spec.Warn = func(msg string) { fmt.Fprintln(own, "rljail: warning: "+msg) }
@@ -187,4 +211,95 @@ func finishSession(sess *session.Session, files []reportFile) {
 	for _, f := range files {
 		_ = f.write(res)
 	}
+}
+
+// bridgeConfig reads the bridge's flags into cfg: the budgets, the tools,
+// and who answers the model calls. With --llm openai the key is read here,
+// from rljail's own environment, and goes nowhere but the endpoint's
+// Authorization header: the jail's environment is built from its own
+// allowlist, never from rljail's.
+func bridgeConfig(c *cli.Context, cfg *session.Config) (key string, err error) {
+	b := bridge.Config{MaxLLMCalls: c.Int("max-llm-calls"), MaxToolCalls: c.Int("max-tool-calls"), MaxPromptChars: c.Int("max-llm-prompt-chars")}
+	for name, v := range map[string]int{"max-llm-calls": b.MaxLLMCalls, "max-tool-calls": b.MaxToolCalls, "max-llm-prompt-chars": b.MaxPromptChars} {
+		if v < 0 {
+			return "", fmt.Errorf("--%s %d is negative", name, v)
+		}
+	}
+	// 0 means none may be made (bridge.Config takes a negative for it).
+	if b.MaxLLMCalls == 0 {
+		b.MaxLLMCalls = -1
+	}
+	if b.MaxToolCalls == 0 {
+		b.MaxToolCalls = -1
+	}
+	if b.MaxPromptChars == 0 {
+		return "", fmt.Errorf("--max-llm-prompt-chars 0 leaves no prompt possible: use --max-llm-calls 0")
+	}
+	if b.CallTimeout, err = parseDuration("call-timeout", c.String("call-timeout")); err != nil {
+		return "", err
+	}
+	seen := map[string]bool{}
+	tl, _ := c.Generic("tool").(*toolList)
+	for _, v := range tl.list() {
+		t, err := bridge.ParseTool(v)
+		if err != nil {
+			return "", err
+		}
+		if seen[t.Name] {
+			return "", fmt.Errorf("--tool %s is declared twice", t.Name)
+		}
+		seen[t.Name] = true
+		b.Tools = append(b.Tools, t)
+	}
+	cfg.Bridge, cfg.AuditPrompts = b, c.Bool("audit-prompts")
+	switch mode := c.String("llm"); mode {
+	case "client":
+		for _, f := range []string{"llm-endpoint", "llm-model"} {
+			if c.IsSet(f) {
+				return "", fmt.Errorf("--%s needs --llm openai", f)
+			}
+		}
+		cfg.LLMMode = mode
+	case "openai":
+		if c.String("llm-endpoint") == "" {
+			return "", fmt.Errorf("--llm openai needs --llm-endpoint URL")
+		}
+		keyEnv := c.String("llm-key-env")
+		var ok bool
+		key, ok = os.LookupEnv(keyEnv)
+		if keyEnv == "" || !ok || key == "" {
+			return "", fmt.Errorf("--llm openai: the key variable %q is not set in rljail's environment (--llm-key-env)", keyEnv)
+		}
+		if c.Int("llm-concurrency") < 1 {
+			return "", fmt.Errorf("--llm-concurrency %d must be 1 at least", c.Int("llm-concurrency"))
+		}
+		a, err := bridge.NewOpenAI(c.String("llm-endpoint"), c.String("llm-model"), key, c.Int("llm-concurrency"), 2)
+		if err != nil {
+			return "", err
+		}
+		cfg.LLM, cfg.LLMMode = a, mode
+		return key, nil
+	default:
+		return "", fmt.Errorf("--llm %q: client or openai", mode)
+	}
+	return "", nil
+}
+
+// toolList holds the --tool values, each whole: a StringSliceFlag would
+// split NAME:a,b at its commas.
+type toolList struct{ values []string }
+
+func (t *toolList) Set(v string) error { t.values = append(t.values, v); return nil }
+func (t *toolList) String() string {
+	if t == nil {
+		return ""
+	}
+	return strings.Join(t.values, " ")
+}
+
+func (t *toolList) list() []string {
+	if t == nil {
+		return nil
+	}
+	return t.values
 }
