@@ -39,6 +39,7 @@ MAX_REQUEST_BYTES = 16 << 20
 MAX_FILE_BYTES = 8 << 20
 MAX_REPR = 64 << 10
 MAX_BATCH = 1024
+MAX_CALLS_IN_FLIGHT = 64
 _real_exit = os._exit
 
 
@@ -300,6 +301,9 @@ class Server:
                                    % max(cfg.max_tool_calls, 0))
                     else:
                         server.counts["tool_calls"] += 1
+                if refused is None and len(server.calls) >= MAX_CALLS_IN_FLIGHT:
+                    refused = (BadCall, "%d calls of this cell are waiting already, the most at once"
+                               % MAX_CALLS_IN_FLIGHT)
                 if refused is not None:
                     server.counts["refused"] += 1
                     raise refused[0](refused[1])
@@ -356,6 +360,15 @@ class Server:
             self.bridge[tname] = _make_tool(call, tname, params)
         self.bridge.update(CALL_ERRORS)
         self.ns.update(self.bridge)
+
+    def cancel_calls(self):
+        """The cell ended: the calls it left waiting fail (their late call_result gets
+        UnknownCall), before its reply, as the real supervisor does."""
+        with self.calls_lock:
+            pending, self.calls = self.calls, {}
+        for slot in pending.values():
+            slot[2] = "context canceled: the cell ended"
+            slot[0].set()
 
     def answer_call(self, rid, msg):
         cid = msg.get("call")
@@ -649,6 +662,7 @@ class Server:
             self.running = False
             done.set()
             sys.stdout, sys.stderr = old
+            self.cancel_calls()
         if self.lost is not None:
             return
         if lost is not None:

@@ -392,6 +392,8 @@ class CallContract(_Contract):
         self.assertTrue(r.ok, r.error)
         self.assertEqual(r.stdout, "3\n")
         self.assertEqual(len(llm.prompts), 3)
+        self.assertEqual((r.calls["llm_calls"], r.calls["refused"]), (3, 2))
+        self.assertEqual(r.calls["prompt_chars"], 3)
         r = s.run("llm_query_batched(['a', 'b'])")
         self.assertEqual(r.error.type, "LLMBudgetExceeded")
 
@@ -418,6 +420,25 @@ class CallContract(_Contract):
         self.assertTrue(r.ok, r.error)
         self.assertEqual(r.stdout, "10 54\n")
         self.assertEqual(len(llm.prompts), 10)  # counted on the host, not by the cell
+
+    def test_call_from_a_leftover_thread_is_refused(self):
+        llm = RecordingLLM()
+        s = self.session(llm=llm)
+        s.run("import threading, time\nseen = []\ndef late():\n    time.sleep(%g)\n    try:\n"
+              "        llm_query('late')\n    except BadCall as e:\n        seen.append('BadCall')\n"
+              "threading.Thread(target=late).start()" % (self.tick / 2))
+        time.sleep(self.tick)
+        self.assertEqual(s.run("print(seen)").stdout, "['BadCall']\n")
+        self.assertEqual(llm.prompts, [])
+
+    def test_bridge_in_hello(self):
+        s = self.session(llm=RecordingLLM(), tools={"search": lambda query, k: []},
+                         max_llm_calls=7, call_timeout=5)
+        self.assertEqual(s.tools, [{"name": "search", "params": ["query", "k"]}])
+        self.assertEqual((s.limits["max_llm_calls"], s.limits["call_timeout_ms"], s.limits["llm"]),
+                         (7, 5000, "client"))
+        r = s.run("print(issubclass(CallTimeout, RuntimeError), ToolBudgetExceeded.__name__)")
+        self.assertEqual(r.stdout, "True ToolBudgetExceeded\n")
 
     def test_prompt_size_budget(self):
         llm = RecordingLLM()
