@@ -106,7 +106,8 @@ class RealSessionTest(SessionContract, unittest.TestCase):
 
     def test_hundred_sessions_leave_nothing(self):
         def ours():
-            # /tmp is shared with other programs: only rljail's own entries count.
+            # The temporary directory may be shared with other programs: only rljail's own
+            # entries count.
             return {n for n in os.listdir(tempfile.gettempdir()) if "rljail" in n}
 
         before = ours()
