@@ -350,10 +350,14 @@ class Session:
       child RLM); without them those calls go to ``llm``.
     - ``tools`` maps a name to a callable (its parameter names are read from its
       signature) or to ``(callable, [parameter names])``; the jail gets a function of
-      that name whose keyword arguments arrive here as JSON.
+      that name (positional arguments in that order, or keywords) whose arguments
+      arrive here as JSON keywords.
 
-    A handler's return value must be JSON-serialisable; an exception in a handler
-    becomes an exception in the cell (the session goes on).
+    An LLM handler returns a ``str`` (a batched one a list of ``str``, one per prompt), a
+    tool any JSON value; an exception in a handler, or an answer of another shape, is a
+    ``CallFailed`` in the cell (the session goes on).  rljail enforces the budgets and
+    the per-call timeout; a refused call raises ``LLMBudgetExceeded``,
+    ``ToolBudgetExceeded``, ``BadCall`` or ``CallTimeout`` in the cell.
 
     ``errors`` chooses how a lost session and a cell timeout reach the caller of
     :meth:`run`: ``"raise"`` (the default) raises :class:`SessionLost` and
