@@ -73,6 +73,13 @@ class RealSessionTest(SessionContract, unittest.TestCase):
         self.assertTrue(r.stdout.startswith("HEAD"))
         self.assertTrue(r.stdout.endswith("TAIL"))
 
+    def test_bad_flag_is_a_lost_session_with_rljails_line(self):
+        with self.assertRaises(SessionLost) as cm:
+            Session(self.binary(), tool="not an identifier:x")
+        self.assertEqual(cm.exception.reason, "exited")
+        self.assertIn("status 125", str(cm.exception))
+        self.assertIn("not an identifier", str(cm.exception))
+
     def test_memory_limit(self):
         s = self.session(memory="128m")
         mechanism = s.limits["jail"]["memory_bytes"]["mechanism"]
