@@ -19,7 +19,7 @@ APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system
 # Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
 export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
 
-.PHONY: all build deps generate syscall-table rootfs demo test unit integration vet staticcheck bench clean vm-kernel test-vm
+.PHONY: all build deps generate syscall-table rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
 
 all: build
 
@@ -121,7 +121,13 @@ vm-kernel: deps
 test-vm: rootfs vm-kernel
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -v ./integration/vm/
 
-test: build vet staticcheck unit integration test-vm
+# python-test: the Python package (clients/python) with the system python3: its unit
+# suite against the TEST-ONLY fake session server, and its real-binary module against
+# bin/rljail as root and rootless (as nobody); about 30 s, the three at once.
+python-test: rootfs
+	RLJAIL_BIN=$(CURDIR)/$(BIN) PYTHON=/usr/bin/python3 clients/python/test_all.sh
+
+test: build vet staticcheck unit python-test integration test-vm
 
 # bench: start-up of a jailed python3 -c pass and true against bare runs
 # (the rootfs's own python3) and bubblewrap (ratios in the same run), and

@@ -15,6 +15,7 @@ from .session import (
     PROTOCOL_VERSION,
     CellResult,
     CellTimeout,
+    ContextName,
     ErrorInfo,
     ProtocolError,
     Repr,
@@ -26,7 +27,7 @@ from .session import (
 )
 
 __all__ = [
-    "Session", "CellResult", "ErrorInfo", "Repr",
+    "Session", "CellResult", "ErrorInfo", "Repr", "ContextName",
     "SessionError", "SessionLost", "CellTimeout", "RequestError", "ProtocolError",
     "find_binary", "PROTOCOL_VERSION",
 ]

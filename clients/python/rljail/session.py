@@ -32,7 +32,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
-    "Session", "CellResult", "ErrorInfo", "Repr",
+    "Session", "CellResult", "ErrorInfo", "Repr", "ContextName",
     "SessionError", "SessionLost", "CellTimeout", "RequestError", "ProtocolError",
     "find_binary", "PROTOCOL_VERSION",
 ]
@@ -46,9 +46,16 @@ PROTOCOL_VERSION = 1
 LLM_CALLS = ("llm_query", "llm_query_batched")
 RLM_CALLS = ("rlm_query", "rlm_query_batched")
 
+# Names the session defines in the cell namespace itself, that a tool may not take
+# (bridge.ParseTool refuses them too).
+_SESSION_NAMES = ("SUBMIT", "FINAL", "FINAL_VAR", "print")
+#: The exceptions a refused or failed call raises in the cell (subclasses of RuntimeError,
+#: builtins in the jail): the bridge's error types.
+CALL_ERRORS = ("LLMBudgetExceeded", "ToolBudgetExceeded", "BadCall", "CallTimeout", "CallFailed")
+
 # Flags whose numeric values are durations (seconds) or sizes (bytes) when given as numbers.
 _DURATION_FLAGS = {"timeout", "cell_timeout", "cell_grace", "idle_timeout", "cpu_time",
-                   "stop_grace", "llm_timeout", "llm_call_timeout", "tool_call_timeout"}
+                   "stop_grace", "call_timeout", "egress_idle_timeout"}
 _SIZE_FLAGS = {"memory", "tmp_size", "file_size", "output_limit"}
 
 # How long close() waits for rljail to end after "close" before it stops it.
@@ -64,15 +71,22 @@ class SessionError(Exception):
 
 
 class SessionLost(SessionError):
-    """The jail is gone and its state with it (memory kill, cell that would not stop,
-    session timeout, crashed worker, rljail ended).  Every later request raises this
-    too; start a new Session to go on.  ``reason`` is the supervisor's word for why
-    (``memory_limit``, ``cell_timeout``, ``timeout``, ``idle_timeout``, ``crashed``,
-    ``seccomp``, ...) or ``exited`` when rljail ended without saying."""
+    """The jail is gone and its namespace with it.  Every later request raises this too;
+    start a new Session to go on.  ``reason`` is the supervisor's word for why
+    (docs/session-protocol.md): ``cell_timeout`` (a cell that did not stop at its
+    interrupt), ``memory_limit``, ``seccomp``, ``cpu_limit``, ``timeout`` (the
+    session's), ``worker_protocol``, ``worker_exited`` (a cell ended the worker:
+    ``os._exit``, a signal), ``setup_error``, ``killed``, ``closed``, ``idle_timeout``;
+    or this package's own: ``exited`` (rljail ended without saying why: its stderr is
+    in ``stderr``), ``no_reply`` (no reply within the deadline; rljail was stopped),
+    ``protocol`` (a line from rljail over the package's cap).  ``reply`` is the
+    supervisor's reply when there was one: a lost ``exec`` still carries what the
+    supervisor measured (``stdout``, ``stderr``, ``wall_ms``)."""
 
-    def __init__(self, reason, message="", stderr=""):
+    def __init__(self, reason, message="", stderr="", reply=None):
         self.reason = reason or "unknown"
         self.stderr = stderr
+        self.reply = reply
         text = "session lost: %s" % self.reason
         if message:
             text += ": " + message
@@ -89,9 +103,12 @@ class CellTimeout(SessionError):
 
 
 class RequestError(SessionError):
-    """The supervisor refused a request (``ok: false``) for a reason other than a lost
-    session: a bad name, a path outside the writable places, a budget, a file too large.
-    ``type`` and ``message`` are the supervisor's."""
+    """A request was not done (``ok: false``) and the session goes on.  ``type`` is
+    rljail's (``BadRequest``, ``RequestTooLarge``, ``UnknownOp``, ``Busy``,
+    ``CellLimit`` after ``--max-cells``, ``BadPath``, ``FileTooLarge``,
+    ``WorkerError``) or the name of the Python exception the worker met (``KeyError``
+    for ``get`` of an unknown name, ``ValueTooLarge``, ``FileNotFoundError``,
+    ``PermissionError``, ``OSError``...); ``message`` says why."""
 
     def __init__(self, type, message, reply=None):
         self.type = type
@@ -106,12 +123,23 @@ class ProtocolError(SessionError):
 
 class Repr(str):
     """What :meth:`Session.get` returns for a value that is not JSON-serialisable: the
-    value's ``repr`` inside the jail, as a string that says what it is."""
+    value's ``repr`` inside the jail (at most 64 KiB: ``truncated`` says when cut), as a
+    string that says what it is."""
 
-    __slots__ = ()
+    truncated = False
 
     def __repr__(self):
         return "Repr(%s)" % str.__repr__(self)
+
+
+class ContextName(str):
+    """What :meth:`Session.load_context` returns: the numbered name bound
+    (``context_0``, ``context_1``...), with ``names`` (every name bound: the first
+    context is ``context`` too) and ``kind`` (``value``, ``json``, ``str``, ``mmap``
+    or ``file``: how the worker bound a file; its claim, not the supervisor's)."""
+
+    names = ()
+    kind = None
 
 
 class ErrorInfo:
@@ -145,18 +173,21 @@ class ErrorInfo:
 class CellResult:
     """What one cell did.
 
-    ``stdout`` and ``stderr`` are the cell's output as the supervisor kept it (head and
-    tail when longer than ``--max-output-chars``; ``stdout_truncated`` and
-    ``stderr_truncated`` say how many characters were cut, 0 when none).  ``error`` is
+    ``stdout`` and ``stderr`` are what the cell wrote to descriptors 1 and 2 (``print``,
+    ``os.write`` and subprocesses alike) as the supervisor kept them: head and tail when
+    longer than ``--max-output-chars`` bytes, ``stdout_truncated`` and
+    ``stderr_truncated`` true then, ``stdout_bytes`` and ``stderr_bytes`` what the cell
+    wrote in all.  ``cell`` is the session's number for the cell.  ``error`` is
     ``None`` or an :class:`ErrorInfo` for an exception in the cell.  ``ok`` is true when
     the cell raised nothing.  ``timed_out`` is true for a cell stopped at
     ``cell_timeout`` (``error.type == "CellTimeout"``, state kept).  ``lost`` and
     ``lost_reason`` are only ever set when the Session was made with
     ``errors="result"``; otherwise a lost session raises :class:`SessionLost`.
-    ``variables`` names the namespace's user variables after the cell; ``calls`` holds
-    the session's call counts (``llm_calls``, ``tool_calls``, ...) when the bridge
-    reports them; ``wall_ms`` and ``cpu_ms`` are the supervisor's timings.  ``raw`` is
-    the reply as received.
+    ``names`` (also ``variables``) are the namespace's names not starting with ``_``
+    after the cell (the worker's claim); ``calls`` holds the session's call counts so
+    far (``llm_calls``, ``tool_calls``, ``prompt_chars``, ``refused``) when the session
+    has the bridge; ``wall_ms`` and ``cpu_ms`` (``None`` when unreadable) are the
+    supervisor's measures.  ``raw`` is the reply as received.
     """
 
     def __init__(self, reply, lost_reason=None):
@@ -166,8 +197,12 @@ class CellResult:
         self.lost = lost_reason is not None
         self.stdout = _text(reply.get("stdout"))
         self.stderr = _text(reply.get("stderr"))
-        self.stdout_truncated = _cut(reply.get("stdout_truncated"))
-        self.stderr_truncated = _cut(reply.get("stderr_truncated"))
+        self.stdout_truncated = reply.get("stdout_truncated") is True
+        self.stderr_truncated = reply.get("stderr_truncated") is True
+        self.stdout_bytes = _count(reply.get("stdout_bytes"), len(self.stdout.encode("utf-8")))
+        self.stderr_bytes = _count(reply.get("stderr_bytes"), len(self.stderr.encode("utf-8")))
+        self.output_between_cells_bytes = _count(reply.get("output_between_cells_bytes"), 0)
+        self.cell = reply.get("cell")
         if self.lost:
             err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
             self.error = ErrorInfo("SessionLost", str(err.get("message") or lost_reason), "", err)
@@ -175,10 +210,14 @@ class CellResult:
             self.error = ErrorInfo.from_reply(reply.get("error"))
         self.wall_ms = reply.get("wall_ms")
         self.cpu_ms = reply.get("cpu_ms")
-        variables = reply.get("variables")
-        self.variables = [str(v) for v in variables] if isinstance(variables, list) else []
+        names = reply.get("names")
+        self.names = [str(v) for v in names] if isinstance(names, list) else []
         calls = reply.get("calls")
         self.calls = dict(calls) if isinstance(calls, dict) else {}
+
+    @property
+    def variables(self):
+        return self.names
 
     @property
     def ok(self):
@@ -197,13 +236,10 @@ def _text(value):
     return value if isinstance(value, str) else ("" if value is None else str(value))
 
 
-def _cut(value):
-    # The protocol counts characters cut; an older side may say only true/false.
-    if isinstance(value, bool):
-        return 1 if value else 0
-    if isinstance(value, int) and value > 0:
+def _count(value, default):
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    return 0
+    return default
 
 
 def _preview(text, n=60):
@@ -314,10 +350,14 @@ class Session:
       child RLM); without them those calls go to ``llm``.
     - ``tools`` maps a name to a callable (its parameter names are read from its
       signature) or to ``(callable, [parameter names])``; the jail gets a function of
-      that name whose keyword arguments arrive here as JSON.
+      that name (positional arguments in that order, or keywords) whose arguments
+      arrive here as JSON keywords.
 
-    A handler's return value must be JSON-serialisable; an exception in a handler
-    becomes an exception in the cell (the session goes on).
+    An LLM handler returns a ``str`` (a batched one a list of ``str``, one per prompt), a
+    tool any JSON value; an exception in a handler, or an answer of another shape, is a
+    ``CallFailed`` in the cell (the session goes on).  rljail enforces the budgets and
+    the per-call timeout; a refused call raises ``LLMBudgetExceeded``,
+    ``ToolBudgetExceeded``, ``BadCall`` or ``CallTimeout`` in the cell.
 
     ``errors`` chooses how a lost session and a cell timeout reach the caller of
     :meth:`run`: ``"raise"`` (the default) raises :class:`SessionLost` and
@@ -345,8 +385,8 @@ class Session:
         for name, spec in (tools or {}).items():
             if not isinstance(name, str) or not name.isidentifier():
                 raise ValueError("tool name %r is not a Python identifier" % (name,))
-            if name in LLM_CALLS + RLM_CALLS:
-                raise ValueError("tool name %r is the bridge's own" % name)
+            if name in LLM_CALLS + RLM_CALLS + _SESSION_NAMES:
+                raise ValueError("tool name %r is a name the session defines itself" % name)
             if isinstance(spec, tuple):
                 func, params = spec
                 params = list(params)
@@ -378,11 +418,16 @@ class Session:
             argv += ["-e", "%s=%s" % (key, value)]
         argv += list(extra_args)
         self.argv = argv
+        # Until hello says what the supervisor holds, the deadline of a reply is the
+        # flags' (or rljail's defaults: 30 s and 1 s).
         self._cell_timeout = _seconds(cell_timeout)
+        if self._cell_timeout is None:
+            self._cell_timeout = 30.0
         self._cell_grace = _seconds(limits.get("cell_grace"))
         if self._cell_grace is None:
             self._cell_grace = 1.0
         self._reply_margin = reply_margin
+        self.close_info = None
 
         self._ids = itertools.count(1)
         self._waiters = {}
@@ -391,13 +436,15 @@ class Session:
         self._op_lock = threading.RLock()     # one caller at a time
         self._lost = None                     # (reason, message) once the session is gone
         self._closed = False
+        self._eof = False                     # the reader saw rljail's stdout end
         self._pool = ThreadPoolExecutor(max_workers=max(1, int(call_workers)),
                                         thread_name_prefix="rljail-call")
         self._stderr_buf = collections.deque()
         self._stderr_len = 0
         self.hello = None
-        self.protocol = self.version = None
+        self.protocol = self.version = self.session_id = None
         self.limits = {}
+        self.tools = []
 
         if stderr is None:
             err = subprocess.PIPE
@@ -407,9 +454,9 @@ class Session:
                                       stderr=err)
         # The process is stopped when this object is collected or the interpreter exits.
         self._finalizer = weakref.finalize(self, _stop_process, self._proc)
+        self._stderr_reader = None
         self._reader = threading.Thread(target=self._read_loop, name="rljail-reader", daemon=True)
         self._reader.start()
-        self._stderr_reader = None
         if stderr is None:
             self._stderr_reader = threading.Thread(target=self._read_stderr, name="rljail-stderr",
                                                    daemon=True)
@@ -417,15 +464,26 @@ class Session:
         try:
             self.hello = self._request("hello", timeout=60.0)
         except BaseException:
-            self.close()
+            self.close(wait=5.0, ask=False)
             raise
         self.protocol = self.hello.get("protocol")
-        self.version = self.hello.get("version")
-        self.limits = self.hello.get("limits") or {}
         if self.protocol != PROTOCOL_VERSION:
-            self.close()
+            # Not a peer to send close to: the end of its stdin ends rljail.
+            self.close(wait=5.0, ask=False)
             raise ProtocolError("rljail speaks session protocol %r, this package %d"
                                 % (self.protocol, PROTOCOL_VERSION))
+        self.version = self.hello.get("rljail")
+        self.session_id = self.hello.get("session_id")
+        self.start_ms = self.hello.get("start_ms")
+        limits = self.hello.get("limits")
+        self.limits = limits if isinstance(limits, dict) else {}
+        tools = self.hello.get("tools")
+        self.tools = tools if isinstance(tools, list) else []
+        # The supervisor's own cell timer and grace bound how long a reply may take.
+        for key, attr in (("cell_timeout_ms", "_cell_timeout"), ("cell_grace_ms", "_cell_grace")):
+            value = self.limits.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                setattr(self, attr, value / 1000.0)
 
     # ----------------------------------------------------------------- requests
 
@@ -433,18 +491,20 @@ class Session:
         """Runs one cell in the session's namespace and returns its :class:`CellResult`.
 
         ``timeout`` is how long this process waits for the reply at most (the cell
-        timeout itself is the supervisor's, ``cell_timeout``); by default
-        ``cell_timeout`` plus the grace plus ``reply_margin``, or for ever when the
-        session has no cell timeout.  A reply that never comes is a lost session."""
+        timeout itself is the supervisor's, ``cell_timeout``); by default the
+        supervisor's cell timeout plus its grace (from ``hello``) plus
+        ``reply_margin``.  A reply that never comes is a lost session."""
         if not isinstance(code, str):
             raise TypeError("code must be a str, not %s" % type(code).__name__)
-        if timeout is None and self._cell_timeout is not None:
+        if timeout is None:
             timeout = self._cell_timeout + self._cell_grace + self._reply_margin
         try:
             reply = self._request("exec", timeout=timeout, code=code)
         except SessionLost as e:
             if self.errors == "result":
-                return CellResult({"error": {"message": str(e)}}, lost_reason=e.reason)
+                lost = dict(e.reply) if isinstance(e.reply, dict) else {}
+                lost["error"] = {"message": str(e)}
+                return CellResult(lost, lost_reason=e.reason)
             raise
         result = CellResult(reply)
         if result.timed_out and self.errors == "raise":
@@ -460,16 +520,20 @@ class Session:
         """The value of ``name`` in the namespace: decoded JSON, or a :class:`Repr`
         when the value is not JSON-serialisable."""
         reply = self._request("get", name=name)
-        value = reply.get("value")
-        if reply.get("repr"):
-            return Repr(value if isinstance(value, str) else str(value))
-        return value
+        if reply.get("json") is True:
+            return reply.get("value")
+        r = Repr(_text(reply.get("repr")))
+        r.truncated = reply.get("repr_truncated") is True
+        return r
 
     def load_context(self, value=None, *, path=None):
         """Binds the next context: ``context`` (and ``context_0``) the first time,
         ``context_1``, ``context_2``, ... after.  Give a JSON ``value``, or the ``path``
-        of a file inside the jail (a granted read-only volume): a large context should
-        never pass through the protocol.  Returns the name bound."""
+        of a file inside the jail (a granted read-only volume: the worker reads it
+        there; a ``.json`` file is decoded, a text file up to 256 MiB read into a
+        ``str``, a larger one mapped without being read): a large context should never
+        pass through the protocol.  Returns the numbered name bound, a
+        :class:`ContextName` with ``names`` and ``kind``."""
         if (value is None) == (path is None):
             raise ValueError("give exactly one of value and path")
         if path is not None:
@@ -477,15 +541,24 @@ class Session:
         else:
             json.dumps(value, allow_nan=False)
             reply = self._request("load_context", value=value)
-        return reply.get("name")
+        names = reply.get("names")
+        names = [str(n) for n in names] if isinstance(names, list) else []
+        numbered = [n for n in names if n.startswith("context_")]
+        result = ContextName(numbered[-1] if numbered else (names[-1] if names else ""))
+        result.names = tuple(names)
+        result.kind = reply.get("kind")
+        return result
 
     def put_file(self, path, data):
-        """Writes ``data`` (bytes, or str as UTF-8) to ``path`` inside the jail's
-        writable places (its /tmp, its workspace, a volume granted rw)."""
+        """Writes ``data`` (bytes, or str as UTF-8; at most ``max_file_bytes``, 8 MiB)
+        to ``path``, absolute, below the jail's writable places (``/tmp``, ``/dev/shm``,
+        a volume granted rw; else ``RequestError`` ``BadPath``).  Returns the size
+        written."""
         if isinstance(data, str):
             data = data.encode("utf-8")
-        self._request("put_file", path=os.fspath(path),
-                      data=base64.b64encode(bytes(data)).decode("ascii"))
+        reply = self._request("put_file", path=os.fspath(path),
+                              data=base64.b64encode(bytes(data)).decode("ascii"))
+        return reply.get("size")
 
     def get_file(self, path):
         """The bytes of ``path`` inside the jail's writable places."""
@@ -497,8 +570,10 @@ class Session:
 
     def interrupt(self):
         """Interrupts the running cell (a KeyboardInterrupt in it; the session goes on).
-        May be called from any thread while :meth:`run` waits."""
-        self._request("interrupt", serialise=False, timeout=30.0)
+        May be called from any thread while :meth:`run` waits.  Returns False when no
+        cell ran."""
+        reply = self._request("interrupt", serialise=False, timeout=30.0)
+        return reply.get("interrupted") is True
 
     @property
     def alive(self):
@@ -515,18 +590,28 @@ class Session:
         """The last bytes rljail wrote on its stderr (when ``stderr`` was not given)."""
         return b"".join(self._stderr_buf).decode("utf-8", "replace")
 
-    def close(self, wait=_CLOSE_WAIT):
-        """Ends the session: asks rljail to remove the jail, then closes its stdin; a
-        session that has not ended within ``wait`` seconds is stopped.  Returns rljail's
-        exit status.  Safe to call more than once and from any thread."""
+    def close(self, wait=_CLOSE_WAIT, ask=True):
+        """Ends the session: asks rljail to remove the jail (its reply, once nothing
+        of the jail is left, is :attr:`close_info`: ``cells``, ``wall_ms``, ``cpu_ms``,
+        ``memory_peak_bytes``, and ``lost`` for a lost session), then closes its stdin;
+        a session that has not ended within ``wait`` seconds is stopped.  Returns
+        rljail's exit status.  Safe to call more than once and from any thread.
+        ``ask=False`` skips the close request (the end of stdin ends the session too,
+        once the request in flight is answered)."""
         with self._state_lock:
             first = not self._closed
             self._closed = True
+            waiter = None
+            if ask and first and not self._eof and self._proc.poll() is None:
+                rid = "close-%d" % next(self._ids)
+                waiter = self._waiters[rid] = _Waiter()
         proc = self._proc
-        if first and self._lost is None and proc.poll() is None:
+        if waiter is not None:
             try:
-                self._send({"id": "close-%d" % next(self._ids), "op": "close"})
-            except OSError:
+                self._send({"id": rid, "op": "close"})
+                if waiter.event.wait(wait) and waiter.reply.get("ok") is True:
+                    self.close_info = waiter.reply
+            except (OSError, ValueError):
                 pass
         if first:
             try:
@@ -605,7 +690,7 @@ class Session:
             if etype == "SessionLost":
                 reason = str(err.get("reason") or "unknown")
                 self._lose(reason, str(err.get("message") or ""))
-                raise SessionLost(reason, str(err.get("message") or ""), self.stderr_tail)
+                raise SessionLost(reason, str(err.get("message") or ""), self.stderr_tail, reply)
             raise RequestError(etype, str(err.get("message") or ""), reply)
 
     def _send(self, msg):
@@ -635,6 +720,10 @@ class Session:
                     log.warning("rljail session: not a JSON object: %r", line[:200])
                     continue
                 if "event" in msg:
+                    if msg.get("event") == "closed":
+                        # The supervisor ended the session (--idle-timeout).
+                        self._lose(str(msg.get("reason") or "closed"), "the session was closed by rljail")
+                        continue
                     self._on_event(msg)
                     continue
                 with self._state_lock:
@@ -651,11 +740,17 @@ class Session:
                         log.debug("rljail session: refused request %r: %s", msg.get("id"), err)
         except (OSError, ValueError) as e:
             log.debug("rljail session: reading stopped: %s", e)
+        with self._state_lock:
+            self._eof = True
         status = self._proc.wait()
         if self._closed and self._lost is None:
             self._fail_all("closed", "the session was closed")
         else:
-            self._lose("exited", "rljail exited with status %s" % status)
+            if self._stderr_reader is not None:
+                self._stderr_reader.join(2.0)
+            last = [l for l in self.stderr_tail.splitlines() if l.strip()]
+            self._lose("exited", "rljail exited with status %s%s"
+                       % (status, (": " + last[-1]) if last else ""))
 
     def _read_stderr(self):
         err = self._proc.stderr
@@ -702,12 +797,13 @@ class Session:
         args = msg.get("args") if isinstance(msg.get("args"), dict) else {}
         try:
             value = self._dispatch(name, args)
-            # The answer must be JSON; anything else becomes an error in the cell.
-            json.dumps(value, allow_nan=False)
+            _check_answer(name, args, value)
             answer = {"op": "call_result", "call": call, "value": value}
         except BaseException as e:  # a handler's failure is the cell's exception, not ours
+            # The cell gets it as CallFailed with this message.
             answer = {"op": "call_result", "call": call, "error": "%s: %s" % (type(e).__name__, e)}
-        answer["id"] = "call-%s-%d" % (call, next(self._ids))
+        # No id: a call_result without one gets no reply, and one for a call that is gone
+        # (answered, timed out at the supervisor, never made) is dropped there.
         try:
             self._send(answer)
         except (OSError, ValueError):
@@ -743,6 +839,20 @@ class Session:
         # A pool of its own: the session's pool may be full of calls waiting on this one.
         with ThreadPoolExecutor(max_workers=min(self._batch_concurrency, len(prompts))) as pool:
             return list(pool.map(lambda p: single(p, model), prompts))
+
+
+def _check_answer(name, args, value):
+    """Refuses on the host what the call's caller cannot use: an LLM answer is a str, a
+    batch's a list of str, one per prompt; a tool's any JSON value."""
+    if name in ("llm_query", "rlm_query"):
+        if not isinstance(value, str):
+            raise TypeError("the %s handler returned %s, not str" % (name, type(value).__name__))
+    elif name in ("llm_query_batched", "rlm_query_batched"):
+        prompts = args.get("prompts")
+        if (not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+                or not isinstance(prompts, list) or len(value) != len(prompts)):
+            raise TypeError("the %s handler must return a list of str, one per prompt" % name)
+    json.dumps(value, allow_nan=False)
 
 
 class _NoLockType:

@@ -2,20 +2,25 @@
 
 It is NOT a jail and must never be used as an executor: no namespace, no seccomp, no
 limits, the cell shares this process with the "supervisor".  It exists so that the
-Python package's unit tests can exercise the session protocol (docs/session-protocol.md,
-as the package README describes it) before the real ``rljail session`` is available, and
-it follows the wire format the lead engineer decided.  Started as
+Python package's unit tests can exercise the session protocol quickly and without root:
+it answers as docs/session-protocol.md says the real ``rljail session`` does (its reply
+fields, error types and SessionLost reasons, and the bridge's call events and
+``call_result``), and tests/test_real_binary.py runs the same contract against the real
+binary, so that a difference between the two shows there.  Started as
 
     python3 fake_session_server.py session [flags of rljail session]
 
-it reads JSON lines on stdin continuously (a reader thread: ``interrupt`` and
-``call_result`` arrive while a cell runs), runs cells on the main thread, and writes
-replies and call events on stdout.  Budgets are enforced here simply, as the real
-supervisor does in Go.  Volumes ``-v SRC:DST`` are emulated by translating paths under
-DST to SRC in ``load_context`` and in the cells' ``open``.
+it reads JSON lines on stdin continuously (a reader thread answers ``hello``,
+``interrupt``, ``close``, ``call_result``, malformed lines and ``Busy`` at once), runs
+worker requests on the main thread, and writes replies and call events on stdout.
+Budgets are enforced here simply, as the real bridge does in Go.  Volumes ``-v
+SRC:DST`` are emulated by translating paths under DST to SRC in ``load_context``, the
+file requests and the cells' ``open`` and ``os.chdir``; ``os._exit`` in a cell is the worker's exit
+(``SessionLost`` ``worker_exited``), not the fake's.
 """
 
 import base64
+import binascii
 import builtins
 import io
 import json
@@ -30,18 +35,27 @@ import time
 import traceback
 
 PROTOCOL = 1
+MAX_REQUEST_BYTES = 16 << 20
+MAX_FILE_BYTES = 8 << 20
+MAX_REPR = 64 << 10
+MAX_BATCH = 1024
+MAX_CALLS_IN_FLIGHT = 64
+_real_exit = os._exit
 
 
 class Config:
     def __init__(self, argv, fake_tmp=None):
         self.fake_tmp = fake_tmp
-        self.cell_timeout = None
+        # rljail session's defaults.
+        self.cell_timeout = 30.0
         self.cell_grace = 1.0
-        self.max_cells = None
+        self.idle_timeout = 0.0
+        self.max_cells = 0
         self.max_output_chars = 10000
         self.max_llm_calls = 50
-        self.max_tool_calls = None
-        self.max_llm_prompt_chars = None
+        self.max_tool_calls = 100
+        self.max_llm_prompt_chars = 1 << 20
+        self.call_timeout = 120.0
         self.llm = "client"
         self.tools = {}
         self.volumes = []  # (host, jail, mode)
@@ -53,7 +67,7 @@ class Config:
             if not arg.startswith("-"):
                 i += 1
                 continue
-            if arg == "--strict-limits" or arg == "-q":
+            if arg in ("--strict-limits", "-q", "--quiet", "--verbose", "--audit-prompts"):
                 self.flags[arg] = True
                 i += 1
                 continue
@@ -63,6 +77,8 @@ class Config:
                 self.cell_timeout = seconds(value)
             elif arg == "--cell-grace":
                 self.cell_grace = seconds(value)
+            elif arg == "--idle-timeout":
+                self.idle_timeout = seconds(value)
             elif arg == "--max-cells":
                 self.max_cells = int(value)
             elif arg == "--max-output-chars":
@@ -73,6 +89,8 @@ class Config:
                 self.max_tool_calls = int(value)
             elif arg == "--max-llm-prompt-chars":
                 self.max_llm_prompt_chars = int(value)
+            elif arg == "--call-timeout":
+                self.call_timeout = seconds(value)
             elif arg == "--llm":
                 self.llm = value
             elif arg == "--tool":
@@ -97,28 +115,68 @@ def seconds(text):
     return float(text)
 
 
-class LLMBudgetExceeded(Exception):
-    """Raised in the cell when a call would exceed the session's budget."""
+# The bridge's error types, raised in the cell as the real worker does: subclasses of
+# RuntimeError, in the namespace and as builtins.
+class LLMBudgetExceeded(RuntimeError):
+    pass
+
+
+class ToolBudgetExceeded(RuntimeError):
+    pass
+
+
+class BadCall(RuntimeError):
+    pass
+
+
+class CallTimeout(RuntimeError):
+    pass
+
+
+class CallFailed(RuntimeError):
+    pass
+
+
+CALL_ERRORS = {c.__name__: c for c in (LLMBudgetExceeded, ToolBudgetExceeded, BadCall,
+                                       CallTimeout, CallFailed)}
+
+
+class WorkerExit(BaseException):
+    """os._exit in a cell: the worker ends (the real worker's process would)."""
+
+
+class Refused(Exception):
+    def __init__(self, etype, message):
+        self.etype, self.message = etype, message
+        super().__init__(message)
 
 
 class Server:
     def __init__(self, cfg):
         self.cfg = cfg
+        self.start = time.monotonic()
         # The protocol keeps a descriptor of its own; descriptor 1 becomes stderr, so a
         # cell's os.write(1, ...) cannot put the protocol out of step.
         self.out = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
         os.dup2(2, 1)
         self.write_lock = threading.Lock()
+        self.state = threading.Lock()
         self.requests = queue.Queue()
         self.calls = {}          # call id -> [event, value, error]
         self.calls_lock = threading.Lock()
         self.next_call = 1
-        self.counts = {"llm_calls": 0, "tool_calls": 0}
+        self.counts = {"llm_calls": 0, "tool_calls": 0, "prompt_chars": 0, "refused": 0}
         self.cells = 0
         self.lost = None
+        self.busy = False
+        self.inflight = None
         self.running = False
+        self.last_request = time.monotonic()
         self.tmp = tempfile.mkdtemp(prefix="fake-rljail-", dir=cfg.fake_tmp)
-        os.chdir(self.tmp)  # the "jail's" working directory: its own
+        self.shm = os.path.join(self.tmp, ".shm")
+        os.makedirs(os.path.join(self.tmp, "tmp"))
+        os.makedirs(self.shm)
+        os.chdir(os.path.join(self.tmp, "tmp"))  # the "jail's" working directory: its /tmp
         self.contexts = 0
         self.ns = {"__name__": "__main__", "__builtins__": self._builtins()}
         self.bridge = {}
@@ -128,6 +186,12 @@ class Server:
 
     def send(self, obj):
         line = json.dumps(obj, ensure_ascii=False)
+        if obj.get("id") is not None and "event" not in obj:
+            with self.state:
+                if self.busy and obj["id"] == self.inflight:
+                    # Free before the reply leaves: the runner's next request may follow it at once.
+                    self.busy, self.inflight = False, None
+                    self.last_request = time.monotonic()
         with self.write_lock:
             self.out.write(line + "\n")
             self.out.flush()
@@ -140,11 +204,32 @@ class Server:
     def fail(self, rid, etype, message, **extra):
         err = {"type": etype, "message": message}
         err.update(extra)
-        self.send({"id": rid, "ok": False, "error": err})
+        msg = {"id": rid, "ok": False, "error": err}
+        self.send(msg)
+
+    def lost_reply(self, rid, **fields):
+        msg = {"id": rid, "ok": False, "error": {
+            "type": "SessionLost", "reason": self.lost,
+            "message": "the session's jail is gone, and its namespace with it: %s" % self.lost}}
+        msg.update(fields)
+        self.send(msg)
 
     # ------------------------------------------------------------ paths
 
-    def host_path(self, path, writable=False):
+    def places(self):
+        """The jail's writable places: /tmp, /dev/shm and the rw volumes."""
+        return ["/tmp", "/dev/shm"] + [os.path.normpath(j) for _, j, m in self.cfg.volumes if m == "rw"]
+
+    def check_writable(self, path):
+        if not path.startswith("/") or os.path.normpath(path) != path or "//" in path:
+            raise Refused("BadPath", "path %s is not absolute and clean" % path)
+        for place in self.places():
+            if path.startswith(place + "/"):
+                return
+        raise Refused("BadPath", "path %s is outside the jail's writable places (%s)"
+                      % (path, ", ".join(self.places())))
+
+    def host_path(self, path):
         path = os.path.normpath(path)
         best = None
         for host, jail, mode in self.cfg.volumes:
@@ -153,14 +238,11 @@ class Server:
                 if best is None or len(jail) > len(best[1]):
                     best = (host, jail, mode)
         if best is not None:
-            if writable and best[2] != "rw":
-                raise PermissionError("read-only volume: %s" % path)
-            return best[0] + path[len(best[1]):]
-        if path == "/tmp" or path.startswith("/tmp/"):
-            return os.path.join(self.tmp, path[5:])
-        if writable:
-            raise PermissionError("not a writable place in the jail: %s" % path)
-        raise FileNotFoundError(path)
+            return best[0] + path[len(best[1]):], best[2] == "rw"
+        for place, host in (("/tmp", os.path.join(self.tmp, "tmp")), ("/dev/shm", self.shm)):
+            if path == place or path.startswith(place + "/"):
+                return host + path[len(place):], True
+        return None, False
 
     def _builtins(self):
         table = dict(builtins.__dict__)
@@ -169,119 +251,243 @@ class Server:
 
         def jail_open(file, mode="r", *args, **kwargs):
             if isinstance(file, str) and file.startswith("/"):
-                file = server.host_path(file, writable=any(c in mode for c in "wax+"))
+                host, writable = server.host_path(file)
+                if host is None:
+                    raise FileNotFoundError(2, "No such file or directory (in the fake)", file)
+                if not writable and any(c in mode for c in "wax+"):
+                    raise OSError(30, "Read-only file system", file)
+                file = host
             return real_open(file, mode, *args, **kwargs)
 
         table["open"] = jail_open
+        table.update(CALL_ERRORS)
         return table
 
     # ------------------------------------------------------------ the bridge
 
     def _install_bridge(self):
         server = self
+        cfg = self.cfg
 
-        def call(name, args, prompts=0, chars=0):
+        def refuse(cls, message):
+            with server.calls_lock:
+                server.counts["refused"] += 1
+            raise cls(message)
+
+        def call(name, args, prompts=None):
+            if not server.running:
+                refuse(BadCall, "%s: no cell is running (a thread left over from an earlier cell)" % name)
             # Counted before the call leaves, under one lock: threads racing in one cell
             # cannot get past the budget.
             with server.calls_lock:
-                if prompts:
-                    cfg = server.cfg
-                    if cfg.max_llm_prompt_chars is not None and chars > cfg.max_llm_prompt_chars:
-                        raise LLMBudgetExceeded("prompt of %d chars over --max-llm-prompt-chars %d"
-                                                % (chars, cfg.max_llm_prompt_chars))
-                    if server.counts["llm_calls"] + prompts > cfg.max_llm_calls:
-                        raise LLMBudgetExceeded("%d + %d llm calls over --max-llm-calls %d"
-                                                % (server.counts["llm_calls"], prompts, cfg.max_llm_calls))
-                    server.counts["llm_calls"] += prompts
+                refused = None
+                if prompts is not None:
+                    lengths = [len(p) for p in prompts]
+                    over = [i for i, n in enumerate(lengths) if n > cfg.max_llm_prompt_chars]
+                    if over:
+                        refused = (LLMBudgetExceeded, "%s: prompt %d has %d characters, more than "
+                                   "--max-llm-prompt-chars %d" % (name, over[0], lengths[over[0]],
+                                                                  cfg.max_llm_prompt_chars))
+                    elif cfg.max_llm_calls < 0 or server.counts["llm_calls"] + len(prompts) > cfg.max_llm_calls:
+                        refused = (LLMBudgetExceeded, "%s: %d prompts asked, %d of the session's %d "
+                                   "model calls left" % (name, len(prompts), max(cfg.max_llm_calls - server.counts["llm_calls"], 0),
+                                                         max(cfg.max_llm_calls, 0)))
+                    else:
+                        server.counts["llm_calls"] += len(prompts)
+                        server.counts["prompt_chars"] += sum(lengths)
                 else:
-                    if (server.cfg.max_tool_calls is not None
-                            and server.counts["tool_calls"] + 1 > server.cfg.max_tool_calls):
-                        raise LLMBudgetExceeded("tool calls over --max-tool-calls %d" % server.cfg.max_tool_calls)
-                    server.counts["tool_calls"] += 1
+                    if cfg.max_tool_calls < 0 or server.counts["tool_calls"] + 1 > cfg.max_tool_calls:
+                        refused = (ToolBudgetExceeded, "the session's %d tool calls are spent"
+                                   % max(cfg.max_tool_calls, 0))
+                    else:
+                        server.counts["tool_calls"] += 1
+                if refused is None and len(server.calls) >= MAX_CALLS_IN_FLIGHT:
+                    refused = (BadCall, "%d calls of this cell are waiting already, the most at once"
+                               % MAX_CALLS_IN_FLIGHT)
+                if refused is not None:
+                    server.counts["refused"] += 1
+                    raise refused[0](refused[1])
                 cid = server.next_call
                 server.next_call += 1
                 slot = [threading.Event(), None, None]
                 server.calls[cid] = slot
-            server.send({"event": "call", "call": cid, "name": name, "args": args})
+            server.send({"event": "call", "call": cid, "cell": server.cells, "name": name, "args": args})
             try:
-                slot[0].wait()
+                answered = slot[0].wait(cfg.call_timeout)
             finally:
                 with server.calls_lock:
                     server.calls.pop(cid, None)
+            if not answered:
+                refuse(CallTimeout, "%s got no answer within %gs" % (name, cfg.call_timeout))
             if slot[2] is not None:
-                raise RuntimeError(slot[2])
-            return slot[1]
+                refuse(CallFailed, slot[2])
+            value = slot[1]
+            if prompts is not None and name.endswith("_batched"):
+                if not isinstance(value, list) or len(value) != len(prompts):
+                    refuse(CallFailed, "the runner's result for %s is not a list of %d answers"
+                           % (name, len(prompts)))
+            return value
 
-        def llm_query(prompt, model=None):
-            return call("llm_query", {"prompt": prompt, "model": model}, 1, len(str(prompt)))
+        def check_model(name, model):
+            if model is not None and not isinstance(model, str):
+                refuse(BadCall, "%s: model must be a string or None" % name)
 
-        def llm_query_batched(prompts, model=None):
-            prompts = list(prompts)
-            return call("llm_query_batched", {"prompts": prompts, "model": model},
-                        len(prompts), max([len(str(p)) for p in prompts] or [0]))
+        def one(name):
+            def query(prompt, model=None):
+                if not isinstance(prompt, str):
+                    refuse(BadCall, "%s(prompt): prompt must be a string" % name)
+                check_model(name, model)
+                return call(name, {"prompt": prompt, "model": model}, [prompt])
+            query.__name__ = name
+            return query
 
-        def rlm_query(prompt, model=None):
-            return call("rlm_query", {"prompt": prompt, "model": model}, 1, len(str(prompt)))
+        def batched(name):
+            def query(prompts, model=None):
+                prompts = list(prompts)
+                if not all(isinstance(p, str) for p in prompts):
+                    refuse(BadCall, "%s(prompts): prompts must be a list of strings" % name)
+                if len(prompts) > MAX_BATCH:
+                    refuse(BadCall, "%s: %d prompts, more than the %d one call may carry"
+                           % (name, len(prompts), MAX_BATCH))
+                check_model(name, model)
+                return call(name, {"prompts": prompts, "model": model}, prompts)
+            query.__name__ = name
+            return query
 
-        def rlm_query_batched(prompts, model=None):
-            prompts = list(prompts)
-            return call("rlm_query_batched", {"prompts": prompts, "model": model},
-                        len(prompts), max([len(str(p)) for p in prompts] or [0]))
-
-        self.bridge = {"llm_query": llm_query, "llm_query_batched": llm_query_batched,
-                       "rlm_query": rlm_query, "rlm_query_batched": rlm_query_batched,
-                       "LLMBudgetExceeded": LLMBudgetExceeded}
+        self.bridge = {"llm_query": one("llm_query"), "llm_query_batched": batched("llm_query_batched"),
+                       "rlm_query": one("rlm_query"), "rlm_query_batched": batched("rlm_query_batched")}
         for tname, params in self.cfg.tools.items():
             self.bridge[tname] = _make_tool(call, tname, params)
+        self.bridge.update(CALL_ERRORS)
         self.ns.update(self.bridge)
+
+    def cancel_calls(self):
+        """The cell ended: the calls it left waiting fail (their late call_result gets
+        UnknownCall), before its reply, as the real supervisor does."""
+        with self.calls_lock:
+            pending, self.calls = self.calls, {}
+        for slot in pending.values():
+            slot[2] = "context canceled: the cell ended"
+            slot[0].set()
 
     def answer_call(self, rid, msg):
         cid = msg.get("call")
         with self.calls_lock:
-            slot = self.calls.get(cid)
+            slot = self.calls.pop(cid, None) if isinstance(cid, int) else None
         if slot is None:
-            self.fail(rid, "UnknownCall", "no call %r is waiting" % (cid,))
+            if rid is not None:
+                self.fail(rid, "UnknownCall", "no call %r is waiting for its result (answered "
+                          "already, timed out, or never made)" % (cid,))
             return
-        if "error" in msg:
+        if msg.get("error") is not None:
             slot[2] = str(msg["error"])
         else:
             slot[1] = msg.get("value")
         slot[0].set()
-        self.reply(rid)
+        if rid is not None:
+            self.reply(rid)
 
     # ------------------------------------------------------------ reading
 
     def read_loop(self):
         stdin = sys.stdin.buffer
         while True:
-            line = stdin.readline(1 << 20)
+            line = stdin.readline(MAX_REQUEST_BYTES + 1)
             if not line:
-                if self.lost is not None:
-                    os._exit(0)  # the cell that would not stop dies with the "jail"
-                self.requests.put(None)
+                self.requests.put(None)  # EOF: end once the request in flight is answered
                 return
+            with self.state:
+                self.last_request = time.monotonic()
+            if len(line) > MAX_REQUEST_BYTES:
+                while line and not line.endswith(b"\n"):
+                    line = stdin.readline(MAX_REQUEST_BYTES + 1)
+                self.fail(None, "RequestTooLarge", "the request is longer than the cap of %d bytes"
+                          % MAX_REQUEST_BYTES)
+                continue
             try:
                 msg = json.loads(line.decode("utf-8"))
-            except (ValueError, UnicodeDecodeError):
-                self.fail(None, "BadRequest", "not a JSON line")
+            except UnicodeDecodeError:
+                self.fail(None, "BadRequest", "the request is not valid UTF-8")
                 continue
-            if not isinstance(msg, dict) or "id" not in msg:
-                self.fail(None, "BadRequest", "a request needs an id")
+            except ValueError:
+                self.fail(None, "BadRequest", "the request is not JSON")
+                continue
+            if not isinstance(msg, dict) or ("id" not in msg and msg.get("op") != "call_result"):
+                self.fail(None, "BadRequest", "a request is a JSON object with an id")
                 continue
             rid, op = msg.get("id"), msg.get("op")
-            if self.lost is not None:
-                self.fail(rid, "SessionLost", "the session is lost", reason=self.lost)
-                if op == "close":
-                    os._exit(0)
-                continue
-            if op == "interrupt":
-                if self.running:
-                    os.kill(os.getpid(), signal.SIGINT)
-                self.reply(rid)
-            elif op == "call_result":
+            if op == "call_result":
+                # Optional id: without one, no reply.
+                if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int, float))):
+                    self.fail(rid, "BadRequest", "the id is neither a string nor a number")
+                    continue
                 self.answer_call(rid, msg)
-            else:
+                continue
+            if isinstance(rid, bool) or not isinstance(rid, (str, int, float)):
+                self.fail(rid, "BadRequest", "the id is neither a string nor a number")
+                continue
+            if op == "close":
+                self.op_close(rid)
+            if self.lost is not None:
+                self.lost_reply(rid)
+                continue
+            if op == "hello":
+                self.op_hello(rid)
+            elif op == "interrupt":
+                running = self.running
+                if running:
+                    os.kill(os.getpid(), signal.SIGINT)
+                self.reply(rid, interrupted=running)
+            elif op in WORKER_OPS:
+                try:
+                    self.check(msg)
+                except Refused as e:
+                    self.fail(rid, e.etype, e.message)
+                    continue
+                with self.state:
+                    busy, self.busy = self.busy, True
+                    if not busy:
+                        self.inflight = rid
+                        if op == "exec":
+                            self.cells += 1
+                if busy:
+                    self.fail(rid, "Busy", "a request for the worker is in flight; one at a time "
+                              "(interrupt stops a cell)")
+                    continue
                 self.requests.put(msg)
+            else:
+                self.fail(rid, "UnknownOp", "unknown op %r (hello, exec, set, get, load_context, "
+                          "put_file, get_file, interrupt, close)" % (op,))
+
+    def check(self, msg):
+        """What the supervisor refuses before anything reaches the worker."""
+        op = msg["op"]
+        if op == "exec":
+            if not isinstance(msg.get("code"), str):
+                raise Refused("BadRequest", "exec needs code, a string")
+            if self.cfg.max_cells > 0 and self.cells >= self.cfg.max_cells:
+                raise Refused("CellLimit", "the session's budget of %d cells is spent" % self.cfg.max_cells)
+        elif op in ("set", "get"):
+            name = msg.get("name")
+            if not isinstance(name, str) or not name.isascii() or not name.isidentifier():
+                raise Refused("BadRequest", "name %r is not an identifier" % (name,))
+            if op == "set" and "value" not in msg:
+                raise Refused("BadRequest", "set needs a value")
+        elif op == "load_context":
+            if ("path" in msg and msg["path"]) == ("value" in msg):
+                raise Refused("BadRequest", "load_context needs a value or a path, one of them")
+        elif op in ("put_file", "get_file"):
+            self.check_writable(str(msg.get("path") or ""))
+            if op == "put_file":
+                data = msg.get("data")
+                if not isinstance(data, str):
+                    raise Refused("BadRequest", "put_file needs data, base64")
+                if len(data) * 3 // 4 > MAX_FILE_BYTES + 2:
+                    raise Refused("FileTooLarge", "the file is over the cap of %d bytes" % MAX_FILE_BYTES)
+                try:
+                    base64.b64decode(data, validate=True)
+                except (binascii.Error, ValueError) as e:
+                    raise Refused("BadRequest", "data is not base64: %s" % e)
 
     # ------------------------------------------------------------ ops
 
@@ -290,87 +496,143 @@ class Server:
         if self.running:
             raise KeyboardInterrupt
 
+    def idle_loop(self):
+        while True:
+            time.sleep(min(self.cfg.idle_timeout / 10, 0.05))
+            with self.state:
+                idle = not self.busy and time.monotonic() - self.last_request >= self.cfg.idle_timeout
+            if idle:
+                self.send({"id": None, "event": "closed", "reason": "idle_timeout"})
+                self.exit()
+
+    def exit(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        _real_exit(0)
+
     def serve(self):
         signal.signal(signal.SIGINT, self.on_sigint)
         threading.Thread(target=self.read_loop, daemon=True).start()
+        if self.cfg.idle_timeout > 0:
+            threading.Thread(target=self.idle_loop, daemon=True).start()
         while True:
             msg = self.requests.get()
-            if msg is None or msg.get("op") == "close":
-                if msg is not None:
-                    self.reply(msg["id"])
+            if msg is None:
                 return
-            rid, op = msg["id"], msg.get("op")
+            rid, op = msg["id"], msg["op"]
             try:
-                handler = getattr(self, "op_" + str(op), None)
-                if handler is None:
-                    self.fail(rid, "UnknownOp", "unknown op %r" % (op,))
-                else:
-                    handler(rid, msg)
+                getattr(self, "op_" + op)(rid, msg)
+            except Refused as e:
+                self.fail(rid, e.etype, e.message)
             except KeyboardInterrupt:
-                self.fail(rid, "Interrupted", "interrupted outside a cell")
+                self.fail(rid, "WorkerError", "interrupted outside a cell")
             except Exception as e:
                 self.fail(rid, type(e).__name__, str(e))
+            finally:
+                with self.state:
+                    if self.inflight == rid:  # an op that sent no reply (a lost exec)
+                        self.busy, self.inflight = False, None
 
-    def op_hello(self, rid, msg):
-        self.reply(rid, protocol=PROTOCOL, version="fake-0",
-                   limits={"cell_timeout_ms": None if self.cfg.cell_timeout is None
-                           else int(self.cfg.cell_timeout * 1000),
-                           "max_output_chars": self.cfg.max_output_chars,
-                           "max_llm_calls": self.cfg.max_llm_calls,
-                           "tools": sorted(self.cfg.tools)})
+    def op_close(self, rid):
+        fields = {"cells": self.cells, "wall_ms": round((time.monotonic() - self.start) * 1000, 3),
+                  "cpu_ms": round(time.process_time() * 1000, 3), "memory_peak_bytes": 0}
+        if self.lost is not None:
+            fields["lost"] = self.lost
+        self.reply(rid, **fields)
+        self.exit()  # the "jail" goes, and a cell still running with it
+
+    def op_hello(self, rid):
+        cfg = self.cfg
+        self.reply(rid, protocol=PROTOCOL, rljail="fake-0", session_id="fake%012x" % os.getpid(),
+                   start_ms=0.0, tools=[{"name": n, "params": p} for n, p in cfg.tools.items()],
+                   limits={"cell_timeout_ms": int(cfg.cell_timeout * 1000),
+                           "cell_grace_ms": int(cfg.cell_grace * 1000),
+                           "max_output_chars": cfg.max_output_chars, "max_cells": cfg.max_cells,
+                           "idle_timeout_ms": int(cfg.idle_timeout * 1000),
+                           "max_request_bytes": MAX_REQUEST_BYTES, "max_file_bytes": MAX_FILE_BYTES,
+                           "max_llm_calls": cfg.max_llm_calls, "max_tool_calls": cfg.max_tool_calls,
+                           "max_llm_prompt_chars": cfg.max_llm_prompt_chars,
+                           "call_timeout_ms": int(cfg.call_timeout * 1000), "llm": cfg.llm,
+                           "jail": {"memory_bytes": {"value": 0, "mechanism": "none"}}})
 
     def op_set(self, rid, msg):
-        self.ns[str(msg["name"])] = msg.get("value")
+        self.ns[msg["name"]] = msg["value"]
         self.reply(rid)
 
     def op_get(self, rid, msg):
-        name = str(msg["name"])
+        name = msg["name"]
         if name not in self.ns:
-            self.fail(rid, "NameError", "name %r is not defined" % name)
+            self.fail(rid, "KeyError", repr(name), traceback="")
             return
         value = self.ns[name]
         try:
             json.dumps(value, allow_nan=False)
-            self.reply(rid, value=value)
+            self.reply(rid, json=True, value=value)
         except (TypeError, ValueError):
-            self.reply(rid, value=repr(value), repr=True)
+            text = repr(value)
+            self.reply(rid, json=False, repr=text[:MAX_REPR], repr_truncated=len(text) > MAX_REPR)
 
     def op_load_context(self, rid, msg):
-        if "path" in msg:
-            path = self.host_path(str(msg["path"]))
-            with open(path, encoding="utf-8") as f:
-                value = json.load(f) if path.endswith(".json") else f.read()
+        if msg.get("path"):
+            path = str(msg["path"])
+            host, _ = self.host_path(path)
+            if host is None or not os.path.exists(host):
+                raise FileNotFoundError(2, "No such file or directory", path)
+            if path.endswith(".json"):
+                with open(host, encoding="utf-8") as f:
+                    value, kind = json.load(f), "json"
+            else:
+                with open(host, encoding="utf-8", errors="replace") as f:
+                    value, kind = f.read(), "str"
         else:
-            value = msg.get("value")
-        name = "context_%d" % self.contexts
-        self.ns[name] = value
+            value, kind = msg["value"], "value"
+        names = ["context_%d" % self.contexts]
         if self.contexts == 0:
-            self.ns["context"] = value
+            names.insert(0, "context")
+        for n in names:
+            self.ns[n] = value
         self.contexts += 1
-        self.reply(rid, name=name)
+        self.reply(rid, names=names, kind=kind)
 
     def op_put_file(self, rid, msg):
-        path = self.host_path(str(msg["path"]), writable=True)
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(base64.b64decode(msg.get("data") or ""))
-        self.reply(rid)
+        path = msg["path"]
+        data = base64.b64decode(msg["data"])
+        host, writable = self.host_path(path)
+        if not writable:
+            raise OSError(30, "Read-only file system", path)
+        with open(host, "wb") as f:
+            f.write(data)
+        self.reply(rid, size=len(data))
 
     def op_get_file(self, rid, msg):
-        path = self.host_path(str(msg["path"]), writable=True)
-        with open(path, "rb") as f:
-            self.reply(rid, data=base64.b64encode(f.read()).decode("ascii"))
+        path = msg["path"]
+        host, _ = self.host_path(path)
+        if os.path.isdir(host):
+            raise IsADirectoryError(21, "Is a directory", path)
+        if not os.path.exists(host):
+            raise FileNotFoundError(2, "No such file or directory", path)
+        if os.path.getsize(host) > MAX_FILE_BYTES:
+            raise Refused("FileTooLarge", "%s is over the cap of %d bytes" % (path, MAX_FILE_BYTES))
+        with open(host, "rb") as f:
+            data = f.read()
+        self.reply(rid, size=len(data), data=base64.b64encode(data).decode("ascii"))
 
     def op_exec(self, rid, msg):
-        if self.cfg.max_cells is not None and self.cells >= self.cfg.max_cells:
-            self.fail(rid, "CellBudgetExceeded", "--max-cells %d reached" % self.cfg.max_cells)
-            return
-        self.cells += 1
-        code = msg.get("code")
+        cell = self.cells
+        code = msg["code"]
         out, err = io.StringIO(), io.StringIO()
         error = None
         timed_out = threading.Event()
         done = threading.Event()
+        start, cpu0 = time.monotonic(), time.process_time()
+
+        def measured():
+            stdout, stderr = self.cap(out.getvalue()), self.cap(err.getvalue())
+            return {"cell": cell, "stdout": stdout[0], "stderr": stderr[0],
+                    "stdout_truncated": stdout[1], "stderr_truncated": stderr[1],
+                    "stdout_bytes": stdout[2], "stderr_bytes": stderr[2],
+                    "output_between_cells_bytes": 0,
+                    "wall_ms": round((time.monotonic() - start) * 1000, 3),
+                    "cpu_ms": round((time.process_time() - cpu0) * 1000, 3)}
 
         def watchdog():
             if done.wait(self.cfg.cell_timeout):
@@ -381,48 +643,53 @@ class Server:
                 return
             # The cell ignored the interrupt: the real supervisor kills the jail here.
             self.lost = "cell_timeout"
-            self.fail(rid, "SessionLost", "the cell did not stop within the grace",
-                      reason="cell_timeout")
+            self.lost_reply(rid, **measured())
 
-        if self.cfg.cell_timeout is not None:
-            threading.Thread(target=watchdog, daemon=True).start()
-        start, cpu0 = time.monotonic(), time.process_time()
+        threading.Thread(target=watchdog, daemon=True).start()
         old = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
         self.running = True
+        lost = None
         try:
             exec(compile(code, "<cell>", "exec"), self.ns)
         except KeyboardInterrupt:
-            if timed_out.is_set():
-                error = {"type": "CellTimeout", "message": "the cell ran past --cell-timeout %gs"
-                         % self.cfg.cell_timeout, "traceback": ""}
-            else:
-                error = {"type": "KeyboardInterrupt", "message": "", "traceback": traceback.format_exc()}
+            error = {"type": "KeyboardInterrupt", "traceback": traceback.format_exc()}
+        except WorkerExit:
+            lost = "worker_exited"
         except BaseException as e:  # SystemExit too: the cell's, not the session's
             error = {"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()}
         finally:
             self.running = False
             done.set()
             sys.stdout, sys.stderr = old
+            self.cancel_calls()
         if self.lost is not None:
             return
-        stdout, scut = self.cap(out.getvalue())
-        stderr, ecut = self.cap(err.getvalue())
-        variables = sorted(k for k, v in self.ns.items()
-                           if not k.startswith("_") and self.bridge.get(k) is not v)
-        self.reply(rid, stdout=stdout, stderr=stderr, stdout_truncated=scut, stderr_truncated=ecut,
-                   error=error, wall_ms=round((time.monotonic() - start) * 1000, 3),
-                   cpu_ms=round((time.process_time() - cpu0) * 1000, 3), variables=variables,
-                   calls=dict(self.counts))
+        if lost is not None:
+            self.lost = lost
+            self.lost_reply(rid, **measured())
+            return
+        if timed_out.is_set():
+            error = {"type": "CellTimeout", "message": "the cell overran its timeout of %gs and was "
+                     "interrupted; the namespace is kept" % self.cfg.cell_timeout,
+                     "traceback": (error or {}).get("traceback", "")}
+        names = sorted(k for k in self.ns if not k.startswith("_"))[:1000]
+        self.reply(rid, error=error, names=names, calls=dict(self.counts), **measured())
 
     def cap(self, text):
+        """Head and tail of text's UTF-8 within --max-output-chars bytes, as rljail cuts."""
+        data = text.encode("utf-8")
         limit = self.cfg.max_output_chars
-        if len(text) <= limit:
-            return text, 0
-        head = limit // 2
-        tail = limit - head
-        cut = len(text) - limit
-        return text[:head] + "\n[... %d characters cut ...]\n" % cut + text[-tail:], cut
+        if len(data) <= limit:
+            return text, False, len(data)
+        head, tail = limit // 2, limit - limit // 2
+        cut = len(data) - head - tail
+        kept = (data[:head].decode("utf-8", "replace") + "\n[... %d bytes cut by rljail ...]\n" % cut
+                + data[-tail:].decode("utf-8", "replace"))
+        return kept, True, len(data)
+
+
+WORKER_OPS = ("exec", "set", "get", "load_context", "put_file", "get_file")
 
 
 def _make_tool(call, name, params):
@@ -433,11 +700,17 @@ def _make_tool(call, name, params):
         for key, value in kwargs.items():
             if key not in params:
                 raise TypeError("%s() got an unexpected keyword argument %r" % (name, key))
+            if key in values:
+                raise TypeError("%s() got multiple values for argument %r" % (name, key))
             values[key] = value
         return call(name, values)
 
     tool.__name__ = name
     return tool
+
+
+def _cell_exit(status=0):
+    raise WorkerExit(status)
 
 
 def main(argv):
@@ -448,6 +721,16 @@ def main(argv):
         sys.stderr.write("fake rljail: only 'session' is faked\n")
         return 125
     server = Server(Config(argv[1:], fake_tmp))
+    os._exit = _cell_exit  # a cell's os._exit ends the "worker", as it ends the real one
+    real_chdir = os.chdir
+
+    def jail_chdir(path):
+        # The "jail's" /tmp is the fake's own, as a cell's open() sees it.
+        if isinstance(path, str) and path.startswith("/"):
+            path = server.host_path(path)[0] or path
+        real_chdir(path)
+
+    os.chdir = jail_chdir
     try:
         server.serve()
     finally:

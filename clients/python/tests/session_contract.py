@@ -1,8 +1,12 @@
 """What rljail.Session must do against any `rljail session`: the fake one (test_session.py)
 and the real binary (test_real_binary.py) run these same cases.  A subclass sets
-``binary()`` and may add options with ``options``."""
+``binary()`` and may add options with ``options``.  SessionContract is the protocol
+without calls from the jail, CallContract the calls (the bridge); a test class takes
+either or both."""
 
+import json
 import os
+import subprocess
 import threading
 import time
 
@@ -12,8 +16,11 @@ import rljail
 from rljail import CellTimeout, RequestError, Repr, Session, SessionLost
 
 
-class SessionContract:
+class _Contract:
     options = {}
+    #: The unit of the timing cases, in seconds (cell timeouts, grace): the fake's is
+    #: shorter than the real binary's, whose jail runs on a busy machine.
+    tick = 1.0
 
     def binary(self):
         raise NotImplementedError
@@ -25,13 +32,27 @@ class SessionContract:
         self.addCleanup(s.close)
         return s
 
+
+class SessionContract(_Contract):
+
     # ------------------------------------------------------------ cells and state
 
     def test_hello(self):
         s = self.session()
         self.assertEqual(s.protocol, rljail.PROTOCOL_VERSION)
         self.assertTrue(s.version)
+        self.assertTrue(s.session_id)
         self.assertIsInstance(s.limits, dict)
+        for key in ("cell_timeout_ms", "cell_grace_ms", "max_output_chars", "max_cells",
+                    "max_request_bytes", "max_file_bytes"):
+            self.assertIn(key, s.limits)
+        self.assertEqual(s.limits["cell_timeout_ms"], 30000)  # rljail's default
+
+    def test_hello_reports_the_flags(self):
+        s = self.session(cell_timeout=2, cell_grace="500ms", max_cells=9)
+        self.assertEqual(s.limits["cell_timeout_ms"], 2000)
+        self.assertEqual(s.limits["cell_grace_ms"], 500)
+        self.assertEqual(s.limits["max_cells"], 9)
 
     def test_state_persists_across_cells(self):
         s = self.session()
@@ -39,8 +60,12 @@ class SessionContract:
         r = s.run("print(f(22))")
         self.assertTrue(r.ok, r.error)
         self.assertEqual(r.stdout, "42\n")
-        self.assertIn("x", r.variables)
+        self.assertIn("x", r.names)
         self.assertIn("f", r.variables)
+        self.assertEqual(r.cell, 2)
+        self.assertEqual(r.stdout_bytes, 3)
+        s.run("_hidden = 1")
+        self.assertNotIn("_hidden", s.run("pass").names)
 
     def test_exception_keeps_session(self):
         s = self.session()
@@ -88,30 +113,66 @@ class SessionContract:
         value = s.get("obj")
         self.assertIsInstance(value, Repr)
         self.assertIn("object", value)
-        with self.assertRaises(RequestError):
+        self.assertFalse(value.truncated)
+        with self.assertRaises(RequestError) as cm:
             s.get("no_such_name")
+        self.assertEqual(cm.exception.type, "KeyError")
         with self.assertRaises(ValueError):
             s.set("bad", float("nan"))
+        with self.assertRaises(RequestError) as cm:
+            s.set("not an identifier", 1)
+        self.assertEqual(cm.exception.type, "BadRequest")
+        self.assertTrue(s.run("pass").ok)
 
     def test_load_context_value_numbers_names(self):
         s = self.session()
-        self.assertEqual(s.load_context("the first"), "context_0")
-        self.assertEqual(s.load_context({"k": 2}), "context_1")
+        first = s.load_context("the first")
+        self.assertEqual(first, "context_0")
+        self.assertEqual(sorted(first.names), ["context", "context_0"])
+        self.assertEqual(first.kind, "value")
+        second = s.load_context({"k": 2})
+        self.assertEqual(second, "context_1")
+        self.assertEqual(second.names, ("context_1",))
         r = s.run("print(context, context_0 == context, context_1['k'])")
         self.assertEqual(r.stdout, "the first True 2\n")
 
+    def test_load_context_by_path(self):
+        s = self.session()
+        s.put_file("/tmp/c.json", b'{"k": [1, 2]}')
+        s.put_file("/tmp/c.txt", "caf\u00e9\n")
+        self.assertEqual(s.load_context(path="/tmp/c.json").kind, "json")
+        self.assertEqual(s.load_context(path="/tmp/c.txt").kind, "str")
+        self.assertEqual(s.run("print(context['k'], repr(context_1))").stdout, "[1, 2] 'caf\u00e9\\n'\n")
+        with self.assertRaises(RequestError) as cm:
+            s.load_context(path="/tmp/nope.txt")
+        self.assertEqual(cm.exception.type, "FileNotFoundError")
+
     def test_files_in_and_out(self):
         s = self.session()
-        s.put_file("/tmp/in.bin", b"\x00\x01binary\xff")
+        self.assertEqual(s.put_file("/tmp/in.bin", b"\x00\x01binary\xff"), 9)
         r = s.run("data = open('/tmp/in.bin', 'rb').read()\n"
                   "open('/tmp/out.txt', 'w').write(str(len(data)))")
         self.assertTrue(r.ok, r.error)
         self.assertEqual(s.get_file("/tmp/out.txt"), b"9")
+        self.assertEqual(s.put_file("/dev/shm/x", ""), 0)
+        for path in ("/etc/x", "relative", "/tmp/../etc/x"):
+            with self.assertRaises(RequestError) as cm:
+                s.put_file(path, b"x")
+            self.assertEqual(cm.exception.type, "BadPath", path)
+        with self.assertRaises(RequestError) as cm:
+            s.get_file("/tmp/missing")
+        self.assertEqual(cm.exception.type, "FileNotFoundError")
+        with self.assertRaises(RequestError) as cm:
+            s.put_file("/tmp/big", b"x" * ((8 << 20) + 1024))
+        self.assertEqual(cm.exception.type, "FileTooLarge")
+        self.assertTrue(s.run("pass").ok)
 
     def test_output_cap_keeps_head_and_tail(self):
         s = self.session(max_output_chars=1000)
         r = s.run("print('HEAD' + 'x' * 5000 + 'TAIL')")
-        self.assertGreater(r.stdout_truncated, 0)
+        self.assertIs(r.stdout_truncated, True)
+        self.assertEqual(r.stdout_bytes, 5009)
+        self.assertIn("bytes cut by rljail", r.stdout)
         self.assertTrue(r.stdout.startswith("HEAD"))
         self.assertTrue(r.stdout.rstrip().endswith("TAIL"))
         self.assertLess(len(r.stdout), 1200)
@@ -119,7 +180,7 @@ class SessionContract:
     # ------------------------------------------------------------ timeouts and loss
 
     def test_cell_timeout_keeps_state(self):
-        s = self.session(cell_timeout=1)
+        s = self.session(cell_timeout=self.tick)
         s.run("x = 7")
         start = time.monotonic()
         with self.assertRaises(CellTimeout) as cm:
@@ -129,14 +190,14 @@ class SessionContract:
         self.assertEqual(s.run("print(x)").stdout, "7\n")
 
     def test_cell_timeout_as_result_field(self):
-        s = self.session(cell_timeout=1, errors="result")
+        s = self.session(cell_timeout=self.tick, errors="result")
         r = s.run("import time\nwhile True:\n    time.sleep(0.01)")
         self.assertTrue(r.timed_out)
         self.assertEqual(r.error.type, "CellTimeout")
         self.assertTrue(s.run("pass").ok)
 
     def test_cell_ignoring_interrupts_loses_session(self):
-        s = self.session(cell_timeout=1, cell_grace=1)
+        s = self.session(cell_timeout=self.tick, cell_grace=self.tick)
         start = time.monotonic()
         code = ("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                 "while True:\n    time.sleep(0.01)")
@@ -149,7 +210,7 @@ class SessionContract:
         self.assertFalse(s.alive)
 
     def test_lost_session_as_result_field(self):
-        s = self.session(cell_timeout=1, cell_grace=1, errors="result")
+        s = self.session(cell_timeout=self.tick, cell_grace=self.tick, errors="result")
         r = s.run("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                   "while True:\n    time.sleep(0.01)")
         self.assertTrue(r.lost)
@@ -158,14 +219,35 @@ class SessionContract:
 
     def test_crashed_worker_loses_session(self):
         s = self.session()
-        with self.assertRaises(SessionLost):
+        with self.assertRaises(SessionLost) as cm:
             s.run("import os\nos._exit(3)")
+        self.assertEqual(cm.exception.reason, "worker_exited")
         self.assertFalse(s.alive)
+        with self.assertRaises(SessionLost):
+            s.get("x")
+        s.close()
+        self.assertEqual(s.close_info.get("lost"), "worker_exited")
+
+    def test_system_exit_ends_the_cell_not_the_session(self):
+        s = self.session()
+        s.run("x = 1")
+        self.assertEqual(s.run("raise SystemExit(3)").error.type, "SystemExit")
+        self.assertEqual(s.run("print(x)").stdout, "1\n")
+
+    def test_cell_limit(self):
+        s = self.session(max_cells=2)
+        s.run("x = 1")
+        s.run("pass")
+        with self.assertRaises(RequestError) as cm:
+            s.run("pass")
+        self.assertEqual(cm.exception.type, "CellLimit")
+        self.assertEqual(s.get("x"), 1)  # other requests work
 
     def test_interrupt_running_cell(self):
         s = self.session()
         s.run("x = 5")
-        timer = threading.Timer(0.5, s.interrupt)
+        self.assertFalse(s.interrupt())  # no cell runs
+        timer = threading.Timer(self.tick / 2, s.interrupt)
         timer.start()
         self.addCleanup(timer.cancel)
         r = s.run("import time\nwhile True:\n    time.sleep(0.01)")
@@ -175,9 +257,11 @@ class SessionContract:
     def test_close_is_idempotent_and_final(self):
         s = self.session()
         s.run("pass")
-        s.close()
+        self.assertEqual(s.close(), 0)
         s.close()
         self.assertFalse(s.alive)
+        self.assertEqual(s.close_info["cells"], 1)
+        self.assertNotIn("lost", s.close_info)
         with self.assertRaises(rljail.SessionError):
             s.run("pass")
 
@@ -186,7 +270,42 @@ class SessionContract:
             self.assertEqual(s.run("print(1)").stdout, "1\n")
         self.assertFalse(s.alive)
 
-    # ------------------------------------------------------------ the bridge
+    def test_busy_and_malformed_lines_on_the_wire(self):
+        # What the package never sends, on rljail's own stdin: the replies are as the
+        # protocol says, and the session goes on.
+        binary = self.binary()
+        argv = (list(binary) if isinstance(binary, list) else [binary]) + ["session"]
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.addCleanup(p.kill)
+        lines = [b'not json', b'{"op":"hello"}', b'{"id":true,"op":"hello"}', b'{"id":1,"op":"nope"}',
+                 (b'{"id":2,"op":"exec","code":"import time; time.sleep(%g)"}' % self.tick),
+                 b'{"id":3,"op":"get","name":"x"}']
+        out, _ = p.communicate(b"\n".join(lines) + b"\n", timeout=60)
+        replies = [json.loads(l) for l in out.splitlines()]
+        types = [(r["id"], r["error"]["type"] if not r["ok"] else None) for r in replies]
+        # An id that is neither a string nor a number is repeated as it came.
+        self.assertEqual(types[:5], [(None, "BadRequest"), (None, "BadRequest"), (True, "BadRequest"),
+                                     (1, "UnknownOp"), (3, "Busy")])
+        # EOF ends the session once the request in flight is answered.
+        self.assertEqual(types[5:], [(2, None)])
+        self.assertEqual(p.returncode, 0)
+
+    def test_idle_timeout_ends_the_session(self):
+        s = self.session(idle_timeout="%dms" % (self.tick * 300))
+        time.sleep(self.tick)
+        with self.assertRaises(SessionLost) as cm:
+            s.run("pass")
+        self.assertEqual(cm.exception.reason, "idle_timeout")
+
+
+
+class CallContract(_Contract):
+    """The calls from the jail (the bridge: llm_query, rlm_query, tools, budgets), as
+    events to the runner and call_result back.  The real binary has them once the
+    bridge is wired into the session (issue 20)."""
+
+    # ------------------------------------------------------------ the bridge (calls)
 
     def test_llm_query_reaches_host(self):
         llm = RecordingLLM()
@@ -237,7 +356,7 @@ class SessionContract:
         self.assertTrue(r.ok, r.error)
         self.assertIn("provider said no", r.stdout)
         r = s.run("llm_query('p')")
-        self.assertIsNotNone(r.error)
+        self.assertEqual(r.error.type, "CallFailed")
         self.assertIn("provider said no", r.error.message)
         self.assertTrue(s.run("print('alive')").ok)
 
@@ -249,7 +368,7 @@ class SessionContract:
             release.wait(30)
             return "late"
 
-        s = self.session(llm=slow, cell_timeout=1)
+        s = self.session(llm=slow, cell_timeout=self.tick)
         s.run("x = 3")
         with self.assertRaises(CellTimeout):
             s.run("llm_query('slow')")
@@ -273,6 +392,8 @@ class SessionContract:
         self.assertTrue(r.ok, r.error)
         self.assertEqual(r.stdout, "3\n")
         self.assertEqual(len(llm.prompts), 3)
+        self.assertEqual((r.calls["llm_calls"], r.calls["refused"]), (3, 2))
+        self.assertEqual(r.calls["prompt_chars"], 3)
         r = s.run("llm_query_batched(['a', 'b'])")
         self.assertEqual(r.error.type, "LLMBudgetExceeded")
 
@@ -300,6 +421,25 @@ class SessionContract:
         self.assertEqual(r.stdout, "10 54\n")
         self.assertEqual(len(llm.prompts), 10)  # counted on the host, not by the cell
 
+    def test_call_from_a_leftover_thread_is_refused(self):
+        llm = RecordingLLM()
+        s = self.session(llm=llm)
+        s.run("import threading, time\nseen = []\ndef late():\n    time.sleep(%g)\n    try:\n"
+              "        llm_query('late')\n    except BadCall as e:\n        seen.append('BadCall')\n"
+              "threading.Thread(target=late).start()" % (self.tick / 2))
+        time.sleep(self.tick)
+        self.assertEqual(s.run("print(seen)").stdout, "['BadCall']\n")
+        self.assertEqual(llm.prompts, [])
+
+    def test_bridge_in_hello(self):
+        s = self.session(llm=RecordingLLM(), tools={"search": lambda query, k: []},
+                         max_llm_calls=7, call_timeout=5)
+        self.assertEqual(s.tools, [{"name": "search", "params": ["query", "k"]}])
+        self.assertEqual((s.limits["max_llm_calls"], s.limits["call_timeout_ms"], s.limits["llm"]),
+                         (7, 5000, "client"))
+        r = s.run("print(issubclass(CallTimeout, RuntimeError), ToolBudgetExceeded.__name__)")
+        self.assertEqual(r.stdout, "True ToolBudgetExceeded\n")
+
     def test_prompt_size_budget(self):
         llm = RecordingLLM()
         s = self.session(llm=llm, max_llm_prompt_chars=100)
@@ -311,7 +451,7 @@ class SessionContract:
         s = self.session(tools={"ping": lambda: "pong"}, max_tool_calls=2)
         r = s.run("print(ping(), ping())")
         self.assertEqual(r.stdout, "pong pong\n")
-        self.assertEqual(s.run("ping()").error.type, "LLMBudgetExceeded")
+        self.assertEqual(s.run("ping()").error.type, "ToolBudgetExceeded")
 
     # ------------------------------------------------------------ many sessions
 
@@ -324,8 +464,8 @@ class SessionContract:
                 with Session(self.binary(), llm=lambda p, m=None: "n%d:%s" % (i, p),
                              **self.options) as s:
                     start.wait(30)
-                    s.run("import os\nmine = %d\nos.makedirs('w', exist_ok=True)\n"
-                          "os.chdir('w')\nopen('who', 'w').write(str(mine))" % i)
+                    s.run("import os\nmine = %d\nos.chdir('/tmp')\n"
+                          "open('who', 'w').write(str(mine))" % i)
                     outs = []
                     for step in range(5):
                         r = s.run("print(mine, open('who').read(), llm_query(str(%d)))" % step)

@@ -133,7 +133,7 @@ class DSPyTrajectoryTest(unittest.TestCase):
         self.assertEqual(out, {"answer": "kept"})
 
     def test_execute_timeout_is_recoverable(self):
-        rlm = ScriptedDSPyRLM(self.factory(execute_timeout=1))
+        rlm = ScriptedDSPyRLM(self.factory(execute_timeout=0.3))
         _, history = rlm.forward(["x = 4", "while True:\n    pass", "print(x)"])
         self.assertIn("CellTimeout", history[1])
         self.assertEqual(history[2], "4\n")

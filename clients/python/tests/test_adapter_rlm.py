@@ -55,7 +55,7 @@ class FakeLMHandler:
 
         self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         self.address = self.server.server_address
 
     def stop(self):
@@ -158,7 +158,7 @@ class RLMTrajectoryTest(unittest.TestCase):
 
     def test_exception_and_timeout_are_in_stderr(self):
         env = adapter.RljailREPL(lm_handler_address=self.lm.address,
-                                 rljail={"binary": FAKE, "cell_timeout": 1})
+                                 rljail={"binary": FAKE, "cell_timeout": 0.3})
         self.addCleanup(env.cleanup)
         r = env.execute_code("x = 2\n1/0")
         self.assertTrue(r.stderr.endswith("\nZeroDivisionError: division by zero"), r.stderr)

@@ -111,7 +111,7 @@ class SmolagentsTrajectoryTest(unittest.TestCase):
         self.assertTrue(ex("final_answer(1)").is_final_answer)
 
     def test_timeout_keeps_state(self):
-        ex = self.executor(timeout_seconds=1)
+        ex = self.executor(timeout_seconds=0.3)
         ex.send_tools({"final_answer": final_answer_tool()})
         ex("x = 9")
         with self.assertRaises(adapter.JailedCodeError) as cm:

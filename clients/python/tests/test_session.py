@@ -12,10 +12,11 @@ from support import FAKE
 
 import rljail
 from rljail.session import build_flags, find_binary
-from session_contract import SessionContract
+from session_contract import CallContract, SessionContract
 
 
-class FakeSessionTest(SessionContract, unittest.TestCase):
+class FakeSessionTest(SessionContract, CallContract, unittest.TestCase):
+    tick = 0.3
     def binary(self):
         return FAKE
 

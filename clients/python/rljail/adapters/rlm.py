@@ -77,7 +77,9 @@ class _RljailRLMScaffold:
                 self.fixed[name] = ns[name]
         self.fixed["SHOW_VARS"] = self.show_vars
         self.fixed["FINAL_VAR"] = self.final_var
-        self.hidden = set(self.fixed) | {"LLMBudgetExceeded", "answer"}
+        # The bridge's exceptions are in the namespace too (the worker defines them).
+        self.hidden = set(self.fixed) | {"LLMBudgetExceeded", "ToolBudgetExceeded", "BadCall",
+                                         "CallTimeout", "CallFailed", "answer"}
         self.final = None
         ns.update(self.fixed)
         ns["answer"] = _AnswerDict(self._capture)
