@@ -240,8 +240,13 @@ func (s *Session) check(req Request) *protocolError {
 		if base64.StdEncoding.DecodedLen(len(req.Data)) > s.cfg.MaxFileBytes+2 {
 			return refuse(ErrFileTooLarge, "the file is over the cap of %d bytes", s.cfg.MaxFileBytes)
 		}
-		if _, err := base64.StdEncoding.DecodeString(req.Data); err != nil {
+		data, err := base64.StdEncoding.DecodeString(req.Data)
+		if err != nil {
 			return refuse(ErrBadRequest, "data is not base64: %s", err)
+		}
+		// DecodedLen above is an upper bound (padding): the exact size.
+		if len(data) > s.cfg.MaxFileBytes {
+			return refuse(ErrFileTooLarge, "the file is %d bytes, over the cap of %d bytes", len(data), s.cfg.MaxFileBytes)
 		}
 	case "get_file":
 		return checkJailPath(req.Path, s.places)
