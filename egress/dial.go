@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"net"
 	"net/netip"
 	"strconv"
@@ -100,7 +101,7 @@ func (s *Server) check(ctx context.Context, h Host, port uint16) (target, error)
 func (s *Server) dial(ctx context.Context, t target) (net.Conn, error) {
 	d := net.Dialer{
 		Timeout: s.limits.DialTimeout,
-		Control: func(network, address string, _ syscall.RawConn) error {
+		Control: func(network, address string, rc syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
 				return fmt.Errorf("dial %s: %w", address, err)
@@ -108,10 +109,36 @@ func (s *Server) dial(ctx context.Context, t target) (net.Conn, error) {
 			if ap.Addr().Unmap() != t.Addr || ap.Port() != t.Port {
 				return fmt.Errorf("dial %s: not the checked address %s", address, t.Addr)
 			}
-			return nil
+			// Before connect, so that the window is negotiated for it.
+			return rc.Control(func(fd uintptr) { boundBuffers(int(fd)) })
 		},
 	}
-	return d.DialContext(ctx, "tcp", net.JoinHostPort(t.Addr.String(), strconv.Itoa(int(t.Port))))
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(t.Addr.String(), strconv.Itoa(int(t.Port))))
+	if err != nil {
+		return nil, err
+	}
+	// Held as the jail's side is, so that Close ends it too: a relay
+	// blocked writing to an upstream that never reads held rljail for
+	// the idle timeout after its payload had ended (red-team pass).
+	if !s.hold(c) {
+		c.Close()
+		return nil, errors.New("the run is ending")
+	}
+	return heldConn{c.(*net.TCPConn), s}, nil
+}
+
+// heldConn is an upstream connection that Server.Close ends; its own
+// Close forgets it.
+type heldConn struct {
+	*net.TCPConn
+	s *Server
+}
+
+func (h heldConn) Close() error {
+	h.s.mu.Lock()
+	delete(h.s.conns, h.TCPConn)
+	h.s.mu.Unlock()
+	return h.TCPConn.Close()
 }
 
 // Limits bound what a payload can make the supervisor do for it.
@@ -165,4 +192,21 @@ func (l Limits) withDefaults() Limits {
 		l.MaxLogged = DefaultMaxLogged
 	}
 	return l
+}
+
+// socketBuffer is the send and receive buffer of each socket the
+// supervisor holds for a proxied connection. These are the host's: an
+// upstream that never reads, and a payload that writes without end, left
+// each tunnel's host-side buffers at the host's tcp_wmem maximum (some
+// 4 MiB a connection, 284 MB of host TCP memory for 60 tunnels under
+// -m 64m, charged to rljail's caller, not to the jail; red-team pass).
+// With a fixed buffer the kernel gives each socket at most twice this,
+// and --egress-max-conns bounds their number.
+const socketBuffer = 128 << 10
+
+// boundBuffers fixes the buffers of the socket fd (which also ends their
+// autotuning).
+func boundBuffers(fd int) {
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, socketBuffer)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, socketBuffer)
 }

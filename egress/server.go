@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rljail/rljail/jail"
@@ -263,6 +264,13 @@ func (s *Server) accept(ln net.Listener, handle func(net.Conn)) {
 			}
 			time.Sleep(10 * time.Millisecond) // EMFILE and the like: do not spin
 			continue
+		}
+		// The jail's side of the tunnel is the supervisor's socket too,
+		// its buffers charged to rljail's caller: bounded (boundBuffers).
+		if sc, ok := c.(syscall.Conn); ok {
+			if rc, err := sc.SyscallConn(); err == nil {
+				_ = rc.Control(func(fd uintptr) { boundBuffers(int(fd)) })
+			}
 		}
 		select {
 		case s.active <- struct{}{}:

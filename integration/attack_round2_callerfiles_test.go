@@ -28,6 +28,10 @@ func init() {
 			mechanism: "a profile's [defaults] volumes grant a directory rw that holds --result, --audit-log or --env-file, so the payload forges the audit log; a trusted link (root's directory) to a file in the volume",
 			layer:     "hostfile.Guard: the writable-volume rule runs on the merged volume list, and on where the opened file really lies",
 			run:       attackProfileVolumeReports},
+		{name: "planted_rootfs", group: groupFilesystem,
+			mechanism: "the rootfs a run uses lies where a jail could write: a FIFO planted under its manifest's name, the rootfs granted rw to the same run (a payload plants sitecustomize.py for every later run), a rootfs anybody may write",
+			layer:     "rootfs.Check reads the manifest without following a link or blocking; checkRootfsPlace refuses a rootfs inside a volume the run grants rw, or one anybody may write or a jail's host id owns",
+			run:       attackPlantedRootfs},
 	}...)
 }
 
@@ -213,5 +217,82 @@ print("RAN")
 	}
 	if b, _ := os.ReadFile(target); strings.Contains(string(b), forged) {
 		t.Errorf("FORGED: the audit log %s holds the payload's record", target)
+	}
+}
+
+// attackRootfsCopy makes a copy of the rootfs for one case (hard links
+// where the filesystem allows them: only the entries a case replaces
+// differ).
+func attackRootfsCopy(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(newDir(t), "python")
+	if out, err := exec.Command("cp", "-al", rootfsDir, dir).CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		if out, err := exec.Command("cp", "-a", rootfsDir, dir).CombinedOutput(); err != nil {
+			t.Fatalf("copy the rootfs: %v %s", err, out)
+		}
+		t.Logf("cp -al: %s", out)
+	}
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func attackPlantedRootfs(t *testing.T, m mode) {
+	// A FIFO under the manifest's name, with a writer that never writes.
+	fifoRootfs := attackRootfsCopy(t)
+	manifest := filepath.Join(fifoRootfs, ".rljail-rootfs.json")
+	if err := os.Remove(manifest); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(manifest, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testBin, "--rootfs", fifoRootfs, "--timeout", "3s", "--no-workspace", "--", "python3", "-c", "print('RAN')")
+	cmd.Dir = newDir(t)
+	cmd.Env = modeEnv(m)
+	start := time.Now()
+	stdout, stderr, exit := attackExec(t, m, cmd)
+	took := time.Since(start)
+	t.Logf("FIFO manifest: exit %d after %v, stderr %q", exit, took, stderr)
+	if took > 10*time.Second || exit != 125 || strings.Contains(stdout, "RAN") {
+		t.Errorf("a rootfs whose manifest is a FIFO: exit %d after %v (stdout %q); want 125 at once, not a hang", exit, took, stdout)
+	}
+
+	// The rootfs granted rw to the very run that uses it.
+	rw := attackRootfsCopy(t)
+	site := filepath.Join(rw, "usr/lib/python3.11/sitecustomize.py")
+	plant := "import os\ntry:\n    open('/x/usr/lib/python3.11/sitecustomize.py', 'w').write('print(\"POISONED\")\\n')\nexcept OSError as e:\n    print('NOPLANT', e)\nprint('RAN')\n"
+	for i := 1; i <= 2; i++ {
+		stdout, stderr, exit, _ := attackCallerRun(t, m, 30*time.Second, "--rootfs", rw, "-v", rw+":/x:rw", "--no-workspace", "--", "python3", "-c", plant)
+		// attackCallerRun passes the shared rootfs first; the later
+		// --rootfs wins.
+		t.Logf("run %d with the rootfs granted rw: exit %d, stdout %q, stderr %q", i, exit, attackClip(stdout), stderr)
+		if strings.Contains(stdout, "POISONED") {
+			t.Errorf("LEAK: run %d ran code a payload planted in the rootfs", i)
+		}
+		if exit != 125 || !strings.Contains(stderr, "inside the volume") {
+			t.Errorf("run %d: --rootfs inside a volume granted rw: exit %d, stderr %q; want 125 and the reason", i, exit, stderr)
+		}
+	}
+	if _, err := os.Lstat(site); err == nil {
+		t.Errorf("the payload planted %s", site)
+	}
+
+	// A rootfs anybody may write.
+	loose := attackRootfsCopy(t)
+	if err := os.Chmod(loose, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, exit, _ := attackCallerRun(t, m, 30*time.Second, "--rootfs", loose, "--no-workspace", "--", "python3", "-c", "print('RAN')"); exit != 125 {
+		t.Errorf("a rootfs of mode 0777: exit %d, stderr %q; want 125", exit, stderr)
 	}
 }

@@ -26,7 +26,7 @@ import (
 // and owner.
 func init() {
 	attackCases = append(attackCases, []attackCase{
-		{name: "workspace_root_private_file", group: groupSecrets, modes: rootOnly,
+		{name: "workspace_root_private_file", group: groupSecrets, modes: rootOnly, // also a readable directory below a 0700 one
 			mechanism: "run as root from a root-owned directory (as from /tmp or /var) and read its 0600 file and a file below a 0700 directory through /workspace",
 			layer:     "the default workspace is not idmapped: the kernel checks the jail's own host uid against the real modes",
 			run:       attackWorkspaceRootPrivate},
@@ -235,6 +235,27 @@ func attackWorkspaceRootPrivate(t *testing.T, m mode) {
 	}
 	if r.exit != 0 || !strings.Contains(r.stdout, public) {
 		t.Errorf("the workspace's 0644 file must stay readable: %s", r)
+	}
+
+	// A readable directory below one that others may not enter (root in
+	// /home/alice/proj of a 0700 /home/alice): other users cannot reach
+	// its files, so neither may the jail (red-team pass).
+	closedParent := newDir(t)
+	if err := os.Chmod(closedParent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	below := filepath.Join(closedParent, "proj")
+	if err := os.Mkdir(below, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unreachable := randomToken("unreachable")
+	writeFile(t, filepath.Join(below, "notes.txt"), unreachable+"\n", 0o644)
+	r = attackPy(t, m, runOpts{dir: below}, nil, readEverything)
+	if strings.Contains(r.all(), unreachable) {
+		t.Errorf("the jail read a file below a 0700 directory of root's through the default workspace: %s", r)
+	}
+	if r.exit != 0 {
+		t.Errorf("a workspace that other users cannot reach must be left out, not fail the run: %s", r)
 	}
 }
 

@@ -475,6 +475,9 @@ func attackEgressFlood(t *testing.T, m mode) {
 	web := startUpstream(t, false)
 	code := fmt.Sprintf(`
 import threading, time
+# 64 threads at once: small stacks, since rootless the memory limit is
+# RLIMIT_AS and 64 default 8 MiB stacks reach it.
+threading.stack_size(256 << 10)
 W = %d
 silent = [socket.create_connection(("127.0.0.1", 3128)) for _ in range(16)]
 time.sleep(2.5)   # past --egress-idle-timeout: the supervisor drops them

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -73,7 +74,7 @@ func (m Manifest) validate() error {
 // manifest (it does not rehash the tree: it runs before every jail and must be cheap).
 // The error names dir and says how to (re)build it.
 func Check(dir string) (Manifest, error) {
-	data, err := os.ReadFile(filepath.Join(dir, manifestName))
+	data, err := readManifestFile(filepath.Join(dir, manifestName))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
@@ -107,6 +108,34 @@ func Check(dir string) (Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// maxManifest bounds the manifest read (a built one is some 100 KB).
+const maxManifest = 16 << 20
+
+// readManifestFile reads the manifest at p without following a link in its
+// last element and without blocking: the rootfs may lie where a jail could
+// write (a volume granted rw in an earlier run), and a FIFO planted under
+// the manifest's name hung every later rljail in open, before its kill
+// timer, through SIGTERM.
+func readManifestFile(p string) ([]byte, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	if st.Size() > maxManifest {
+		return nil, fmt.Errorf("%s is %d bytes, more than a manifest can be", p, st.Size())
+	}
+	return io.ReadAll(io.LimitReader(f, maxManifest))
 }
 
 // beneath looks up paths inside the tree at root without leaving it: each

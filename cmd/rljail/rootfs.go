@@ -11,6 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/hostfile"
+	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/rootfs"
 )
 
@@ -154,9 +156,12 @@ func rootfsVerdict(dir, namedBy string) (m rootfs.Manifest, build bool, err erro
 
 // ensureRootfs returns a usable rootfs directory, building it first when
 // rljail's default place holds none yet (one line on stderr says so).
-func ensureRootfs(ctx context.Context, flag string, notice func(string, ...any)) (string, error) {
+func ensureRootfs(ctx context.Context, flag string, guard *hostfile.Guard, notice func(string, ...any)) (string, error) {
 	dir, namedBy, err := locateRootfs(flag)
 	if err != nil {
+		return "", err
+	}
+	if err := checkRootfsPlace(dir, guard); err != nil {
 		return "", err
 	}
 	_, build, err := rootfsVerdict(dir, namedBy)
@@ -170,6 +175,29 @@ func ensureRootfs(ctx context.Context, flag string, notice func(string, ...any))
 		return "", fmt.Errorf("build the rootfs in %s: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// checkRootfsPlace refuses a rootfs that a jail could write: one inside a
+// volume this run grants rw (by flags or profile: a payload would plant
+// sitecustomize.py there for every later run, or a FIFO under the
+// manifest's name), one anybody may write, or one a jail's host id owns.
+// What an earlier run could write but this one does not grant is not
+// known here (SECURITY.md).
+func checkRootfsPlace(dir string, guard *hostfile.Guard) error {
+	if err := guard.Check("--rootfs", dir); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return nil // rootfsVerdict says what is wrong with it
+	}
+	switch {
+	case st.Mode&0o002 != 0:
+		return fmt.Errorf("rootfs %s may be written by anybody (mode %04o): a jail could have changed it; chmod o-w it, or rebuild it with rljail rootfs build", dir, st.Mode&0o7777)
+	case jail.IsJailHostUID(st.Uid) && uint32(os.Geteuid()) != st.Uid:
+		return fmt.Errorf("rootfs %s is owned by uid %d, a host id jails run as: a jail may have written it; rebuild it with rljail rootfs build", dir, st.Uid)
+	}
+	return nil
 }
 
 // buildLocked builds the rootfs at opts.Out under an exclusive lock beside

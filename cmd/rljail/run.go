@@ -362,7 +362,7 @@ func buildJailSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, 
 		}
 		spec.Workspace = ws
 	}
-	if spec.Rootfs, err = ensureRootfs(c.Context, c.String("rootfs"), notice); err != nil {
+	if spec.Rootfs, err = ensureRootfs(c.Context, c.String("rootfs"), guard, notice); err != nil {
 		return spec, err
 	}
 	if spec.Egress, err = egressFromFlags(c, set, prof, notice); err != nil {
@@ -409,9 +409,21 @@ func workspaceDir() (string, string, error) {
 	// As root the workspace is not idmapped (jail/idmap.go): the jail
 	// reads it with a host uid of its own, as any other user could, so a
 	// directory that other users may not enter would only fail the run.
+	// Every directory above it counts too: the mount makes the directory
+	// reachable without them, and a file in /home/alice/proj of a 0700
+	// /home/alice is one that other users cannot read (red-team pass).
 	if os.Geteuid() == 0 {
-		if fi, err := os.Stat(real); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			return "", fmt.Sprintf("not mounting %s at %s: as root the jail reads the current directory as other users do, and they may not enter it (mode %04o); chmod o+x it, or grant it with -v (read with its owner's rights)", real, jail.WorkspaceDir, fi.Mode().Perm()), nil
+		for p := real; ; p = filepath.Dir(p) {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+				what := "the current directory"
+				if p != real {
+					what = p + ", a directory above the current one,"
+				}
+				return "", fmt.Sprintf("not mounting %s at %s: as root the jail reads the current directory as other users do, and they may not enter %s (mode %04o); chmod o+x it, or grant it with -v (read with its owner's rights)", real, jail.WorkspaceDir, what, fi.Mode().Perm()), nil
+			}
+			if p == "/" {
+				break
+			}
 		}
 	}
 	return real, "", nil
