@@ -544,6 +544,23 @@ func sessionFiles(t *testing.T, m mode) {
 			t.Errorf("put_file %s: %v, want BadPath", p, r)
 		}
 	}
+	// A FIFO a cell made: each request on it is refused at once, and the
+	// session goes on (the worker blocked in open until the session ended;
+	// red-team pass). s.do's own deadline decides "at once".
+	s.exec(t, "import os; os.mkfifo('/tmp/ff')")
+	for _, req := range []map[string]any{
+		{"op": "load_context", "path": "/tmp/ff"},
+		{"op": "get_file", "path": "/tmp/ff"},
+		{"op": "put_file", "path": "/tmp/ff", "data": "eA=="},
+	} {
+		start := time.Now()
+		if r := s.do(t, req); r["ok"] == true || time.Since(start) > 5*time.Second {
+			t.Errorf("%v on a FIFO: %v after %v, want an error at once", req["op"], r, time.Since(start))
+		}
+	}
+	if r := s.exec(t, "print('after')"); r["stdout"] != "after\n" {
+		t.Errorf("the session did not go on after the FIFO requests: %v", r)
+	}
 	s.close(t)
 }
 

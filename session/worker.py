@@ -282,6 +282,23 @@ def _names(ns, own):
     return out
 
 
+def _require_regular(fd, path):
+    # A FIFO or a device a cell made would block the worker's main thread,
+    # where no interrupt reaches it, until the session ends (red-team
+    # pass): requests take regular files only, opened without blocking.
+    import stat
+
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError("%s is not a regular file" % path)
+
+
+def _open_regular(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    _require_regular(fd, path)
+    return os.fdopen(fd, "rb")
+
+
 class Worker:
     def __init__(self, tools):
         self.ns = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -331,11 +348,11 @@ class Worker:
         if "path" in req:
             path = req["path"]
             if path.endswith(".json"):
-                with open(path, "rb") as f:
+                with _open_regular(path) as f:
                     value = json.load(f)
                 kind = "json"
             else:
-                with open(path, "rb") as f:
+                with _open_regular(path) as f:
                     size = os.fstat(f.fileno()).st_size
                     if size > INLINE_CONTEXT_MAX:
                         import mmap
@@ -368,7 +385,9 @@ class Worker:
         import base64
 
         data = base64.b64decode(req["data"], validate=True)
-        fd = os.open(req["path"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fd = os.open(req["path"], os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        _require_regular(fd, req["path"])
+        os.ftruncate(fd, 0)
         try:
             view = memoryview(data)
             while view:
@@ -378,7 +397,8 @@ class Worker:
         return {"size": len(data)}
 
     def get_file(self, req):
-        fd = os.open(req["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(req["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        _require_regular(fd, req["path"])
         try:
             chunks, size, cap = [], 0, int(req["max"]) + 1
             while size < cap:
