@@ -132,6 +132,18 @@ func (g *Guard) checkOpened(what, path string, fd int, st *unix.Stat_t) error {
 	return g.refuseIn(what, path, here)
 }
 
+// CheckFD refuses fd, a descriptor the caller passed (what names it, as
+// --result-fd), when it is a regular file inside a writable path: the
+// payload could have filled it, or keep writing to it, before rljail's
+// report (red-team pass).
+func (g *Guard) CheckFD(what string, fd int) error {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	return g.checkOpened(what, strconv.Itoa(fd), fd, &st)
+}
+
 type inode struct{ dev, ino uint64 }
 
 func (g *Guard) refuseIn(what, path string, here map[inode]bool) error {

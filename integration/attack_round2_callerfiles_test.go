@@ -25,7 +25,7 @@ func init() {
 			layer:     "hostfile.Guard: a profile inside a volume the run grants rw is refused, as one a jail's host id owns or anybody may write; every read of a caller's file has a deadline",
 			run:       attackPlantedProfile},
 		{name: "profile_volume_reports", group: groupFilesystem,
-			mechanism: "a profile's [defaults] volumes grant a directory rw that holds --result, --audit-log or --env-file, so the payload forges the audit log; a trusted link (root's directory) to a file in the volume",
+			mechanism: "a profile's [defaults] volumes grant a directory rw that holds --result, --audit-log or --env-file, so the payload forges the audit log; a trusted link (root's directory) to a file in the volume; --result-fd onto a file in the volume",
 			layer:     "hostfile.Guard: the writable-volume rule runs on the merged volume list, and on where the opened file really lies",
 			run:       attackProfileVolumeReports},
 		{name: "planted_rootfs", group: groupFilesystem,
@@ -195,6 +195,21 @@ print("RAN")
 			t.Errorf("FORGED: %s %s holds the payload's record", c.flag, c.path)
 		}
 	}
+	// --result-fd onto a file in the volume the run grants rw: the payload
+	// would write into the report's file before rljail does.
+	fdFile, err := os.OpenFile(filepath.Join(rw, "fd-report.json"), os.O_WRONLY|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fdFile.Close()
+	cmd := exec.Command(testBin, "--rootfs", rootfsDir, "-v", rw+":/out:rw", "--result-fd", "3", "--", "python3", "-c", "print('RAN')")
+	cmd.Dir = newDir(t)
+	cmd.Env = modeEnv(m)
+	cmd.ExtraFiles = []*os.File{fdFile}
+	stdout, stderr, exit := attackExec(t, m, cmd)
+	if exit != 125 || strings.Contains(stdout, "RAN") || !strings.Contains(stderr, "inside the volume") {
+		t.Errorf("--result-fd onto a file in the rw volume: exit %d, stdout %q, stderr %q; want 125 and the reason", exit, stdout, stderr)
+	}
 	if m != asRoot {
 		return
 	}
@@ -210,7 +225,7 @@ print("RAN")
 		t.Fatal(err)
 	}
 	code2 := strings.ReplaceAll(code, `("audit.log", "r.json")`, `("audit2.log",)`)
-	stdout, stderr, exit, _ := attackCallerRun(t, m, 30*time.Second, "-v", rw+":/out:rw", "--audit-log", link, "--", "python3", "-c", code2, forged)
+	stdout, stderr, exit, _ = attackCallerRun(t, m, 30*time.Second, "-v", rw+":/out:rw", "--audit-log", link, "--", "python3", "-c", code2, forged)
 	t.Logf("--audit-log through a trusted link into the rw volume: exit %d, stdout %q, stderr %q", exit, attackClip(stdout), stderr)
 	if exit != 125 || strings.Contains(stdout, "RAN") {
 		t.Errorf("--audit-log %s -> %s (inside the rw volume): exit %d, stdout %q, stderr %q; want 125", link, target, exit, stdout, stderr)

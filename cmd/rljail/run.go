@@ -160,6 +160,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		if err := checkResultFD(fd); err != nil {
 			return failEarly(setupError("%v", err))
 		}
+		if err := guard.CheckFD("--result-fd", fd); err != nil {
+			return failEarly(setupError("%v", err))
+		}
 		f := os.NewFile(uintptr(fd), "result-fd")
 		defer f.Close()
 		resultFiles = append(resultFiles, reportFile{f, false})

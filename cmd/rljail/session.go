@@ -127,6 +127,9 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 		if err := checkResultFD(fd); err != nil {
 			return setupError("%v", err)
 		}
+		if err := guard.CheckFD("--result-fd", fd); err != nil {
+			return setupError("%v", err)
+		}
 		f := os.NewFile(uintptr(fd), "result-fd")
 		defer f.Close()
 		resultFiles = append(resultFiles, reportFile{f, false})
