@@ -74,8 +74,22 @@ func runHelper(mode string, args []string) int {
 	case "write":
 		// Wait until the test has put this process into its cgroup, then
 		// leave a file's pages in the page cache.
+		// The pages are written back before the process ends: dirty pages
+		// still under writeback when Destroy runs are not evicted yet
+		// (force_empty retries for about half a second), which made the
+		// test fail about one run in twenty on a busy disk. What a jail
+		// leaves dirty is written back and evicted by the kernel later.
 		bufio.NewReader(os.Stdin).ReadString('\n')
-		if err := os.WriteFile(args[0], make([]byte, 4<<20), 0o600); err != nil {
+		f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err == nil {
+			if _, err = f.Write(make([]byte, 4<<20)); err == nil {
+				err = f.Sync()
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
