@@ -79,14 +79,8 @@ func (s *Server) serveConnect(client net.Conn, br *bufio.Reader, req *requestHea
 		return
 	}
 	c.rec.Host = h.String()
-	t, err := s.check(s.ctx, h, port)
-	if err != nil {
-		code := 403
-		if !isRefusal(err) {
-			code = 502
-		}
-		httpRefuse(client, code, err.Error())
-		c.refuseOrFail(err)
+	t, ok := s.checkForHTTP(client, c, h, port)
+	if !ok {
 		return
 	}
 	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
@@ -150,14 +144,8 @@ func (s *Server) servePlain(client net.Conn, br *bufio.Reader, req *requestHead)
 		c.finish("refused", err.Error())
 		return
 	}
-	t, err := s.check(s.ctx, h, port)
-	if err != nil {
-		code := 403
-		if !isRefusal(err) {
-			code = 502
-		}
-		httpRefuse(client, code, err.Error())
-		c.refuseOrFail(err)
+	t, ok := s.checkForHTTP(client, c, h, port)
+	if !ok {
 		return
 	}
 	c.rec.Address = t.Addr.String()
@@ -233,4 +221,21 @@ func httpRefuse(w io.Writer, code int, reason string) {
 	body := "rljail egress: " + reason + "\n"
 	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nX-Rljail-Refused: %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		code, statusText(code), reason, len(body), body)
+}
+
+// checkForHTTP checks the destination of an HTTP proxy request (CONNECT or
+// plain) and, refused, answers the client: 403 for the allowlist's
+// refusal, 502 when the host could not decide (a resolver failure).
+func (s *Server) checkForHTTP(client net.Conn, c *conversation, h Host, port uint16) (target, bool) {
+	t, err := s.check(s.ctx, h, port)
+	if err != nil {
+		code := 403
+		if !isRefusal(err) {
+			code = 502
+		}
+		httpRefuse(client, code, err.Error())
+		c.refuseOrFail(err)
+		return t, false
+	}
+	return t, true
 }
