@@ -66,24 +66,12 @@ while True:
 func TestAcceptanceAPS91(t *testing.T) {
 	for _, m := range bothModes {
 		t.Run(string(m), func(t *testing.T) {
-			envSecret := randomToken("envsecret")
+			h := newAPS91Host(t)
+			defer h.stop()
+			envSecret, rootSecret, tmpSecret := h.envSecret, h.rootSecret, h.tmpSecret
+			rootFile, tmpFile, port, accepted := h.rootFile, h.tmpFile, h.port, &h.accepted
 			envSecret2 := randomToken("envsecret")
-			rootSecret := randomToken("rootsecret")
-			tmpSecret := randomToken("tmpsecret")
 			marker := randomToken("aps91marker")
-
-			rootFile := plantHostFile(t, "/root", "rljail-it-secret-", rootSecret+"\n")
-			tmpFile := plantHostFile(t, "/tmp", "rljail-it-secret-", tmpSecret+"\n")
-
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			var accepted atomic.Int64
-			var wg sync.WaitGroup
-			countConnections(ln, &accepted, &wg)
-			port := ln.Addr().(*net.TCPAddr).Port
 
 			p := startJail(t, m, runOpts{
 				env: []string{"AWS_SECRET_ACCESS_KEY=" + envSecret, "RLJAIL_IT_TOKEN=" + envSecret2},
@@ -114,8 +102,7 @@ func TestAcceptanceAPS91(t *testing.T) {
 				case <-time.After(20 * time.Millisecond):
 				}
 			}
-			ln.Close()
-			wg.Wait()
+			h.stop()
 
 			stdout, stderr := p.stdout.String(), p.stderr.String()
 			out := stdout + stderr
@@ -179,4 +166,42 @@ func TestAcceptanceAPS91(t *testing.T) {
 			}
 		})
 	}
+}
+
+// aps91Host is what rule APS-91's check plants on the host: a secret in
+// rljail's environment and one in a file of /root and of /tmp, which the
+// jail must never show, and a listener on the host's 127.0.0.1 that must
+// see no connection.
+type aps91Host struct {
+	envSecret, rootSecret, tmpSecret string
+	rootFile, tmpFile                string
+	port                             int
+	accepted                         atomic.Int64
+
+	ln   net.Listener
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+func newAPS91Host(t *testing.T) *aps91Host {
+	t.Helper()
+	h := &aps91Host{envSecret: randomToken("envsecret"), rootSecret: randomToken("rootsecret"), tmpSecret: randomToken("tmpsecret")}
+	h.rootFile = plantHostFile(t, "/root", "rljail-it-secret-", h.rootSecret+"\n")
+	h.tmpFile = plantHostFile(t, "/tmp", "rljail-it-secret-", h.tmpSecret+"\n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ln = ln
+	countConnections(ln, &h.accepted, &h.wg)
+	h.port = ln.Addr().(*net.TCPAddr).Port
+	return h
+}
+
+// stop closes the listener and waits for what it accepted to be counted.
+func (h *aps91Host) stop() {
+	h.once.Do(func() {
+		h.ln.Close()
+		h.wg.Wait()
+	})
 }

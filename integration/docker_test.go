@@ -10,14 +10,12 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -141,22 +139,11 @@ func TestDockerRecipes(t *testing.T) {
 }
 
 func dockerRecipe(t *testing.T, m mode, recipe string) {
-	envSecret := randomToken("envsecret")
-	rootSecret := randomToken("rootsecret")
-	tmpSecret := randomToken("tmpsecret")
+	h := newAPS91Host(t)
+	defer h.stop()
+	envSecret, rootSecret, tmpSecret := h.envSecret, h.rootSecret, h.tmpSecret
+	rootFile, tmpFile, port, accepted := h.rootFile, h.tmpFile, h.port, &h.accepted
 	marker := randomToken("dockermarker")
-	rootFile := plantHostFile(t, "/root", "rljail-it-secret-", rootSecret+"\n")
-	tmpFile := plantHostFile(t, "/tmp", "rljail-it-secret-", tmpSecret+"\n")
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var accepted atomic.Int64
-	var wg sync.WaitGroup
-	countConnections(ln, &accepted, &wg)
-	port := ln.Addr().(*net.TCPAddr).Port
 
 	// The acceptance check's payload, with its arguments written in: the
 	// recipes pass none.
@@ -179,8 +166,7 @@ func dockerRecipe(t *testing.T, m mode, recipe string) {
 	cmd.Dir = dir
 	cmd.Env = dockerEnv(dockerLink(t), m, "AWS_SECRET_ACCESS_KEY="+envSecret, "PWD="+dir)
 	r := runHost(t, m, cmd, 30*time.Second)
-	ln.Close()
-	wg.Wait()
+	h.stop()
 	t.Logf("exit %d after %v\nstdout:\n%s\nstderr:\n%s", r.exit, r.wall, r.stdout, r.stderr)
 
 	out := r.stdout + r.stderr
