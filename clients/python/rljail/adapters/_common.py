@@ -103,3 +103,14 @@ def start_session(options, tools, llm=None, llm_batched=None, rlm=None, rlm_batc
         volumes.append(inputs.volume())
     return Session(volumes=volumes, tools=tools, llm=llm, llm_batched=llm_batched,
                    rlm=rlm, rlm_batched=rlm_batched, **options)
+
+
+def release(owner):
+    """Closes ``owner.session`` and removes ``owner._inputs`` (each adapter's
+    pair), once: either may be gone already."""
+    session, owner.session = owner.session, None
+    if session is not None:
+        session.close()
+    inputs, owner._inputs = owner._inputs, None
+    if inputs is not None:
+        inputs.remove()

@@ -27,7 +27,7 @@ import keyword
 import threading
 
 from ..session import CellTimeout, RequestError, SessionError, SessionLost
-from ._common import HostInputs, INPUTS_IN_JAIL, LARGE_VALUE_BYTES, start_session, to_json
+from ._common import HostInputs, INPUTS_IN_JAIL, LARGE_VALUE_BYTES, release, start_session, to_json
 
 __all__ = ["RljailInterpreter", "FinalOutput", "CodeInterpreterError", "CodeExecutionError"]
 
@@ -214,12 +214,7 @@ class RljailInterpreter:
     def shutdown(self):
         """Ends the session; the interpreter cannot be used again."""
         self._ended = True
-        session, self.session = self.session, None
-        if session is not None:
-            session.close()
-        if self._inputs is not None:
-            self._inputs.remove()
-            self._inputs = None
+        release(self)
 
     def __enter__(self):
         return self

@@ -40,7 +40,7 @@ import threading
 import time
 
 from ..session import CellTimeout
-from ._common import HostInputs, bind, start_session
+from ._common import HostInputs, bind, release, start_session
 
 __all__ = ["RljailREPL", "install", "REPLResult"]
 
@@ -311,12 +311,7 @@ class RljailREPL:
 
     def cleanup(self):
         """Ends the session and removes what it left on the host."""
-        session, self.session = self.session, None
-        if session is not None:
-            session.close()
-        if self._inputs is not None:
-            self._inputs.remove()
-            self._inputs = None
+        release(self)
 
     def __enter__(self):
         return self

@@ -22,7 +22,7 @@ import ast
 import threading
 
 from ..session import CellTimeout, SessionError
-from ._common import HostInputs, bind, start_session, to_json
+from ._common import HostInputs, bind, release, start_session, to_json
 
 __all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError"]
 
@@ -209,12 +209,7 @@ class RljailExecutor:
 
     def cleanup(self):
         """Ends the session (CodeAgent.cleanup calls this)."""
-        session, self.session = self.session, None
-        if session is not None:
-            session.close()
-        if self._inputs is not None:
-            self._inputs.remove()
-            self._inputs = None
+        release(self)
         self._declared = None
         self._cells = 0
 
