@@ -248,11 +248,14 @@ func (g *Guard) refuseJailWritten(what, path string, st *unix.Stat_t) error {
 	if st.Mode&0o002 != 0 {
 		return fmt.Errorf("%s %s may be written by anybody (mode %04o): a jail could have changed it; chmod o-w it", what, path, st.Mode&0o7777)
 	}
+	if uint32(os.Geteuid()) == st.Uid {
+		return nil // the caller's own (jailOwned may read /etc/subuid)
+	}
 	owned := st.Uid == overflowUID
 	if g.jailOwned != nil {
 		owned = owned || g.jailOwned(st.Uid)
 	}
-	if owned && uint32(os.Geteuid()) != st.Uid {
+	if owned {
 		return fmt.Errorf("%s %s is owned by uid %d, a host id jails run as: a jail wrote it; check it and chown it to yourself", what, path, st.Uid)
 	}
 	return nil

@@ -194,7 +194,8 @@ func checkRootfsPlace(dir string, guard *hostfile.Guard) error {
 	switch {
 	case st.Mode&0o002 != 0:
 		return fmt.Errorf("rootfs %s may be written by anybody (mode %04o): a jail could have changed it; chmod o-w it, or rebuild it with rljail rootfs build", dir, st.Mode&0o7777)
-	case jail.IsJailHostUID(st.Uid) && uint32(os.Geteuid()) != st.Uid:
+	// (The caller's own rootfs, the common case, never reads /etc/subuid.)
+	case uint32(os.Geteuid()) != st.Uid && jail.IsJailHostUID(st.Uid):
 		return fmt.Errorf("rootfs %s is owned by uid %d, a host id jails run as: a jail may have written it; rebuild it with rljail rootfs build", dir, st.Uid)
 	}
 	return nil
