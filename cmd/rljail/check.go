@@ -38,7 +38,7 @@ func checkCommand() *cli.Command {
 						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime]), fallbacks, nil
 				},
 				Rootfs: func() (string, error) {
-					dir, namedBy, err := locateRootfs(flag)
+					dir, namedBy, err := locateRootfs(flag, "")
 					if err != nil {
 						return "", err
 					}
