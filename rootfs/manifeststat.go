@@ -10,9 +10,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -328,7 +330,7 @@ func CheckFingerprint(dir string) error {
 	if err != nil {
 		return fmt.Errorf("rootfs %s: %w; run `rljail rootfs build` to rebuild it", dir, err)
 	}
-	same, err := fingerprintMatches(root, data)
+	same, err := fingerprintMatches(root, data, 0)
 	if err != nil {
 		return fmt.Errorf("rootfs %s: %w; run `rljail rootfs build` to rebuild it", dir, err)
 	}
@@ -378,19 +380,100 @@ func readFingerprintAt(root int) ([]byte, error) {
 	return data, nil
 }
 
-// openedDir is a directory of the tree that fingerprintMatches holds open.
-type openedDir struct {
-	dir string
-	fd  int
+// fpSpan is a run of sections of the fingerprint file: data[start:end].
+type fpSpan struct{ start, end, entries int }
+
+// indexFingerprint finds where each section starts, and checks that the file
+// parses, so that the comparison can be split between workers.
+func indexFingerprint(data []byte) ([]fpSpan, error) {
+	if !bytes.HasPrefix(data, []byte(fingerprintMagic)) {
+		return nil, errBadFingerprint
+	}
+	r := fpReader{data: data, i: len(fingerprintMagic)}
+	var spans []fpSpan
+	for {
+		start := r.i
+		dir, n, ok, err := r.section()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if (len(spans) == 0) != (len(dir) == 0) {
+			return nil, errBadFingerprint // the top first, and only once
+		}
+		for k := 0; k < n; k++ {
+			if _, _, err := r.entry(); err != nil {
+				return nil, err
+			}
+		}
+		spans = append(spans, fpSpan{start, r.i, n})
+	}
+	if len(spans) == 0 {
+		return nil, errBadFingerprint
+	}
+	return spans, nil
+}
+
+// fingerprintWorkers is how many goroutines compare a large tree at once: the
+// comparison is one fstatat an entry, so it scales with the CPUs, and it runs
+// while the jail is being set up.
+func fingerprintWorkers(entries int) int {
+	n := runtime.GOMAXPROCS(0)
+	if n > 4 {
+		n = 4
+	}
+	if entries < 1000 {
+		n = 1
+	}
+	return n
 }
 
 // fingerprintMatches is the fast comparison: false at the first entry whose stat
-// differs (or that is gone, or an entry the top directory gained).
-func fingerprintMatches(root int, data []byte) (bool, error) {
-	if !bytes.HasPrefix(data, []byte(fingerprintMagic)) {
-		return false, errBadFingerprint
+// differs (or that is gone, or an entry the top directory gained). Symlinks are
+// not compared one by one: no call changes a link in place, and replacing one
+// changes its directory, which is compared.
+// workers is how many goroutines share the work, 0 for fingerprintWorkers'.
+func fingerprintMatches(root int, data []byte, workers int) (bool, error) {
+	spans, err := indexFingerprint(data)
+	if err != nil {
+		return false, err
 	}
-	r := fpReader{data: data, i: len(fingerprintMagic)}
+	total := 0
+	for _, s := range spans {
+		total += s.entries
+	}
+	if workers <= 0 {
+		workers = fingerprintWorkers(total)
+	}
+	if workers == 1 {
+		return compareSpans(root, data, spans, true), nil
+	}
+	// Contiguous runs of about equal entries, so that each worker mostly
+	// opens a directory from its parent.
+	results := make(chan bool, workers)
+	per := (total + workers - 1) / workers
+	first, count, started := 0, 0, 0
+	for i, s := range spans {
+		count += s.entries
+		if count >= per || i == len(spans)-1 {
+			part, top := spans[first:i+1], first == 0
+			go func() { results <- compareSpans(root, data, part, top) }()
+			started++
+			first, count = i+1, 0
+		}
+	}
+	same := true
+	for k := 0; k < started; k++ {
+		same = <-results && same
+	}
+	return same, nil
+}
+
+// compareSpans compares the entries of the sections in spans (already parsed by
+// indexFingerprint); top says whether the first is the top directory's.
+func compareSpans(root int, data []byte, spans []fpSpan, top bool) bool {
 	var stack []openedDir
 	defer func() {
 		for _, o := range stack {
@@ -399,75 +482,95 @@ func fingerprintMatches(root int, data []byte) (bool, error) {
 	}()
 	var live [tupleSize]byte
 	var st unix.Stat_t
-	first := true
-	for {
-		dir, n, ok, err := r.section()
-		if err != nil {
-			return false, err
-		}
-		if !ok {
-			return !first, nil
-		}
+	name := make([]byte, 0, 256)
+	for k, span := range spans {
+		r := fpReader{data: data[:span.end], i: span.start}
+		dir, n, _, _ := r.section()
 		at := root
 		var names map[string]bool
-		switch {
-		case first:
-			if len(dir) != 0 {
-				return false, errBadFingerprint
-			}
-			first = false
+		if top && k == 0 {
 			// The top directory's timestamps are not recorded (the install
 			// renamed it): its entries are compared by name.
-			top, err := topNames(root)
-			if err != nil {
-				return false, err
+			var err error
+			if names, err = topNames(root); err != nil || len(names) != n+1 || !names[fingerprintName] {
+				return false
 			}
-			if len(top) != n+1 || !top[fingerprintName] {
-				return false, nil
+		} else {
+			fd, ok := openSection(root, &stack, string(dir))
+			if !ok {
+				return false
 			}
-			names = top
-		default:
-			d := string(dir)
-			parent := path.Dir(d)
-			if parent == "." {
-				parent = ""
-			}
-			for len(stack) > 0 && stack[len(stack)-1].dir != parent {
-				unix.Close(stack[len(stack)-1].fd)
-				stack = stack[:len(stack)-1]
-			}
-			pfd := root
-			if len(stack) > 0 {
-				pfd = stack[len(stack)-1].fd
-			} else if parent != "" {
-				return false, errBadFingerprint // not in walk order
-			}
-			// Its own stat was compared in its parent's section: a link
-			// put in its place fails there, and O_NOFOLLOW here.
-			fd, err := unix.Openat(pfd, path.Base(d), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return false, nil
-			}
-			stack = append(stack, openedDir{d, fd})
 			at = fd
 		}
-		for k := 0; k < n; k++ {
-			name, tuple, err := r.entry()
-			if err != nil {
-				return false, err
+		for i := 0; i < n; i++ {
+			nm, tuple, _ := r.entry()
+			if names != nil && !names[string(nm)] {
+				return false
 			}
-			if names != nil && !names[string(name)] {
-				return false, nil
+			if binary.LittleEndian.Uint32(tuple[32:])&unix.S_IFMT == unix.S_IFLNK && names == nil {
+				continue
 			}
-			if err := unix.Fstatat(at, string(name), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return false, nil
+			name = append(append(name[:0], nm...), 0)
+			if fstatatNoFollow(at, name, &st) != nil {
+				return false
 			}
 			encodeTuple(live[:], &st)
 			if !bytes.Equal(live[:], tuple) {
-				return false, nil
+				return false
 			}
 		}
 	}
+	return true
+}
+
+// openedDir is a directory of the tree that compareSpans holds open.
+type openedDir struct {
+	dir string
+	fd  int
+}
+
+// openSection opens the directory dir of the tree (a relative path): from its
+// parent when that is the last one opened, with one element and O_NOFOLLOW, else
+// from the top with no link followed on the way (RESOLVE_NO_SYMLINKS). Its own
+// stat was compared in its parent's section.
+func openSection(root int, stack *[]openedDir, dir string) (int, bool) {
+	parent := path.Dir(dir)
+	if parent == "." {
+		parent = ""
+	}
+	for len(*stack) > 0 && (*stack)[len(*stack)-1].dir != parent {
+		unix.Close((*stack)[len(*stack)-1].fd)
+		*stack = (*stack)[:len(*stack)-1]
+	}
+	var fd int
+	var err error
+	switch {
+	case len(*stack) > 0:
+		fd, err = unix.Openat((*stack)[len(*stack)-1].fd, path.Base(dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	case parent == "":
+		fd, err = unix.Openat(root, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	default:
+		fd, err = unix.Openat2(root, dir, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+	}
+	if err != nil {
+		return -1, false
+	}
+	*stack = append(*stack, openedDir{dir, fd})
+	return fd, true
+}
+
+// fstatatNoFollow is fstatat(dirfd, name, st, AT_SYMLINK_NOFOLLOW) with name
+// already NUL-terminated, so that the comparison of a few thousand entries
+// allocates nothing per entry (unix.Fstatat copies each name).
+func fstatatNoFollow(dirfd int, name []byte, st *unix.Stat_t) error {
+	_, _, errno := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])), uintptr(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // topNames lists the names in the tree's top directory.

@@ -214,14 +214,45 @@ func BenchmarkCheckFingerprint(b *testing.B) {
 				}
 			}
 		})
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/compare-%d-workers", tr.name, workers), func(b *testing.B) {
+				root, err := unix.Open(tr.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer unix.Close(root)
+				data, err := readFingerprintAt(root)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu := cpuTime()
+				for i := 0; i < b.N; i++ {
+					if same, err := fingerprintMatches(root, data, workers); !same || err != nil {
+						b.Fatal(same, err)
+					}
+				}
+				// CPU time per comparison: what it costs the machine, which
+				// a loaded host's wall clock hides.
+				b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
+			})
+		}
 		if tr.name == "rootfs" {
 			b.Run(tr.name+"/check", func(b *testing.B) {
+				cpu := cpuTime()
 				for i := 0; i < b.N; i++ {
 					if _, err := Check(tr.dir); err != nil {
 						b.Fatal(err)
 					}
 				}
+				b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op")
 			})
 		}
 	}
+}
+
+// cpuTime is the user and system time this process has used.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -367,6 +367,7 @@ func buildJailSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, 
 		spec.Workspace = ws
 	}
 	choice := rootfsChoice{flag: c.String("rootfs"), profile: prof.Rootfs, unverified: c.Bool("rootfs-unverified")}
+	choice.early, _ = c.App.Metadata[rootfsCheckKey].(*rootfsCheck)
 	if spec.Rootfs, spec.BeforePayload, err = ensureRootfs(c.Context, choice, guard, notice); err != nil {
 		return spec, err
 	}
@@ -436,11 +437,13 @@ func workspaceDir() (string, string, error) {
 
 // earlyKey is where run puts the init stage it started early
 // (jail.StartEarly) in the app's Metadata, signalsKey its jail.SignalPipe,
-// optionsKey a front end's runOptions.
+// optionsKey a front end's runOptions, rootfsCheckKey the rootfs check it
+// started before the flags were parsed (*rootfsCheck).
 const (
-	earlyKey   = "rljail.early"
-	signalsKey = "rljail.signals"
-	optionsKey = "rljail.options" // runOptions
+	earlyKey       = "rljail.early"
+	signalsKey     = "rljail.signals"
+	optionsKey     = "rljail.options" // runOptions
+	rootfsCheckKey = "rljail.rootfs-check"
 )
 
 // catchSignals catches SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
