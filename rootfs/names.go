@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultName is the name of the rootfs a run uses when nothing names another: the
@@ -79,6 +81,11 @@ func List() ([]Listed, error) {
 	if err != nil {
 		return nil, err
 	}
+	return listIn(base)
+}
+
+// listIn is List of the data directory base.
+func listIn(base string) ([]Listed, error) {
 	entries, err := os.ReadDir(base)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -120,8 +127,9 @@ func Remove(dir string) error {
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
-	// aside is an empty directory: rename(2) replaces it with dir in one step.
-	if err := os.Rename(dir, aside); err != nil {
+	// aside is an empty directory: rename(2) replaces it with dir in one step
+	// (os.Rename refuses to replace a directory).
+	if err := unix.Rename(dir, aside); err != nil {
 		os.Remove(aside)
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
