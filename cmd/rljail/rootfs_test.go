@@ -20,7 +20,7 @@ func TestRootfsFlagsInArgs(t *testing.T) {
 		{[]string{"-rootfs-unverified=false", "--", "y"}, "", false},
 		{[]string{"--rootfs-unverified=true", "--", "y"}, "", true},
 		{[]string{"-e", "--rootfs=evil", "--", "y"}, "", false}, // the value of -e
-		{[]string{"python3", "--rootfs", "x"}, "", false},        // the payload's own arguments
+		{[]string{"python3", "--rootfs", "x"}, "", false},       // the payload's own arguments
 		{[]string{"--", "--rootfs", "x", "--rootfs-unverified"}, "", false},
 		{[]string{"--rootfs"}, "", false},
 	}
