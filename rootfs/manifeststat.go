@@ -259,24 +259,8 @@ func writeFingerprint(root string) error {
 	if err != nil {
 		return err
 	}
-	// The kernel stamps files with its coarse clock (a tick of 1 to 10 ms); a
-	// filesystem whose times are whole seconds (or two, FAT's) needs two seconds.
-	after := newest
-	if coarse {
-		after = after.Add(2 * time.Second)
-	}
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		var ts unix.Timespec
-		if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts); err != nil {
-			return fmt.Errorf("fingerprint: read the clock: %w", err)
-		}
-		if time.Unix(0, ts.Nano()).After(after) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("fingerprint: the tree's newest ctime %v is in the future (is the clock right?)", newest)
-		}
-		time.Sleep(2 * time.Millisecond)
+	if err := waitPast(newest, coarse); err != nil {
+		return err
 	}
 	p := filepath.Join(root, fingerprintName)
 	if err := writeNewFile(p, encodeFingerprint(sections)); err != nil {
@@ -296,6 +280,29 @@ func writeFingerprint(root string) error {
 	return syncDir(root)
 }
 
+// waitPast waits until the kernel's file timestamps are later than newest. The
+// kernel stamps files with its coarse clock (a tick of 1 to 10 ms); a filesystem
+// whose times are whole seconds (or two, FAT's) needs two seconds more.
+func waitPast(newest time.Time, coarse bool) error {
+	after := newest
+	if coarse {
+		after = after.Add(2 * time.Second)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts); err != nil {
+			return fmt.Errorf("fingerprint: read the clock: %w", err)
+		}
+		if time.Unix(0, ts.Nano()).After(after) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fingerprint: the tree's newest ctime %v is in the future (is the clock right?)", newest)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // ChangedError is a rootfs that differs from its build's fingerprint.
 type ChangedError struct {
 	Dir string
@@ -311,7 +318,7 @@ func (e *ChangedError) Error() string {
 	if e.More > 0 {
 		more = fmt.Sprintf(" (and %d more)", e.More)
 	}
-	return fmt.Sprintf("rootfs %s changed since its build: %s%s; `rljail rootfs verify %s` lists every change, `rljail rootfs build` rebuilds it, --rootfs-unverified runs it unchecked", e.Dir, e.Diff, more, e.Dir)
+	return fmt.Sprintf("rootfs %s changed since its build: %s%s; `rljail rootfs verify %s` lists every change (--update-fingerprint takes it back if its files are as built, as in a copy), `rljail rootfs build` rebuilds it, --rootfs-unverified runs it unchecked", e.Dir, e.Diff, more, e.Dir)
 }
 
 // CheckFingerprint tells whether the rootfs at dir is as its build left it, by
@@ -699,4 +706,44 @@ func describeChange(tuple []byte, st *unix.Stat_t) string {
 		return "content or mtime changed"
 	}
 	return "changed (its ctime: written, or its mode, owner or links changed and set back)"
+}
+
+// UpdateFingerprint records the fingerprint of the rootfs at dir anew, after
+// Verify found every entry's content, mode and kind as built: for a rootfs that
+// was copied (every inode and ctime differs), or whose times or owner something
+// changed while its files stayed as built. It refuses a rootfs with any other
+// difference, so it never makes a changed tree pass.
+func UpdateFingerprint(dir string) ([]Difference, error) {
+	diffs, err := Verify(dir)
+	if err != nil {
+		return nil, err
+	}
+	var content []Difference
+	for _, d := range diffs {
+		if !strings.HasPrefix(d.What, "metadata changed") && d.Path != "/"+fingerprintName {
+			content = append(content, d)
+		}
+	}
+	if len(content) > 0 {
+		return content, nil
+	}
+	// A new file beside the old one, renamed over it: a run sees the old
+	// fingerprint or the new one.
+	tmp := filepath.Join(dir, fingerprintName+".new")
+	os.Remove(tmp)
+	sections, newest, coarse, err := recordFingerprint(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitPast(newest, coarse); err != nil {
+		return nil, err
+	}
+	if err := writeNewFile(tmp, encodeFingerprint(sections)); err != nil {
+		return nil, fmt.Errorf("write the fingerprint: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, fingerprintName)); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("write the fingerprint: %w", err)
+	}
+	return nil, syncDir(dir)
 }

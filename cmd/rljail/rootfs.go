@@ -172,7 +172,9 @@ func rootfsCommand() *cli.Command {
 				Usage:        "check every file of a rootfs against its build's manifest (digests, modes, files added or missing); one line per difference, exit 1 if any",
 				ArgsUsage:    "[NAME|DIR]",
 				OnUsageError: usageError,
-				Flags:        []cli.Flag{dirFlag},
+				Flags: []cli.Flag{dirFlag,
+					&cli.BoolFlag{Name: "update-fingerprint", Usage: "when every file's content, mode and kind are as built, record their metadata anew, so that runs take the rootfs again (after copying it, or a touch or chown of its files); any other difference is listed and nothing is recorded"},
+				},
 				Action: func(c *cli.Context) error {
 					dir, label, err := target(c)
 					if err != nil {
@@ -181,7 +183,16 @@ func rootfsCommand() *cli.Command {
 					if _, err := os.Stat(dir); err != nil {
 						return setupError("no rootfs at %s: %v", dir, unwrapPath(err))
 					}
-					diffs, err := rootfs.Verify(dir)
+					verify := rootfs.Verify
+					if c.Bool("update-fingerprint") {
+						unlock, err := lockRootfs(dir)
+						if err != nil {
+							return setupError("%v", err)
+						}
+						defer unlock()
+						verify = rootfs.UpdateFingerprint
+					}
+					diffs, err := verify(dir)
 					if err != nil {
 						return &exitError{code: 1, msg: oneLine(err.Error())}
 					}
@@ -190,6 +201,10 @@ func rootfsCommand() *cli.Command {
 					}
 					if len(diffs) > 0 {
 						return &exitError{code: 1, msg: fmt.Sprintf("rootfs %s differs from its build in %d places", label, len(diffs))}
+					}
+					if c.Bool("update-fingerprint") {
+						fmt.Fprintf(c.App.Writer, "rootfs %s is as built; its fingerprint is recorded anew\n", label)
+						return nil
 					}
 					fmt.Fprintf(c.App.Writer, "rootfs %s is as built\n", label)
 					return nil
