@@ -173,9 +173,11 @@ func reportWarnings(res map[string]any) []string {
 }
 
 // TestRootfsNamed: as the rootless user (whose data directory the test
-// chooses with XDG_DATA_HOME), `--rootfs NAME` runs the rootfs of that name,
-// `rootfs list` shows it, a bad or unknown name is one line and 125, and
-// `rootfs remove` takes it away.
+// chooses with XDG_DATA_HOME), `--rootfs NAME` runs the rootfs of that name
+// (copied in, or built by `rootfs build --name`), `rootfs list` shows them,
+// a bad or unknown name is one line and 125, and `rootfs remove` takes them
+// away. (As root the data directory is /var/lib/rljail/rootfs, which other
+// runs share; the resolution for root is TestLocateRootfs's.)
 func TestRootfsNamed(t *testing.T) {
 	data := newDir(t)
 	if err := os.Chown(data, testUID, testGID); err != nil {
@@ -218,17 +220,27 @@ func TestRootfsNamed(t *testing.T) {
 	if _, stderr, exit := rljail("-q", "--profile", prof, "--rootfs", "data", "--", "python3", "-c", "pass"); exit != 0 {
 		t.Errorf("--rootfs over the profile's: exit %d, stderr %q", exit, stderr)
 	}
+	// `rootfs build --name` builds one beside it, which runs at once.
+	if out, stderr, exit := rljail("rootfs", "build", "-q", "--name", "mini", "--no-commands"); exit != 0 || !strings.Contains(out, "/rljail/rootfs/mini:") {
+		t.Fatalf("rootfs build --name mini: exit %d: %s%s", exit, out, stderr)
+	}
+	if stdout, stderr, exit := rljail("-q", "--rootfs", "mini", "--", "python3", "-c", "print('mini')"); exit != 0 || stdout != "mini\n" {
+		t.Errorf("--rootfs mini: exit %d, stdout %q, stderr %q", exit, stdout, stderr)
+	}
 	stdout, stderr, exit := rljail("rootfs", "list")
 	if exit != 0 {
 		t.Fatalf("rootfs list: exit %d: %s", exit, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "PACKAGES") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "PACKAGES") {
 		t.Fatalf("rootfs list:\n%s", stdout)
 	}
-	f := strings.Fields(lines[1])
-	if len(f) < 5 || f[0] != "data" || !strings.HasPrefix(f[1], "3.11.") || f[2] == "0" || !strings.HasSuffix(f[3], "M") {
-		t.Errorf("rootfs list's line for data: %q", lines[1])
+	for i, name := range []string{"data", "mini"} {
+		f := strings.Fields(lines[i+1])
+		if len(f) < 5 || f[0] != name || !strings.HasPrefix(f[1], "3.11.") || f[2] == "0" || !strings.HasSuffix(f[3], "M") ||
+			!strings.Contains(lines[i+1], "none beyond the standard library") {
+			t.Errorf("rootfs list's line for %s: %q", name, lines[i+1])
+		}
 	}
 	for _, c := range []struct{ args []string }{
 		{[]string{"--rootfs", "Data", "--", "true"}},
@@ -245,8 +257,10 @@ func TestRootfsNamed(t *testing.T) {
 	if _, stderr, _ := rljail("--rootfs", "nosuch", "--", "true"); !strings.Contains(stderr, "rljail rootfs build --name nosuch") {
 		t.Errorf("an unknown name does not say how to build it: %q", stderr)
 	}
-	if out, stderr, exit := rljail("rootfs", "remove", "data"); exit != 0 || exists(named) {
-		t.Errorf("rootfs remove data: exit %d, %s%s; still there: %v", exit, out, stderr, exists(named))
+	for _, name := range []string{"data", "mini"} {
+		if out, stderr, exit := rljail("rootfs", "remove", name); exit != 0 || exists(filepath.Join(filepath.Dir(named), name)) {
+			t.Errorf("rootfs remove %s: exit %d, %s%s", name, exit, out, stderr)
+		}
 	}
 	if stdout, _, _ := rljail("rootfs", "list"); !strings.HasPrefix(stdout, "no root filesystems in") {
 		t.Errorf("rootfs list after remove: %q", stdout)
