@@ -56,9 +56,12 @@ build: deps generate $(STAGE)
 
 # rootfs builds the Python root filesystem once (rljail would on first use too),
 # and again over one an older rljail built without the loader cache, /bin/sh,
-# the time zone database or the common commands (timeout; busybox's applets).
+# the time zone database or the common commands (timeout; busybox's applets),
+# one of an older format (info fails: format 2 added the per-file list and the
+# fingerprint runs check), or one that changed since its build (verify fails:
+# every run would refuse it).
 rootfs: build
-	@{ $(BIN) rootfs info 2>/dev/null | grep -q '^loader: *ld.so.cache' && test -L "$(RLJAIL_ROOTFS)/usr/bin/sh" && \
+	@{ $(BIN) rootfs info 2>/dev/null | grep -q '^loader: *ld.so.cache' && $(BIN) rootfs verify >/dev/null 2>&1 && test -L "$(RLJAIL_ROOTFS)/usr/bin/sh" && \
 	   { test -d "$(RLJAIL_ROOTFS)/usr/share/zoneinfo" || ! test -d /usr/share/zoneinfo; } && \
 	   test -e "$(RLJAIL_ROOTFS)/usr/bin/timeout" && { test -e "$(RLJAIL_ROOTFS)/usr/bin/busybox" || ! test -x /bin/busybox; }; } || $(BIN) rootfs build
 

@@ -52,15 +52,19 @@ func BenchmarkStartup(b *testing.B) {
 	// payload at all.
 	trueArgs := []string{"--ro-bind", "/usr/bin/true", "/opt/true"}
 	cmds := map[string][]string{
-		"bare":        {rootfsDir + "/usr/bin/python3", "-c", "pass"},
-		"bwrap":       append(append([]string(nil), bwrapArgs...), "/usr/bin/python3", "-c", "pass"),
-		"rljail":      {bin, "-q", "--rootfs", rootfsDir, "--", "python3", "-c", "pass"},
-		"rljail-rep":  {bin, "-q", "--rootfs", rootfsDir, "--result", result, "--", "python3", "-c", "pass"},
+		"bare":       {rootfsDir + "/usr/bin/python3", "-c", "pass"},
+		"bwrap":      append(append([]string(nil), bwrapArgs...), "/usr/bin/python3", "-c", "pass"),
+		"rljail":     {bin, "-q", "--rootfs", rootfsDir, "--", "python3", "-c", "pass"},
+		"rljail-rep": {bin, "-q", "--rootfs", rootfsDir, "--result", result, "--", "python3", "-c", "pass"},
+		// The same without the check that the rootfs is as built (its
+		// fingerprint, compared while the jail is set up): that check's
+		// cost is rljail's row against this one.
+		"rljail-unv":  {bin, "-q", "--rootfs", rootfsDir, "--rootfs-unverified", "--", "python3", "-c", "pass"},
 		"bare-true":   {"/usr/bin/true"},
 		"bwrap-true":  append(append(append([]string(nil), bwrapArgs...), trueArgs...), "/opt/true"),
 		"rljail-true": {bin, "-q", "--rootfs", rootfsDir, "-v", "/usr/bin/true:/opt/true", "--", "/opt/true"},
 	}
-	order := []string{"bare", "bwrap", "rljail", "rljail-rep", "bare-true", "bwrap-true", "rljail-true"}
+	order := []string{"bare", "bwrap", "rljail", "rljail-rep", "rljail-unv", "bare-true", "bwrap-true", "rljail-true"}
 	run := func(argv []string) (time.Duration, int64) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = work
@@ -171,6 +175,8 @@ func BenchmarkStartup(b *testing.B) {
 		"rljail_over_bwrap": overRljail / overBwrap,
 		"with_result": map[string]float64{"median_ms": stats["rljail-rep"].P50, "overhead_ms": stats["rljail-rep"].P50 - bare,
 			"rljail_over_bwrap": (stats["rljail-rep"].P50 - bare) / overBwrap},
+		"rootfs_check": map[string]float64{"median_ms": rl - stats["rljail-unv"].P50, "unverified_median_ms": stats["rljail-unv"].P50,
+			"x_unverified": rl / stats["rljail-unv"].P50},
 		"throughput_runs_per_s":   tput,
 		"throughput_ratio_at_2":   tput["rljail@2"] / tput["bare@2"],
 		"throughput_ratio_at_8":   tput["rljail@8"] / tput["bare@8"],
@@ -194,6 +200,7 @@ func BenchmarkStartup(b *testing.B) {
 	}
 	overRep := stats["rljail-rep"].P50 - bare
 	fmt.Fprintf(&t, "rljail's overhead / bwrap's overhead: python3 -c pass %.2f (with --result %.2f), true %.2f (target <= 1.25)\n", overRljail/overBwrap, overRep/overBwrap, (rlT-bareT)/(bwT-bareT))
+	fmt.Fprintf(&t, "the rootfs check (fingerprint): rljail %.2f ms against --rootfs-unverified %.2f ms, %+.2f ms (x%.3f)\n", rl, stats["rljail-unv"].P50, rl-stats["rljail-unv"].P50, rl/stats["rljail-unv"].P50)
 	for _, n := range []int{2, 8} {
 		at := func(k string) float64 { return tput[fmt.Sprintf("%s@%d", k, n)] }
 		target := ""

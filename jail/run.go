@@ -189,6 +189,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if spec.SignalsReady != nil {
 		<-spec.SignalsReady // the limits let the payload start
 	}
+	if spec.BeforePayload != nil {
+		if err := spec.BeforePayload(warn); err != nil {
+			j.abort()
+			return setupFailed(ExitSetupError, err)
+		}
+	}
 	if err := j.sendLimits(lim); err != nil {
 		j.abort()
 		return setupFailed(ExitSetupError, err)

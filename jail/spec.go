@@ -134,6 +134,14 @@ type Spec struct {
 	// start, so that a signal meant for the payload cannot end the caller
 	// instead.
 	SignalsReady <-chan struct{}
+	// BeforePayload, when set, is called once everything else is ready and
+	// before the payload may start; an error ends the run as a setup
+	// error (exit 125, nothing left behind), and what it passes to warn
+	// goes to Warn and the result's warnings. The CLI's check that the
+	// rootfs is as its build left it runs concurrently with the jail's
+	// setup and is waited for here (rootfs.CheckFingerprint), so that no
+	// file of a changed rootfs is ever executed.
+	BeforePayload func(warn func(string)) error
 
 	// Egress, when set, gives the jail network egress by allowlist
 	// (package egress; --allow-host); nil keeps the network namespace

@@ -22,6 +22,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/rljail/rljail/hostfile"
+	"github.com/rljail/rljail/rootfs"
 	"github.com/rljail/rljail/seccomp"
 )
 
@@ -47,6 +48,10 @@ type Profile struct {
 	Env     []string
 	Volumes []string
 	Workdir string
+	// Rootfs is the root filesystem the profile runs on: a name of one in
+	// rljail's data directory (rljail rootfs list) or an absolute directory;
+	// --rootfs overrides it.
+	Rootfs string
 	// Network is the profile's [network] table: egress by allowlist
 	// (--allow-host and --resolve add to it).
 	Network Network
@@ -93,6 +98,7 @@ type defaults struct {
 	Env     []string `toml:"env"`
 	Volumes []string `toml:"volumes"`
 	Workdir string   `toml:"workdir"`
+	Rootfs  string   `toml:"rootfs"`
 }
 
 // Names lists the embedded profiles.
@@ -203,7 +209,7 @@ func parse(name, source string, data []byte, depth int) (*Profile, error) {
 		p.Policy = base.Policy
 		p.Policy.Rules = append([]seccomp.Rule(nil), base.Policy.Rules...)
 		p.Policy.NoSys = append([]string(nil), base.Policy.NoSys...)
-		p.Timeout, p.Env, p.Volumes, p.Workdir = base.Timeout, base.Env, base.Volumes, base.Workdir
+		p.Timeout, p.Env, p.Volumes, p.Workdir, p.Rootfs = base.Timeout, base.Env, base.Volumes, base.Workdir, base.Rootfs
 		p.Network = base.Network
 	} else {
 		p.Policy.Violation = seccomp.ViolationErrno
@@ -298,6 +304,19 @@ func applyDefaults(p *Profile, d defaults) error {
 	}
 	if d.Workdir != "" {
 		p.Workdir = d.Workdir
+	}
+	if d.Rootfs != "" {
+		switch {
+		case rootfs.IsDirValue(d.Rootfs):
+			if !path.IsAbs(d.Rootfs) {
+				return fmt.Errorf("defaults.rootfs %q: a directory must be an absolute path (or give a rootfs name)", d.Rootfs)
+			}
+		default:
+			if err := rootfs.ValidName(d.Rootfs); err != nil {
+				return fmt.Errorf("defaults.rootfs: %w", err)
+			}
+		}
+		p.Rootfs = d.Rootfs
 	}
 	return nil
 }

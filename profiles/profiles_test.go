@@ -140,6 +140,9 @@ func TestParseErrors(t *testing.T) {
 		{"remove without base", "[seccomp]\nremove = [\"read\"]\n", []string{"needs a base"}},
 		{"unknown base", "base = \"ruby\"\n", []string{"no profile named", "python"}},
 		{"bad timeout", "[defaults]\ntimeout = \"soon\"\n", []string{"defaults.timeout"}},
+		{"bad rootfs name", "[defaults]\nrootfs = \"Data\"\n", []string{"defaults.rootfs", `"Data" is not a rootfs name`}},
+		{"relative rootfs directory", "[defaults]\nrootfs = \"./py\"\n", []string{"defaults.rootfs", "absolute path"}},
+		{"rootfs at the top level", "rootfs = \"data\"\n", []string{"unknown key rootfs"}},
 		{"syntax", "[seccomp\n", []string{"line 1"}},
 	}
 	for _, tt := range tests {
@@ -175,6 +178,7 @@ timeout = "3s"
 env = ["A=1"]
 volumes = ["/srv:/srv:ro"]
 workdir = "/srv"
+rootfs = "data"
 `
 	path := filepath.Join(t.TempDir(), "custom.toml")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
@@ -206,8 +210,8 @@ workdir = "/srv"
 	if socketRules != baseSocketRules+1 {
 		t.Errorf("socket rules = %d, want the base's %d plus 1", socketRules, baseSocketRules)
 	}
-	if p.Timeout != 3*time.Second || p.Workdir != "/srv" || len(p.Env) != 1 || len(p.Volumes) != 1 {
-		t.Errorf("defaults = %v %q %q %q", p.Timeout, p.Workdir, p.Env, p.Volumes)
+	if p.Timeout != 3*time.Second || p.Workdir != "/srv" || len(p.Env) != 1 || len(p.Volumes) != 1 || p.Rootfs != "data" {
+		t.Errorf("defaults = %v %q %q %q %q", p.Timeout, p.Workdir, p.Env, p.Volumes, p.Rootfs)
 	}
 	if _, err := seccomp.Compile(&p.Policy); err != nil {
 		t.Fatal(err)

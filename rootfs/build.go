@@ -41,6 +41,9 @@ type BuildOptions struct {
 	// NoCommands leaves out the common commands (busybox's applets and GNU
 	// timeout, commands.go): the rootfs then has python3 and /bin/sh only.
 	NoCommands bool
+	// Packages, if set, are recorded in the manifest as the packages the build
+	// added (for `rljail rootfs list` and `info`).
+	Packages []Package
 }
 
 // Build creates the Python rootfs at opts.Out from the host interpreter, replacing a
@@ -107,6 +110,10 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
+	filesSHA256, err := writeFileList(tmp, sum.entries)
+	if err != nil {
+		return Manifest{}, err
+	}
 	m := Manifest{
 		FormatVersion: formatVersion,
 		PythonVersion: info.Version,
@@ -116,6 +123,8 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 		SizeBytes:     sum.size,
 		TreeSHA256:    sum.sha256,
 		Programs:      sum.programs,
+		FilesSHA256:   filesSHA256,
+		Packages:      opts.Packages,
 	}
 	if err := m.validate(); err != nil {
 		return Manifest{}, fmt.Errorf("built rootfs: %w", err)
@@ -126,12 +135,17 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 	if err := writeManifest(tmp, m); err != nil {
 		return Manifest{}, err
 	}
-	// Written after normalize: give the manifest and the top directory the same modes
-	// and mtime as the rest.
+	// Written after normalize: give the manifest, the file list and the top directory
+	// the same modes and mtime as the rest.
 	if err := normalize(ctx, tmp); err != nil {
 		return Manifest{}, err
 	}
 	if err := syncTree(tmp); err != nil {
+		return Manifest{}, err
+	}
+	// The fingerprint comes after the last write and chmod of the tree: the
+	// runs compare every entry's lstat with it (manifeststat.go).
+	if err := writeFingerprint(tmp); err != nil {
 		return Manifest{}, err
 	}
 	if err := ctx.Err(); err != nil {

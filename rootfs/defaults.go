@@ -13,15 +13,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rootDefaultDir is where root keeps the rootfs: shared by every root-run jail, outside
-// any home directory.
-const rootDefaultDir = "/var/lib/rljail/rootfs/python"
+// rootDataDir is where root keeps its root filesystems, one directory per name: shared by
+// every root-run jail, outside any home directory.
+const rootDataDir = "/var/lib/rljail/rootfs"
 
 // DefaultDir says where the Python rootfs lives when the user did not choose: $RLJAIL_ROOTFS
-// if set, /var/lib/rljail/rootfs/python for root, else $XDG_DATA_HOME/rljail/rootfs/python,
-// else $HOME/.local/share/rljail/rootfs/python. It fails, saying how to choose a place,
-// where none of these is usable (no HOME, HOME=/nonexistent as for system users, or a
-// parent the user cannot write), rather than building somewhere surprising.
+// if set, else the rootfs named DefaultName in rljail's data directory:
+// /var/lib/rljail/rootfs/python for root, else $XDG_DATA_HOME/rljail/rootfs/python, else
+// $HOME/.local/share/rljail/rootfs/python. It fails, saying how to choose a place, where
+// none of these is usable (no HOME, HOME=/nonexistent as for system users, or a parent the
+// user cannot write), rather than building somewhere surprising.
 func DefaultDir() (string, error) {
 	return defaultDir(os.Geteuid(), os.Getenv, creatableDir)
 }
@@ -36,31 +37,43 @@ func defaultDir(euid int, getenv func(string) string, creatable func(dir string)
 		}
 		return abs, nil
 	}
+	return namedDir(DefaultName, euid, getenv, creatable)
+}
+
+// namedDir is NamedDir with its inputs passed in (name already valid).
+func namedDir(name string, euid int, getenv func(string) string, creatable func(dir string) error) (string, error) {
+	base, err := dataDir(euid, getenv)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(base, name)
+	if err := creatable(dir); err != nil {
+		return "", fmt.Errorf("no writable default place for the Python rootfs (%s); pass --rootfs DIR or set RLJAIL_ROOTFS", err)
+	}
+	return dir, nil
+}
+
+// dataDir is the directory that holds the named root filesystems for this user.
+func dataDir(euid int, getenv func(string) string) (string, error) {
 	fail := func(why string) (string, error) {
 		return "", fmt.Errorf("no writable default place for the Python rootfs (%s); pass --rootfs DIR or set RLJAIL_ROOTFS", why)
 	}
-	var dir string
 	switch xdg := getenv("XDG_DATA_HOME"); {
 	case euid == 0:
-		dir = rootDefaultDir
+		return rootDataDir, nil
 	case filepath.IsAbs(xdg): // the XDG spec says to ignore a relative value
-		dir = filepath.Join(xdg, "rljail", "rootfs", "python")
-	default:
-		home := getenv("HOME")
-		if home == "" {
-			return fail("HOME is not set")
-		}
-		// Never create a missing home directory (HOME=/nonexistent is how Debian says
-		// "this user has none").
-		if fi, err := os.Stat(home); !filepath.IsAbs(home) || err != nil || !fi.IsDir() {
-			return fail("HOME is " + home)
-		}
-		dir = filepath.Join(home, ".local", "share", "rljail", "rootfs", "python")
+		return filepath.Join(xdg, "rljail", "rootfs"), nil
 	}
-	if err := creatable(dir); err != nil {
-		return fail(err.Error())
+	home := getenv("HOME")
+	if home == "" {
+		return fail("HOME is not set")
 	}
-	return dir, nil
+	// Never create a missing home directory (HOME=/nonexistent is how Debian says
+	// "this user has none").
+	if fi, err := os.Stat(home); !filepath.IsAbs(home) || err != nil || !fi.IsDir() {
+		return fail("HOME is " + home)
+	}
+	return filepath.Join(home, ".local", "share", "rljail", "rootfs"), nil
 }
 
 // creatableDir accepts an existing directory (reading a rootfs is enough to use it) or

@@ -20,14 +20,17 @@ import (
 const manifestName = ".rljail-rootfs.json"
 
 // formatVersion is the layout version Build writes and Check accepts; bump it when a
-// rootfs built by an older rljail would no longer do.
-const formatVersion = 1
+// rootfs built by an older rljail would no longer do. Version 2 added the per-file
+// list (filesName, files_sha256) and the build's fingerprint (fingerprintName), without
+// which a run cannot tell whether the tree changed since its build: a version 1 rootfs is
+// refused with the advice to rebuild it.
+const formatVersion = 2
 
 // Manifest describes a built Python rootfs. Build writes it as <dir>/.rljail-rootfs.json
 // after everything else, and Check reads it before the rootfs is used, so that a
 // half-built or foreign directory is never mounted into a jail.
 type Manifest struct {
-	// FormatVersion is the rootfs layout version (1); another value means the rootfs
+	// FormatVersion is the rootfs layout version (2); another value means the rootfs
 	// must be rebuilt by this rljail.
 	FormatVersion int `json:"format_version"`
 	// PythonVersion is the interpreter's version, e.g. "3.11.2", for `rljail rootfs info`.
@@ -50,6 +53,26 @@ type Manifest struct {
 	// by path in the tree; Check compares them, so that a truncated
 	// library is a clear error rather than a crashing payload.
 	Programs map[string]int64 `json:"programs,omitempty"`
+	// FilesSHA256 is the SHA-256 of the per-file list (.rljail-files: every entry's
+	// type, mode, size and digest or link target), which `rljail rootfs verify`
+	// checks the tree against. The list is a file of its own, not a field here,
+	// because this manifest is read before every jail and the list is not.
+	FilesSHA256 string `json:"files_sha256"`
+	// Packages are the packages a build added beyond the interpreter and its
+	// standard library (Debian packages, a venv's or wheels' distributions), for
+	// `rljail rootfs list` and `rljail rootfs info`; empty for a plain build.
+	Packages []Package `json:"packages,omitempty"`
+}
+
+// Package is one package a build added to the rootfs.
+type Package struct {
+	// Name is the package's name as its source spells it ("python3-numpy", "numpy").
+	Name string `json:"name"`
+	// Version is the package's version as its source spells it.
+	Version string `json:"version"`
+	// Source says where it came from: "system" (Debian's package on the host),
+	// "venv" or "wheels".
+	Source string `json:"source"`
 }
 
 // validate reports what makes m unusable.
@@ -64,10 +87,17 @@ func (m Manifest) validate() error {
 		return fmt.Errorf("python %q is not a clean absolute path", m.Python)
 	case m.Files <= 0 || m.SizeBytes <= 0:
 		return errors.New("empty tree")
-	case len(m.TreeSHA256) != 64 || strings.Trim(m.TreeSHA256, "0123456789abcdef") != "":
+	case !isSHA256(m.TreeSHA256):
 		return fmt.Errorf("tree_sha256 %q is not a SHA-256", m.TreeSHA256)
+	case !isSHA256(m.FilesSHA256):
+		return fmt.Errorf("files_sha256 %q is not a SHA-256", m.FilesSHA256)
 	}
 	return nil
+}
+
+// isSHA256 tells whether s is a SHA-256 in lower-case hex.
+func isSHA256(s string) bool {
+	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // Check tells whether dir holds a complete Python rootfs, by reading and validating its

@@ -13,13 +13,14 @@ import (
 
 func TestCheck(t *testing.T) {
 	valid := Manifest{
-		FormatVersion: 1,
+		FormatVersion: formatVersion,
 		PythonVersion: "3.11.2",
 		Python:        "/usr/bin/python3.11",
 		Source:        "/usr/bin/python3.11",
 		Files:         1,
 		SizeBytes:     3,
 		TreeSHA256:    strings.Repeat("ab", 32),
+		FilesSHA256:   strings.Repeat("cd", 32),
 	}
 	// fill makes a tree with an interpreter file in it.
 	fill := func(t *testing.T, dir string) {
@@ -56,9 +57,9 @@ func TestCheck(t *testing.T) {
 		{name: "other format", setup: func(t *testing.T, dir string) {
 			fill(t, dir)
 			m := valid
-			m.FormatVersion = 2
+			m.FormatVersion = 1
 			writeManifest(dir, m)
-		}, wantErr: "format version 2, this rljail needs 1"},
+		}, wantErr: "format version 1, this rljail needs 2; run `rljail rootfs build` to rebuild it"},
 		{name: "unknown field", setup: func(t *testing.T, dir string) {
 			fill(t, dir)
 			writeRaw(t, dir, `{"format_version":1,"python_version":"3.11.2","python":"/usr/bin/python3.11","files":1,"size_bytes":3,"tree_sha256":"`+valid.TreeSHA256+`","extra":1}`)
@@ -116,7 +117,7 @@ func TestCheckPrograms(t *testing.T) {
 		"usr/bin/python3.11":                 "interpreter",
 		"usr/lib/x86_64-linux-gnu/libc.so.6": "a library",
 	}
-	m := Manifest{FormatVersion: 1, PythonVersion: "3.11.2", Python: "/usr/bin/python3.11", Source: "/usr/bin/python3.11",
+	m := Manifest{FormatVersion: formatVersion, FilesSHA256: strings.Repeat("cd", 32), PythonVersion: "3.11.2", Python: "/usr/bin/python3.11", Source: "/usr/bin/python3.11",
 		Files: 2, SizeBytes: 20, TreeSHA256: strings.Repeat("ab", 32), Programs: map[string]int64{}}
 	for p, content := range files {
 		full := filepath.Join(dir, p)

@@ -41,6 +41,31 @@ func parseManifestFast(data []byte) (Manifest, bool) {
 			return p.stringInto(&m.Source)
 		case "tree_sha256":
 			return p.stringInto(&m.TreeSHA256)
+		case "files_sha256":
+			return p.stringInto(&m.FilesSHA256)
+		case "packages":
+			m.Packages = []Package{} // as encoding/json gives for []
+			return p.array(func() bool {
+				var pkg Package
+				seenField := map[string]bool{}
+				ok := p.object(func(field string) bool {
+					if seenField[field] {
+						return false
+					}
+					seenField[field] = true
+					switch field {
+					case "name":
+						return p.stringInto(&pkg.Name)
+					case "version":
+						return p.stringInto(&pkg.Version)
+					case "source":
+						return p.stringInto(&pkg.Source)
+					}
+					return false
+				})
+				m.Packages = append(m.Packages, pkg)
+				return ok
+			})
 		case "programs":
 			m.Programs = map[string]int64{}
 			return p.object(func(path string) bool {
@@ -94,6 +119,27 @@ func (p *fastParser) object(member func(key string) bool) bool {
 			return false
 		}
 		if p.byte('}') {
+			return true
+		}
+		if !p.byte(',') {
+			return false
+		}
+	}
+}
+
+// array reads [value, ...]; element reads each value.
+func (p *fastParser) array(element func() bool) bool {
+	if !p.byte('[') {
+		return false
+	}
+	if p.byte(']') {
+		return true
+	}
+	for {
+		if !element() {
+			return false
+		}
+		if p.byte(']') {
 			return true
 		}
 		if !p.byte(',') {

@@ -12,7 +12,9 @@ import (
 func builtManifest(t testing.TB) []byte {
 	m := Manifest{FormatVersion: 1, PythonVersion: "3.11.2", Python: "/usr/bin/python3.11", Source: "/usr/bin/python3.11",
 		Files: 1381, SizeBytes: 48307847, TreeSHA256: strings.Repeat("f7", 32),
-		Programs: map[string]int64{"/usr/bin/python3.11": 6831736, "/usr/lib/x86_64-linux-gnu/libc.so.6": 1926232}}
+		Programs:    map[string]int64{"/usr/bin/python3.11": 6831736, "/usr/lib/x86_64-linux-gnu/libc.so.6": 1926232},
+		FilesSHA256: strings.Repeat("0c", 32),
+		Packages:    []Package{{Name: "python3-numpy", Version: "1:1.24.2-1", Source: "system"}, {Name: "python3-six", Version: "1.16.0-4", Source: "system"}}}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +44,11 @@ func TestParseManifestFast(t *testing.T) {
 		{"as Build writes it", string(built), true},
 		{"compact", `{"format_version":1,"python_version":"3.11.2","python":"/usr/bin/python3.11","files":1,"size_bytes":3,"tree_sha256":"` + strings.Repeat("ab", 32) + `"}`, true},
 		{"empty programs", `{"programs":{}}`, true},
+		{"empty packages", `{"packages":[]}`, true},
+		{"a package", `{"packages":[{"name":"numpy","version":"1.24.2","source":"venv"}]}`, true},
+		{"a package with a field twice", `{"packages":[{"name":"a","name":"b"}]}`, false},
+		{"a package with an unknown field", `{"packages":[{"name":"a","arch":"amd64"}]}`, false},
+		{"packages not an array", `{"packages":{}}`, false},
 		{"negative", `{"files":-2}`, true},
 		{"an escape", `{"python":"/usr/bin/py\u0074hon"}`, false},
 		{"non-ASCII", `{"python":"/usr/bin/pythön"}`, false},

@@ -348,6 +348,9 @@ type treeSummary struct {
 	// by path in the tree: Check compares them at every run, since a
 	// damaged one crashes the payload rather than failing cleanly.
 	programs map[string]int64
+	// entries are every entry of the tree, sorted by path: the per-file list
+	// (filesName) that `rljail rootfs verify` checks against.
+	entries []fileEntry
 }
 
 // isProgram tells the files whose damage would crash the interpreter at
@@ -365,12 +368,16 @@ func isProgram(rel string) bool {
 	return strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
 }
 
-// summarize hashes the tree: for every entry but the manifest, sorted by path, its path,
+// summarize hashes the tree: for every entry but the manifest and its lists (isOwnFile),
+// sorted by path, its path,
 // type, permission bits and the SHA-256 of its content or its symlink target. Mtimes and
 // owners are left out (normalize fixes the one, the builder is the other), so equal hashes
 // mean the jail sees the same files.
 func summarize(ctx context.Context, root string) (treeSummary, error) {
-	type record struct{ path, line string }
+	type record struct {
+		path, line string
+		entry      fileEntry
+	}
 	var recs []record
 	var sum treeSummary
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -388,7 +395,7 @@ func summarize(ctx context.Context, root string) (treeSummary, error) {
 		if rel == "/." {
 			rel = "/"
 		}
-		if rel == "/"+manifestName {
+		if isOwnFile(rel) {
 			return nil
 		}
 		fi, err := d.Info()
@@ -422,7 +429,11 @@ func summarize(ctx context.Context, root string) (treeSummary, error) {
 		default:
 			return fmt.Errorf("hash %s: a %v has no place in the rootfs", p, mode)
 		}
-		recs = append(recs, record{rel, fmt.Sprintf("%s\x00%c%04o\x00%s\x00", rel, kind, fi.Mode().Perm(), payload)})
+		e := fileEntry{Path: rel, Kind: kind, Perm: fi.Mode().Perm(), Size: -1, Digest: payload}
+		if kind == 'f' {
+			e.Size = fi.Size()
+		}
+		recs = append(recs, record{rel, fmt.Sprintf("%s\x00%c%04o\x00%s\x00", rel, kind, fi.Mode().Perm(), payload), e})
 		return nil
 	})
 	if err != nil {
@@ -432,6 +443,7 @@ func summarize(ctx context.Context, root string) (treeSummary, error) {
 	h := sha256.New()
 	for _, r := range recs {
 		io.WriteString(h, r.line)
+		sum.entries = append(sum.entries, r.entry)
 	}
 	sum.sha256 = hex.EncodeToString(h.Sum(nil))
 	return sum, nil

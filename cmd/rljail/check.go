@@ -9,6 +9,7 @@ import (
 	"github.com/rljail/rljail/cgroup"
 	"github.com/rljail/rljail/hostcheck"
 	"github.com/rljail/rljail/jail"
+	"github.com/rljail/rljail/rootfs"
 )
 
 func checkCommand() *cli.Command {
@@ -38,7 +39,7 @@ func checkCommand() *cli.Command {
 						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime]), fallbacks, nil
 				},
 				Rootfs: func() (string, error) {
-					dir, namedBy, err := locateRootfs(flag)
+					dir, namedBy, err := locateRootfs(flag, "")
 					if err != nil {
 						return "", err
 					}
@@ -48,6 +49,9 @@ func checkCommand() *cli.Command {
 					}
 					if build {
 						return "", fmt.Errorf("no Python rootfs at %s yet: %w", dir, hostcheck.ErrFirstRunBuilds)
+					}
+					if err := rootfs.CheckFingerprint(dir); err != nil {
+						return "", err // every run would refuse it
 					}
 					return fmt.Sprintf("Python %s at %s (%d files, %.1f MB)", m.PythonVersion, dir, m.Files, float64(m.SizeBytes)/1e6), nil
 				},

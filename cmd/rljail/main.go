@@ -106,7 +106,7 @@ func runCLIWith(args []string, stdin io.Reader, stdout, stderr io.Writer, restor
 		// as a run's does (its signals are the session's own).
 		early := jail.StartEarly()
 		defer early.Close()
-		app.Metadata = map[string]any{earlyKey: early}
+		app.Metadata = map[string]any{earlyKey: early, rootfsCheckKey: startRootfsCheckEarly(args[2:])}
 	} else if args[1] != "run" {
 		// The binary's entry starts an init stage for what it takes for
 		// a run, before Go starts; none is needed here.
@@ -127,7 +127,7 @@ func runCLIWith(args []string, stdin io.Reader, stdout, stderr io.Writer, restor
 		// (jail.Early); whatever happens next, nothing of it outlives run.
 		early := jail.StartEarly()
 		defer early.Close()
-		app.Metadata = map[string]any{earlyKey: early, signalsKey: sigs, optionsKey: opts}
+		app.Metadata = map[string]any{earlyKey: early, signalsKey: sigs, optionsKey: opts, rootfsCheckKey: startRootfsCheckEarly(args[2:])}
 	}
 	err := app.Run(args)
 	if err == nil {

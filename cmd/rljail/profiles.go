@@ -44,8 +44,8 @@ func profilesCommand() *cli.Command {
 					w := c.App.Writer
 					fmt.Fprintf(w, "# source: %s\n", p.Source)
 					fmt.Fprint(w, p.Policy.String())
-					if p.Timeout != 0 || len(p.Env) > 0 || len(p.Volumes) > 0 || p.Workdir != "" {
-						fmt.Fprintf(w, "defaults: timeout=%s env=%q volumes=%q workdir=%q\n", p.Timeout, p.Env, p.Volumes, p.Workdir)
+					if p.Timeout != 0 || len(p.Env) > 0 || len(p.Volumes) > 0 || p.Workdir != "" || p.Rootfs != "" {
+						fmt.Fprintf(w, "defaults: timeout=%s env=%q volumes=%q workdir=%q rootfs=%q\n", p.Timeout, p.Env, p.Volumes, p.Workdir, p.Rootfs)
 					}
 					return nil
 				},

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -14,28 +15,64 @@ import (
 	"github.com/rljail/rljail/hostfile"
 	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/rootfs"
+	"github.com/rljail/rljail/termsafe"
 )
 
 func rootfsCommand() *cli.Command {
-	dirFlag := &cli.StringFlag{Name: "rootfs", Aliases: []string{"out"}, Usage: "rootfs directory (default $RLJAIL_ROOTFS, else the per-user default)"}
+	dirFlag := &cli.StringFlag{Name: "rootfs", Aliases: []string{"out"}, Usage: "rootfs: a name in rljail's data directory (rljail rootfs list), or a directory (a value with a slash); default $RLJAIL_ROOTFS, else the rootfs named python"}
+	// target picks the rootfs of a subcommand: its NAME argument, else --rootfs.
+	target := func(c *cli.Context) (dir, label string, err error) {
+		value := c.String("rootfs")
+		switch {
+		case c.NArg() > 1:
+			return "", "", setupError("usage: rljail rootfs %s [NAME|DIR]", c.Command.Name)
+		case c.NArg() == 1 && value != "":
+			return "", "", setupError("give the rootfs once: as NAME or as --rootfs, not both")
+		case c.NArg() == 1:
+			value = c.Args().First()
+		}
+		dir, namedBy, err := locateRootfs(value, "")
+		if err != nil {
+			return "", "", setupError("%v", err)
+		}
+		label = dir
+		if namedBy == "" || !rootfs.IsDirValue(value) && value != "" {
+			label = rootfsLabel(dir)
+		}
+		return dir, label, nil
+	}
 	return &cli.Command{
 		Name:         "rootfs",
-		Usage:        "build or describe the Python root filesystem",
+		Usage:        "build, list, describe, verify or remove the Python root filesystems",
 		OnUsageError: usageError,
-		Action:       unknownSubcommand("build, info"),
+		Action:       unknownSubcommand("build, list, info, verify, remove"),
 		Subcommands: []*cli.Command{
 			{
 				Name:         "build",
-				Usage:        "build the rootfs from a host Python interpreter (replaces an existing one atomically)",
+				Usage:        "build a rootfs from a host Python interpreter (replaces an existing one atomically)",
 				OnUsageError: usageError,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "python", Usage: "host interpreter (default /usr/bin/python3)"},
 					dirFlag,
+					&cli.StringFlag{Name: "name", Usage: "build the rootfs of this name in rljail's data directory (/var/lib/rljail/rootfs/NAME as root, $XDG_DATA_HOME/rljail/rootfs/NAME otherwise); default python"},
 					&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 					&cli.BoolFlag{Name: "no-commands", Usage: "leave out the common commands (timeout, ls, cat, grep... from busybox; GNU timeout): python3 and /bin/sh only"},
 				},
 				Action: func(c *cli.Context) error {
-					dir, err := rootfsDir(c.String("rootfs"))
+					if c.NArg() > 0 {
+						return setupError("rljail rootfs build takes no arguments (got %q): name the rootfs with --name NAME or --rootfs DIR", c.Args().First())
+					}
+					value := c.String("rootfs")
+					if n := c.String("name"); n != "" {
+						if value != "" {
+							return setupError("give --name or --rootfs, not both")
+						}
+						if err := rootfs.ValidName(n); err != nil {
+							return setupError("--name: %v", err)
+						}
+						value = n
+					}
+					dir, _, err := locateRootfs(value, "")
 					if err != nil {
 						return setupError("%v", err)
 					}
@@ -53,26 +90,63 @@ func rootfsCommand() *cli.Command {
 				},
 			},
 			{
+				Name:         "list",
+				Usage:        "list the named root filesystems in rljail's data directory: Python version, packages, files and size",
+				OnUsageError: usageError,
+				Action: func(c *cli.Context) error {
+					if c.NArg() > 0 {
+						return setupError("rljail rootfs list takes no arguments")
+					}
+					list, err := rootfs.List()
+					if err != nil {
+						return setupError("%v", err)
+					}
+					w := c.App.Writer
+					if len(list) == 0 {
+						base, _ := rootfs.DataDir()
+						fmt.Fprintf(w, "no root filesystems in %s yet (the first run builds %q; rljail rootfs build --name NAME builds others)\n", base, rootfs.DefaultName)
+						return nil
+					}
+					fmt.Fprintf(w, "%-16s %-8s %7s %9s  %s\n", "NAME", "PYTHON", "FILES", "SIZE", "PACKAGES")
+					for _, l := range list {
+						if l.Err != nil {
+							fmt.Fprintf(w, "%-16s %-8s %7s %9s  unusable: %s\n", l.Name, "-", "-", "-", oneLine(l.Err.Error()))
+							continue
+						}
+						fmt.Fprintf(w, "%-16s %-8s %7d %8.1fM  %s\n", l.Name, l.Manifest.PythonVersion, l.Manifest.Files, float64(l.Manifest.SizeBytes)/1e6, packageSummary(l.Manifest.Packages))
+					}
+					return nil
+				},
+			},
+			{
 				Name:         "info",
-				Usage:        "print the rootfs's Python version, size, file count and source interpreter",
+				Usage:        "describe a rootfs: Python version, packages, commands, size, file count and source interpreter",
+				ArgsUsage:    "[NAME|DIR]",
 				OnUsageError: usageError,
 				Flags:        []cli.Flag{dirFlag},
 				Action: func(c *cli.Context) error {
-					dir, err := rootfsDir(c.String("rootfs"))
+					dir, label, err := target(c)
 					if err != nil {
-						return setupError("%v", err)
+						return err
 					}
 					m, err := rootfs.Check(dir)
 					if err != nil {
 						return &exitError{code: 1, msg: oneLine(err.Error())}
 					}
 					w := c.App.Writer
+					if label != dir {
+						fmt.Fprintf(w, "name:     %s\n", label)
+					}
 					fmt.Fprintf(w, "path:     %s\n", dir)
 					fmt.Fprintf(w, "python:   %s (%s)\n", m.PythonVersion, m.Python)
 					fmt.Fprintf(w, "source:   %s\n", m.Source)
 					fmt.Fprintf(w, "files:    %d\n", m.Files)
 					fmt.Fprintf(w, "size:     %.1f MB\n", float64(m.SizeBytes)/1e6)
 					fmt.Fprintf(w, "tree:     sha256:%s\n", m.TreeSHA256)
+					fmt.Fprintf(w, "packages: %s\n", packageSummary(m.Packages))
+					for _, p := range m.Packages {
+						fmt.Fprintf(w, "  %s %s (%s)\n", p.Name, p.Version, p.Source)
+					}
 					if fi, err := os.Lstat(filepath.Join(dir, rootfs.LoaderCachePath)); err == nil && fi.Mode().IsRegular() {
 						fmt.Fprintf(w, "loader:   ld.so.cache at %s\n", rootfs.LoaderCachePath)
 					} else {
@@ -83,6 +157,76 @@ func rootfsCommand() *cli.Command {
 					} else {
 						fmt.Fprintf(w, "commands: python3 and /bin/sh only (built without them, or by an older rljail; `rljail rootfs build` adds them)\n")
 					}
+					if names, err := os.ReadDir(filepath.Join(dir, "usr/bin")); err == nil {
+						var cmds []string
+						for _, e := range names {
+							cmds = append(cmds, e.Name())
+						}
+						fmt.Fprintf(w, "usr/bin:  %s\n", strings.Join(cmds, " "))
+					}
+					return nil
+				},
+			},
+			{
+				Name:         "verify",
+				Usage:        "check every file of a rootfs against its build's manifest (digests, modes, files added or missing); one line per difference, exit 1 if any",
+				ArgsUsage:    "[NAME|DIR]",
+				OnUsageError: usageError,
+				Flags: []cli.Flag{dirFlag,
+					&cli.BoolFlag{Name: "update-fingerprint", Usage: "when every file's content, mode and kind are as built, record their metadata anew, so that runs take the rootfs again (after copying it, or a touch or chown of its files); any other difference is listed and nothing is recorded"},
+				},
+				Action: func(c *cli.Context) error {
+					dir, label, err := target(c)
+					if err != nil {
+						return err
+					}
+					if _, err := os.Stat(dir); err != nil {
+						return setupError("no rootfs at %s: %v", dir, unwrapPath(err))
+					}
+					verify := rootfs.Verify
+					if c.Bool("update-fingerprint") {
+						unlock, err := lockRootfs(dir)
+						if err != nil {
+							return setupError("%v", err)
+						}
+						defer unlock()
+						verify = rootfs.UpdateFingerprint
+					}
+					diffs, err := verify(dir)
+					if err != nil {
+						return &exitError{code: 1, msg: oneLine(err.Error())}
+					}
+					for _, d := range diffs {
+						fmt.Fprintln(c.App.Writer, safeText(d.String()))
+					}
+					if len(diffs) > 0 {
+						return &exitError{code: 1, msg: fmt.Sprintf("rootfs %s differs from its build in %d places", label, len(diffs))}
+					}
+					if c.Bool("update-fingerprint") {
+						fmt.Fprintf(c.App.Writer, "rootfs %s is as built; its fingerprint is recorded anew\n", label)
+						return nil
+					}
+					fmt.Fprintf(c.App.Writer, "rootfs %s is as built\n", label)
+					return nil
+				},
+			},
+			{
+				Name:         "remove",
+				Usage:        "remove a rootfs (atomically: a run sees it whole or not at all; jails running on it keep it until they end)",
+				ArgsUsage:    "NAME|DIR",
+				OnUsageError: usageError,
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return setupError("usage: rljail rootfs remove NAME|DIR")
+					}
+					dir, label, err := target(c)
+					if err != nil {
+						return err
+					}
+					if err := removeLocked(dir); err != nil {
+						return setupError("remove the rootfs %s: %v", label, err)
+					}
+					fmt.Fprintf(c.App.Writer, "removed %s\n", dir)
 					return nil
 				},
 			},
@@ -90,20 +234,50 @@ func rootfsCommand() *cli.Command {
 	}
 }
 
-// rootfsDir picks the rootfs: the flag, else RLJAIL_ROOTFS, else the
-// default place (rootfs.DefaultDir reads RLJAIL_ROOTFS too).
-func rootfsDir(flag string) (string, error) {
-	dir, _, err := locateRootfs(flag)
-	return dir, err
+// rootfsLabel names the rootfs at dir for messages: its name when it lies in
+// rljail's data directory, else the directory.
+func rootfsLabel(dir string) string {
+	if base, err := rootfs.DataDir(); err == nil && filepath.Dir(dir) == base && rootfs.ValidName(filepath.Base(dir)) == nil {
+		return filepath.Base(dir)
+	}
+	return dir
 }
 
-// locateRootfs is rootfsDir, and also says who named the directory:
-// "--rootfs", "RLJAIL_ROOTFS", or "" for rljail's default place.
-func locateRootfs(flag string) (dir, namedBy string, err error) {
+// packageSummary says in a few words which packages a build added.
+func packageSummary(pkgs []rootfs.Package) string {
+	if len(pkgs) == 0 {
+		return "none beyond the standard library"
+	}
+	var names []string
+	for _, p := range pkgs {
+		names = append(names, p.Name+" "+p.Version)
+	}
+	s := strings.Join(names, ", ")
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return safeText(s)
+}
+
+// locateRootfs picks the rootfs of a run: --rootfs (flag), else the
+// profile's rootfs, else RLJAIL_ROOTFS, else the default one. A value with
+// a slash is a directory, a bare name a rootfs in rljail's data directory
+// (rootfs.Resolve). It also says who named it: "--rootfs", "the profile",
+// "RLJAIL_ROOTFS", or "" for rljail's default place.
+func locateRootfs(flag, profile string) (dir, namedBy string, err error) {
 	switch {
 	case flag != "":
-		dir, err = filepath.Abs(flag)
+		dir, err = rootfs.Resolve(flag)
+		if err != nil && !rootfs.IsDirValue(flag) {
+			err = fmt.Errorf("--rootfs: %w", err)
+		}
 		return dir, "--rootfs", err
+	case profile != "":
+		dir, err = rootfs.Resolve(profile)
+		if err != nil {
+			err = fmt.Errorf("the profile's rootfs: %w", err)
+		}
+		return dir, "the profile", err
 	case os.Getenv("RLJAIL_ROOTFS") != "":
 		dir, err = rootfs.DefaultDir()
 		return dir, "RLJAIL_ROOTFS", err
@@ -115,16 +289,20 @@ func locateRootfs(flag string) (dir, namedBy string, err error) {
 // rootfsVerdict says what a run would do with the rootfs: use it (the
 // manifest), build it first (build), or refuse it (err, one line with the
 // fix). Only rljail's default place is built on first use: a directory
-// the user named (--rootfs, RLJAIL_ROOTFS) that holds no rootfs is a
-// mistake to report, not a place to fill with 50 MB (a typo would create
-// directories anywhere the user may write).
+// the user named (--rootfs, RLJAIL_ROOTFS, the profile) that holds no
+// rootfs is a mistake to report, not a place to fill with 50 MB (a typo
+// would create directories anywhere the user may write).
 func rootfsVerdict(dir, namedBy string) (m rootfs.Manifest, build bool, err error) {
 	m, checkErr := rootfs.Check(dir)
 	if checkErr == nil {
 		return m, false, nil
 	}
 	buildCmd := "rljail rootfs build"
-	if namedBy == "--rootfs" {
+	if label := rootfsLabel(dir); label != dir {
+		if label != rootfs.DefaultName {
+			buildCmd += " --name " + label
+		}
+	} else if namedBy != "RLJAIL_ROOTFS" {
 		buildCmd += " --rootfs " + dir
 	}
 	st, err := os.Stat(dir)
@@ -154,27 +332,125 @@ func rootfsVerdict(dir, namedBy string) (m rootfs.Manifest, build bool, err erro
 	return m, true, nil
 }
 
-// ensureRootfs returns a usable rootfs directory, building it first when
-// rljail's default place holds none yet (one line on stderr says so).
-func ensureRootfs(ctx context.Context, flag string, guard *hostfile.Guard, notice func(string, ...any)) (string, error) {
-	dir, namedBy, err := locateRootfs(flag)
+// rootfsChoice is what a run says about its rootfs.
+type rootfsChoice struct {
+	flag       string       // --rootfs
+	profile    string       // the profile's rootfs
+	unverified bool         // --rootfs-unverified
+	early      *rootfsCheck // the check started before the flags were parsed, or nil
+}
+
+// rootfsCheck is a comparison of a rootfs with its build's fingerprint
+// (rootfs.CheckFingerprint) running in the background.
+type rootfsCheck struct {
+	dir     string
+	verdict chan error
+}
+
+// startRootfsCheck starts comparing the rootfs at dir with its fingerprint.
+func startRootfsCheck(dir string) *rootfsCheck {
+	c := &rootfsCheck{dir: dir, verdict: make(chan error, 1)}
+	go func() { c.verdict <- rootfs.CheckFingerprint(dir) }()
+	return c
+}
+
+// wait returns the check's verdict (once).
+func (c *rootfsCheck) wait(func(string)) error { return <-c.verdict }
+
+// startRootfsCheckEarly starts the rootfs check of a run before its flags
+// are parsed, from the --rootfs its arguments give (flagValuesInArgs) or
+// the default, so that the check's fstatat calls (a few ms for 2200 files)
+// overlap Go's start and the parsing too. It only reads; ensureRootfs
+// takes its verdict only for the rootfs it then settles on, after its own
+// checks of the place. nil where there is nothing to check early (the run
+// is unverified, or no place can be found).
+func startRootfsCheckEarly(args []string) *rootfsCheck {
+	flag, unverified := rootfsFlagsInArgs(args)
+	if unverified {
+		return nil
+	}
+	dir, _, err := locateRootfs(flag, "")
 	if err != nil {
-		return "", err
+		return nil
+	}
+	return startRootfsCheck(dir)
+}
+
+// rootfsFlagsInArgs finds --rootfs (the last one) and --rootfs-unverified
+// in a run's arguments as Go's flag parsing reads them (flagValuesInArgs).
+func rootfsFlagsInArgs(args []string) (rootfsValue string, unverified bool) {
+	takesValue := map[string]bool{}
+	for _, f := range runCommand(nil, nil, nil).Flags {
+		if df, ok := f.(cli.DocGenerationFlag); ok && !df.TakesValue() {
+			continue
+		}
+		for _, n := range f.Names() {
+			takesValue[n] = true
+		}
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case name == "rootfs-unverified":
+			unverified = !hasValue || value != "false"
+		case !takesValue[name]:
+		case !hasValue && i+1 >= len(args):
+			return rootfsValue, unverified
+		case !hasValue:
+			i++
+			value = args[i]
+			fallthrough
+		default:
+			if name == "rootfs" {
+				rootfsValue = value
+			}
+		}
+	}
+	return rootfsValue, unverified
+}
+
+// ensureRootfs returns a usable rootfs directory, building it first when
+// rljail's default place holds none yet (one line on stderr says so), and
+// the check to run before the payload starts (jail.Spec.BeforePayload):
+// the comparison of the tree with its build's fingerprint
+// (rootfs.CheckFingerprint) starts here, in the background, so that it
+// runs while the jail is set up rather than before; the payload's execve
+// waits for its verdict. With --rootfs-unverified it is skipped, and the
+// check says so on stderr and in the report.
+func ensureRootfs(ctx context.Context, choice rootfsChoice, guard *hostfile.Guard, notice func(string, ...any)) (string, func(func(string)) error, error) {
+	dir, namedBy, err := locateRootfs(choice.flag, choice.profile)
+	if err != nil {
+		return "", nil, err
 	}
 	if err := checkRootfsPlace(dir, guard); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	_, build, err := rootfsVerdict(dir, namedBy)
-	if err != nil || !build {
-		return dir, err
+	if err != nil {
+		return dir, nil, err
 	}
-	announce := func() {
-		notice("no Python rootfs at %s yet: building it (once; see rljail rootfs build)", dir)
+	if build {
+		announce := func() {
+			notice("no Python rootfs at %s yet: building it (once; see rljail rootfs build)", dir)
+		}
+		if _, err := buildLocked(ctx, rootfs.BuildOptions{Out: dir}, announce); err != nil {
+			return "", nil, fmt.Errorf("build the rootfs in %s: %w", dir, err)
+		}
 	}
-	if _, err := buildLocked(ctx, rootfs.BuildOptions{Out: dir}, announce); err != nil {
-		return "", fmt.Errorf("build the rootfs in %s: %w", dir, err)
+	if choice.unverified {
+		return dir, func(warn func(string)) error {
+			warn(fmt.Sprintf("rootfs %s was not verified against its build (--rootfs-unverified): a change made to it since would go unnoticed", dir))
+			return nil
+		}, nil
 	}
-	return dir, nil
+	if e := choice.early; e != nil && e.dir == dir && !build {
+		return dir, e.wait, nil
+	}
+	return dir, startRootfsCheck(dir).wait, nil
 }
 
 // checkRootfsPlace refuses a rootfs that a jail could write: one inside a
@@ -201,6 +477,42 @@ func checkRootfsPlace(dir string, guard *hostfile.Guard) error {
 	return nil
 }
 
+// lockRootfs takes the exclusive build lock beside the rootfs at dir (its
+// parent is created if missing); the returned func releases it.
+func lockRootfs(dir string) (func(), error) {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", parent, err)
+	}
+	lockPath := filepath.Join(parent, "."+filepath.Base(dir)+".lock")
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open the build lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("take the build lock %s: %w", lockPath, err)
+	}
+	return func() {
+		unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+		lock.Close()
+	}, nil
+}
+
+// removeLocked removes the rootfs at dir under its build lock, so that a
+// build into the same place cannot interleave with it.
+func removeLocked(dir string) error {
+	if _, err := os.Lstat(dir); err != nil {
+		return fmt.Errorf("no rootfs at %s", dir)
+	}
+	unlock, err := lockRootfs(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return rootfs.Remove(dir)
+}
+
 // buildLocked builds the rootfs at opts.Out under an exclusive lock beside
 // it, so that jails started together build it once; a build that finds a
 // valid rootfs after waiting for the lock (and was not asked explicitly:
@@ -210,20 +522,11 @@ func checkRootfsPlace(dir string, guard *hostfile.Guard) error {
 // to start, so that a build that cannot even start prints one line only.
 func buildLocked(ctx context.Context, opts rootfs.BuildOptions, announce func()) (rootfs.Manifest, error) {
 	dir := opts.Out
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return rootfs.Manifest{}, fmt.Errorf("create %s: %w", parent, err)
-	}
-	lockPath := filepath.Join(parent, "."+filepath.Base(dir)+".lock")
-	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	unlock, err := lockRootfs(dir)
 	if err != nil {
-		return rootfs.Manifest{}, fmt.Errorf("open the build lock: %w", err)
+		return rootfs.Manifest{}, err
 	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return rootfs.Manifest{}, fmt.Errorf("take the build lock %s: %w", lockPath, err)
-	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	defer unlock()
 	if opts.Log == nil {
 		if m, err := rootfs.Check(dir); err == nil {
 			return m, nil // another rljail built it while we waited
@@ -243,3 +546,7 @@ func unwrapPath(err error) error {
 	}
 	return err
 }
+
+// safeText makes s safe to print on a terminal: a file name in a rootfs
+// that something changed may hold control sequences.
+func safeText(s string) string { return string(termsafe.Append(nil, []byte(s))) }

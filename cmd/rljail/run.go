@@ -37,7 +37,8 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringSliceFlag{Name: "env-file", Usage: "read KEY=VALUE lines from a file (# comments)"},
 			&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory inside the jail (default /workspace, or /tmp without a workspace)"},
 			&cli.BoolFlag{Name: "no-workspace", Usage: "do not mount the current directory at /workspace"},
-			&cli.StringFlag{Name: "rootfs", Usage: "Python root filesystem (default $RLJAIL_ROOTFS, else /var/lib/rljail/rootfs/python as root, $XDG_DATA_HOME/rljail/rootfs/python otherwise)"},
+			&cli.StringFlag{Name: "rootfs", Usage: "Python root filesystem: a name (rljail rootfs list: NAME in /var/lib/rljail/rootfs as root, $XDG_DATA_HOME/rljail/rootfs otherwise) or a directory (a value with a slash); default the profile's, else $RLJAIL_ROOTFS, else the one named python"},
+			&cli.BoolFlag{Name: "rootfs-unverified", Usage: "run on the rootfs without checking that it is as its build left it (stderr and the report say so); see rljail rootfs verify"},
 			&cli.StringFlag{Name: "network", Value: "none", Usage: "network mode: none is the only one (an empty network namespace with lo)"},
 			&cli.StringSliceFlag{Name: "allow-host", Usage: "allow connections to HOST[:PORT] (ports 443 and 80 without one; *.example.org for subdomains; an IP or CIDR for addresses) through proxies rljail serves on the jail's loopback"},
 			&cli.StringSliceFlag{Name: "resolve", Usage: "with --allow-host: resolve NAME to ADDR (NAME:ADDR, as curl's) instead of asking the host's resolver; the address is still checked"},
@@ -365,7 +366,9 @@ func buildJailSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, 
 		}
 		spec.Workspace = ws
 	}
-	if spec.Rootfs, err = ensureRootfs(c.Context, c.String("rootfs"), guard, notice); err != nil {
+	choice := rootfsChoice{flag: c.String("rootfs"), profile: prof.Rootfs, unverified: c.Bool("rootfs-unverified")}
+	choice.early, _ = c.App.Metadata[rootfsCheckKey].(*rootfsCheck)
+	if spec.Rootfs, spec.BeforePayload, err = ensureRootfs(c.Context, choice, guard, notice); err != nil {
 		return spec, err
 	}
 	if spec.Egress, err = egressFromFlags(c, set, prof, notice); err != nil {
@@ -434,11 +437,13 @@ func workspaceDir() (string, string, error) {
 
 // earlyKey is where run puts the init stage it started early
 // (jail.StartEarly) in the app's Metadata, signalsKey its jail.SignalPipe,
-// optionsKey a front end's runOptions.
+// optionsKey a front end's runOptions, rootfsCheckKey the rootfs check it
+// started before the flags were parsed (*rootfsCheck).
 const (
-	earlyKey   = "rljail.early"
-	signalsKey = "rljail.signals"
-	optionsKey = "rljail.options" // runOptions
+	earlyKey       = "rljail.early"
+	signalsKey     = "rljail.signals"
+	optionsKey     = "rljail.options" // runOptions
+	rootfsCheckKey = "rljail.rootfs-check"
 )
 
 // catchSignals catches SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and

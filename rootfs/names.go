@@ -1,0 +1,143 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultName is the name of the rootfs a run uses when nothing names another: the
+// interpreter and its standard library, built on first use.
+const DefaultName = "python"
+
+// namePattern is what a rootfs name may be: short, lower case, no slash (a value with
+// a slash is a directory), not starting with a dot (the data directory keeps its
+// build locks and temporary trees under dot names).
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
+
+// ValidName reports why name cannot name a rootfs, or nil.
+func ValidName(name string) error {
+	if !namePattern().MatchString(name) {
+		return fmt.Errorf("%q is not a rootfs name (1 to 64 of a-z 0-9 . _ -, starting with a letter or digit); a directory needs a slash in it, such as ./%s", name, name)
+	}
+	return nil
+}
+
+// IsDirValue tells whether a --rootfs value is a directory (it has a slash) rather
+// than the name of a rootfs in rljail's data directory.
+func IsDirValue(value string) bool { return strings.Contains(value, "/") }
+
+// DataDir is the directory holding the named root filesystems: /var/lib/rljail/rootfs
+// for root, else $XDG_DATA_HOME/rljail/rootfs, else $HOME/.local/share/rljail/rootfs.
+// RLJAIL_ROOTFS does not move it (that names one rootfs, the default one).
+func DataDir() (string, error) { return dataDir(os.Geteuid(), os.Getenv) }
+
+// NamedDir is the directory of the rootfs called name in DataDir. It fails for an
+// invalid name, and where the data directory could not be created by this user.
+func NamedDir(name string) (string, error) {
+	if err := ValidName(name); err != nil {
+		return "", err
+	}
+	return namedDir(name, os.Geteuid(), os.Getenv, creatableDir)
+}
+
+// Resolve turns a --rootfs value into a directory: one with a slash is that
+// directory (made absolute), a bare name is NamedDir(name).
+func Resolve(value string) (string, error) {
+	if IsDirValue(value) {
+		dir, err := filepath.Abs(value)
+		if err != nil {
+			return "", fmt.Errorf("rootfs directory %s: %w", value, err)
+		}
+		return dir, nil
+	}
+	return NamedDir(value)
+}
+
+// Listed is one entry of List.
+type Listed struct {
+	Name string
+	Dir  string
+	// Manifest is the rootfs's manifest when Err is nil.
+	Manifest Manifest
+	// Err says why the directory is not a usable rootfs (half-built, built by an
+	// older rljail, damaged).
+	Err error
+}
+
+// List lists the named root filesystems in DataDir, sorted by name: every directory
+// with a valid name, usable or not (Err says why not). A missing data directory is an
+// empty list.
+func List() ([]Listed, error) {
+	base, err := DataDir()
+	if err != nil {
+		return nil, err
+	}
+	return listIn(base)
+}
+
+// listIn is List of the data directory base.
+func listIn(base string) ([]Listed, error) {
+	entries, err := os.ReadDir(base)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list root filesystems in %s: %w", base, err)
+	}
+	var out []Listed
+	for _, e := range entries {
+		if !e.IsDir() || ValidName(e.Name()) != nil {
+			continue
+		}
+		l := Listed{Name: e.Name(), Dir: filepath.Join(base, e.Name())}
+		l.Manifest, l.Err = Check(l.Dir)
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Remove deletes the rootfs at dir atomically: it is renamed out of its place in one
+// step (a run sees the rootfs or no rootfs, never half of one; a jail still running on
+// it keeps its mounts) and then deleted. dir must hold an rljail rootfs (a manifest),
+// complete or not, so that a mistyped path never deletes a user's directory. The
+// caller holds the build lock (a build into dir at the same time would be lost).
+func Remove(dir string) error {
+	exists, err := replaceable(dir)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("no rootfs at %s", dir)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, manifestName)); err != nil || !fi.Mode().IsRegular() {
+		// replaceable also takes an empty directory, which is no rootfs.
+		return fmt.Errorf("%s has no %s: not an rljail rootfs, refusing to remove it", dir, manifestName)
+	}
+	aside, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".removed-")
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	// aside is an empty directory: rename(2) replaces it with dir in one step
+	// (os.Rename refuses to replace a directory).
+	if err := unix.Rename(dir, aside); err != nil {
+		os.Remove(aside)
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	if err := os.RemoveAll(aside); err != nil {
+		return fmt.Errorf("remove %s (now at %s): %w", dir, aside, err)
+	}
+	return nil
+}
