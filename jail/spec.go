@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/cgroup"
 	"github.com/rljail/rljail/seccomp"
 )
 
@@ -168,6 +169,9 @@ type Resources struct {
 	// CgroupParent (--cgroup-parent) places the jail's cgroup below this
 	// existing cgroup.
 	CgroupParent string
+	// CgroupManager (--cgroup-manager) says whether systemd is asked for
+	// a transient scope to hold the jail's cgroup; "" is auto.
+	CgroupManager cgroup.Manager
 	// Strict (--strict-limits) makes every fallback to a weaker mechanism
 	// an error.
 	Strict bool

@@ -19,6 +19,7 @@ func checkCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "rootfs", Usage: "rootfs directory to check"},
 			&cli.StringFlag{Name: "cgroup-parent", Usage: "check placement below this cgroup, as a run with --cgroup-parent would"},
+			&cli.StringFlag{Name: "cgroup-manager", Value: "auto", Usage: "check placement with this cgroup manager (auto, cgroupfs, systemd), as a run would"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 		},
 		Action: func(c *cli.Context) error {
@@ -27,15 +28,21 @@ func checkCommand() *cli.Command {
 				ProbeUserns:  jail.Probe,
 				ProbeOverlay: jail.ProbeOverlay,
 				Limits: func() (string, []string, error) {
-					pl, mech, fallbacks, err := cgroup.Preview(cgroup.Options{
-						Parent: c.String("cgroup-parent"),
-						Limits: cgroup.Limits{MemoryBytes: jail.DefaultMemory, PidsMax: jail.DefaultPids, CPUs: jail.DefaultCPUs},
-					})
+					opts := cgroup.Options{
+						Parent:  c.String("cgroup-parent"),
+						Manager: cgroup.Manager(c.String("cgroup-manager")),
+						Limits:  cgroup.Limits{MemoryBytes: jail.DefaultMemory, PidsMax: jail.DefaultPids, CPUs: jail.DefaultCPUs, PidsByRlimit: cgroup.NprocPerUserNS()},
+					}
+					pl, mech, fallbacks, err := cgroup.Preview(opts)
 					if err != nil {
 						return "", nil, err
 					}
-					return fmt.Sprintf("jail cgroups: %s; memory by %s, pids by %s, cpus by %s, cpu-time by %s",
-						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime]), fallbacks, nil
+					manager, err := cgroup.DescribeManager(opts)
+					if err != nil {
+						return "", nil, err
+					}
+					return fmt.Sprintf("jail cgroups: %s; memory by %s, pids by %s, cpus by %s, cpu-time by %s; cgroup manager: %s",
+						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime], manager), fallbacks, nil
 				},
 				Rootfs: func() (string, error) {
 					dir, namedBy, err := locateRootfs(flag)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rljail/rljail/cgroup"
 	"github.com/rljail/rljail/jail"
 )
 
@@ -104,6 +105,9 @@ func resourcesFromFlags(c *cli.Context, set map[string]bool) (jail.Resources, er
 		}
 	}
 	r.CgroupParent = c.String("cgroup-parent")
+	if r.CgroupManager, err = cgroup.ParseManager(c.String("cgroup-manager")); err != nil {
+		return r, err
+	}
 	r.Strict = c.Bool("strict-limits")
 	return r, nil
 }
