@@ -105,8 +105,8 @@ func TestDecideManager(t *testing.T) {
 			wantErr: "--cgroup-manager systemd: systemd does not run this host",
 		},
 		{
-			name: "systemd on a cgroup v1 host: an error",
-			host: func() host { h := v1Host(0, nil); h.manager = ManagerSystemd; return h }(),
+			name:    "systemd on a cgroup v1 host: an error",
+			host:    func() host { h := v1Host(0, nil); h.manager = ManagerSystemd; return h }(),
 			wantErr: "needs the unified cgroup v2 hierarchy",
 		},
 		{
