@@ -41,8 +41,14 @@ func checkCommand() *cli.Command {
 					if err != nil {
 						return "", nil, err
 					}
-					return fmt.Sprintf("jail cgroups: %s; memory by %s, pids by %s, cpus by %s, cpu-time by %s; cgroup manager: %s",
-						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime], manager), fallbacks, nil
+					// Linux 5.14 counts these per user namespace: in the jail's
+					// they count the jail alone (README, "Resource limits").
+					ucounts := "RLIMIT_NPROC and RLIMIT_SIGPENDING count per user namespace (Linux 5.14): the jail's own tasks and queued signals"
+					if !cgroup.NprocPerUserNS() {
+						ucounts = "RLIMIT_NPROC and RLIMIT_SIGPENDING count every process of the host user (before Linux 5.14)"
+					}
+					return fmt.Sprintf("jail cgroups: %s; memory by %s, pids by %s, cpus by %s, cpu-time by %s; cgroup manager: %s; %s",
+						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime], manager, ucounts), fallbacks, nil
 				},
 				Rootfs: func() (string, error) {
 					dir, namedBy, err := locateRootfs(flag)
