@@ -134,6 +134,8 @@ type Options struct {
 	// Manager (--cgroup-manager) says whether systemd is asked for a
 	// transient scope; "" is ManagerAuto.
 	Manager Manager
+	// ManagerTimeout bounds the whole exchange with systemd; zero is 2 s.
+	ManagerTimeout time.Duration
 }
 
 // Manager says who makes the cgroup the jail's cgroup goes in.
@@ -265,7 +267,7 @@ func create(opts Options, lay layout) (*Cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.helpers = opts.Helpers
+	h.helpers, h.managerTimeout = opts.Helpers, opts.ManagerTimeout
 	p, err := decide(h, parent)
 	if err != nil {
 		return nil, err

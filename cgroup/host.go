@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -267,8 +268,10 @@ type host struct {
 	// noCgroups says why no cgroup filesystem can be used at all.
 	noCgroups string
 
-	// manager is Options.Manager (ManagerAuto for "").
-	manager Manager
+	// manager is Options.Manager (ManagerAuto for ""), managerTimeout
+	// Options.ManagerTimeout.
+	manager        Manager
+	managerTimeout time.Duration
 	// systemd is whether systemd manages the cgroup v2 tree.
 	systemd systemdHost
 }

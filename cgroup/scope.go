@@ -48,7 +48,7 @@ import (
 const guardLeaf = "rljail-guard"
 
 // scopeTimeout bounds the whole exchange with systemd: connection,
-// authentication, the call and its job.
+// authentication, the call and its job (Options.ManagerTimeout changes it).
 const scopeTimeout = 2 * time.Second
 
 // scopePlan is a transient scope to ask for.
@@ -65,10 +65,14 @@ func (c *Cgroup) startScope(h host, p plan, name string) (string, error) {
 		pids = []int{h.pid}
 	}
 	unit := name + ".scope"
+	timeout := h.managerTimeout
+	if timeout <= 0 {
+		timeout = scopeTimeout
+	}
 	sc, err := systemd.StartScope(systemd.Request{
 		Unit: unit, Slice: p.scope.slice, PIDs: pids, User: p.scope.user,
 		Description: "rljail jail " + name,
-	}, scopeTimeout)
+	}, timeout)
 	if err != nil {
 		return "", fmt.Errorf("cgroup: %w", err)
 	}

@@ -55,6 +55,8 @@ func setupLimits(spec *Spec, runID string, announce func(dirs ...string) error, 
 		Announce: announce,
 		Helpers:  helpers,
 		Manager:  r.CgroupManager,
+		// A zero timeout is the package's own.
+		ManagerTimeout: r.CgroupManagerTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set up the jail's cgroup: %w", err)

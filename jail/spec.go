@@ -172,6 +172,9 @@ type Resources struct {
 	// CgroupManager (--cgroup-manager) says whether systemd is asked for
 	// a transient scope to hold the jail's cgroup; "" is auto.
 	CgroupManager cgroup.Manager
+	// CgroupManagerTimeout bounds the exchange with systemd; zero is 2 s
+	// ($RLJAIL_SYSTEMD_TIMEOUT, for slow, emulated machines).
+	CgroupManagerTimeout time.Duration
 	// Strict (--strict-limits) makes every fallback to a weaker mechanism
 	// an error.
 	Strict bool

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -107,6 +108,13 @@ func resourcesFromFlags(c *cli.Context, set map[string]bool) (jail.Resources, er
 	r.CgroupParent = c.String("cgroup-parent")
 	if r.CgroupManager, err = cgroup.ParseManager(c.String("cgroup-manager")); err != nil {
 		return r, err
+	}
+	// The exchange with systemd is bounded at 2 s; a machine that slow
+	// (a test VM under software emulation) may allow it more.
+	if v := os.Getenv("RLJAIL_SYSTEMD_TIMEOUT"); v != "" {
+		if r.CgroupManagerTimeout, err = parseDuration("x", v); err != nil {
+			return r, fmt.Errorf("$RLJAIL_SYSTEMD_TIMEOUT %q is not a positive duration (such as 10s)", v)
+		}
 	}
 	r.Strict = c.Bool("strict-limits")
 	return r, nil

@@ -11,6 +11,7 @@ package systemd
 // and the tasks of the jail's PID namespace as /proc shows them.
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	sd "github.com/rljail/rljail/cgroup/systemd"
 )
 
 const memoryBomb = `
@@ -59,13 +62,18 @@ while time.monotonic() < end:
     pass
 `
 
+// slowVM lets the exchange with systemd take longer than a real machine's
+// 2 s: under the VM's software emulation the exchange alone took 1.1 to
+// 2.7 s, more while systemd was busy with the previous run's end.
+func slowVM(t *testing.T) { t.Setenv("RLJAIL_SYSTEMD_TIMEOUT", "30s") }
+
 var scopeUnitRE = regexp.MustCompile(`^rljail-[A-Za-z0-9]+\.scope$`)
 
 // rljailUnits lists the rljail units systemd knows of (loaded, in any
 // state) in the manager systemctl args name (nil: the system manager).
 func rljailUnits(t *testing.T, args ...string) []string {
 	t.Helper()
-	out, err := output("systemctl", append(args, "list-units", "--all", "--no-legend", "--plain", "rljail-*")...)
+	out, err := output("systemctl", append(args, "list-units", "--all", "--no-legend", "--plain", "rljail-*.scope")...)
 	if err != nil {
 		t.Fatalf("systemctl %v list-units: %v: %s", args, err, out)
 	}
@@ -141,19 +149,21 @@ func limitRuns(t *testing.T, sliceDir string, cpuHeld bool) {
 		return
 	}
 	r.wantMechanism(t, "cpus", "cgroup2")
-	cpu := r.num("cpu_user_ms") + r.num("cpu_system_ms")
-	// 3 s of spinning at half a CPU: about 1500 ms; well below the 3000 ms
-	// an unlimited loop takes.
-	if cpu > 2000 || cpu < 500 {
-		t.Errorf("cpu loop at --cpus 0.5: %v ms of CPU in 3 s, want about 1500:\n%s", cpu, r)
+	// Held at half a CPU over the jail's whole life (Python's start under
+	// TCG is seconds of CPU too): an unlimited loop would use about all
+	// of its wall time.
+	cpu, wall := r.num("cpu_user_ms")+r.num("cpu_system_ms"), r.num("wall_ms")
+	if cpu > 0.55*wall+100 || cpu < 0.3*3000 {
+		t.Errorf("cpu loop at --cpus 0.5: %v ms of CPU in %v ms, want at most half of it:\n%s", cpu, wall, r)
 	}
-	t.Logf("cpu loop at --cpus 0.5: %v ms CPU, wall %v; fork bomb peak %d tasks", cpu, r.wall.Round(time.Millisecond), seen)
+	t.Logf("cpu loop at --cpus 0.5: %v ms CPU in %v ms; fork bomb peak %d tasks", cpu, wall, seen)
 }
 
 // TestDriverRoot: root's jails from a service that holds other processes
 // (this test's) get a transient scope of the system manager in
 // rljail.slice with every limit held, and nothing of it is left.
 func TestDriverRoot(t *testing.T) {
+	slowVM(t)
 	check := run(t, rljailBin(), "check")
 	if !strings.Contains(check, "cgroup manager: systemd (--cgroup-manager auto") || !strings.Contains(check, "rljail.slice of the system manager") {
 		t.Errorf("rljail check does not say that auto picks the system manager:\n%s", check)
@@ -163,7 +173,7 @@ func TestDriverRoot(t *testing.T) {
 	// While a jail runs, its scope is a unit of rljail.slice, delegated,
 	// with the jail's cgroup and the guard's leaf in it.
 	mark := marker(t)
-	cmd := exec.Command(rljailBin(), "run", "--no-workspace", "--memory", "96m", "--pids-limit", "20", "--", "python3", "-c", "import time; time.sleep(30)", mark)
+	cmd := exec.Command(rljailBin(), "run", "--no-workspace", "--memory", "96m", "--pids-limit", "20", "--cpus", "0.5", "--", "python3", "-c", "import time; time.sleep(30)", mark)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +196,9 @@ func TestDriverRoot(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(jail, "pids.max")); strings.TrimSpace(string(b)) != "20" {
 		t.Errorf("%s/pids.max = %q, want 20", jail, b)
 	}
+	if b, _ := os.ReadFile(filepath.Join(jail, "cpu.max")); strings.TrimSpace(string(b)) != "50000 100000" {
+		t.Errorf("%s/cpu.max = %q, want 50000 100000", jail, b)
+	}
 	if b, _ := os.ReadFile(filepath.Join(scope, "rljail-guard", "cgroup.procs")); len(strings.Fields(string(b))) != 1 {
 		t.Errorf("%s/rljail-guard holds %q, want the run's guard alone", scope, b)
 	}
@@ -207,6 +220,7 @@ func TestDriverRoot(t *testing.T) {
 // TestDriverRootChoices: the placements that must not ask systemd, and
 // the explicit manager's errors.
 func TestDriverRootChoices(t *testing.T) {
+	slowVM(t)
 	r := rljail(t, nil, "--cgroup-manager", "cgroupfs", "--", "python3", "-c", "pass")
 	r.wantStatus(t, "ok")
 	r.wantPlacement(t, "cgroup2-toplevel")
@@ -222,10 +236,11 @@ func TestDriverRootChoices(t *testing.T) {
 	r.wantPlacement(t, "cgroup2-own")
 
 	// --cgroup-parent names the scope's slice with the systemd manager.
-	r = rljail(t, nil, "--cgroup-manager", "systemd", "--cgroup-parent", "rljail-test.slice", "--", "python3", "-c", "pass")
+	// (A dash nests: rljail-x.slice would be in rljail.slice.)
+	r = rljail(t, nil, "--cgroup-manager", "systemd", "--cgroup-parent", "jailtest.slice", "--", "python3", "-c", "pass")
 	r.wantStatus(t, "ok")
-	wantScope(t, r, "/rljail-test.slice")
-	r = rljail(t, nil, "--cgroup-manager", "systemd", "--cgroup-parent", "/system.slice", "--", "python3", "-c", "pass")
+	wantScope(t, r, "/jailtest.slice")
+	r = rljail(t, nil, "--cgroup-manager", "systemd", "--cgroup-parent", "/system.slice/jailtest.slice", "--", "python3", "-c", "pass")
 	if r.code != 125 || !strings.Contains(r.stderr, "names the scope's slice unit") {
 		t.Errorf("--cgroup-manager systemd with a parent that is no slice name: want exit 125 and why:\n%s", r)
 	}
@@ -237,6 +252,7 @@ func TestDriverRootChoices(t *testing.T) {
 // wall time of the same run with cgroupfs (the top-level cgroup) and with
 // systemd (medians of 7). Logged, not judged: timing is a benchmark's.
 func TestDriverStartCost(t *testing.T) {
+	slowVM(t)
 	median := func(manager string) time.Duration {
 		var walls []time.Duration
 		for i := 0; i < 7; i++ {
@@ -259,6 +275,7 @@ func TestDriverStartCost(t *testing.T) {
 // --pids-limit is still held by RLIMIT_NPROC in the jail's user
 // namespace; --cgroup-manager systemd then refuses to run.
 func TestDriverLoginUser(t *testing.T) {
+	slowVM(t)
 	userSlice := "/user.slice/user-1001.slice/user@1001.service/rljail.slice"
 	if !asLoginUser(t, func(t *testing.T) {
 		check := run(t, rljailBin(), "check")
@@ -273,12 +290,14 @@ func TestDriverLoginUser(t *testing.T) {
 		if out, err := output("systemctl", "--user", "exit"); err != nil {
 			t.Fatalf("systemctl --user exit: %v: %s", err, out)
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "systemd/private")); err != nil {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			st, _ := output("systemctl", "is-active", "user@1001.service")
+			if st != "active" && st != "deactivating" {
+				t.Logf("user@1001.service is %s", st)
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatal("the user manager's private socket is still there 10 s after systemctl --user exit")
+				t.Fatalf("user@1001.service is still %s 20 s after systemctl --user exit", st)
 			}
 		}
 		mark := marker(t) + "-nomanager"
@@ -350,4 +369,33 @@ func waitJailCgroup(t *testing.T, dir string) string {
 	}
 	t.Fatalf("no jail cgroup appeared in %s", dir)
 	return ""
+}
+
+// TestDriverScopeExchange: what the D-Bus exchange itself costs, phase by
+// phase (go-systemd's two connections, the StartTransientUnit reply, the
+// wait for its job), for ten scopes of the system manager asked the way a
+// run asks (cgroup/systemd.StartScope) for a sleeping process. Logged, not
+// judged.
+func TestDriverScopeExchange(t *testing.T) {
+	var took, conn, call []time.Duration
+	for i := 0; i < 10; i++ {
+		child := exec.Command("sleep", "60")
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc, err := sd.StartScope(sd.Request{Unit: fmt.Sprintf("rljail-exchange%d.scope", i), Slice: "rljail.slice", PIDs: []int{child.Process.Pid}}, 30*time.Second)
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		if err != nil {
+			t.Fatalf("StartScope: %v", err)
+		}
+		took, conn, call = append(took, sc.Took), append(conn, sc.Connect), append(call, sc.Call)
+	}
+	med := func(d []time.Duration) string {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return fmt.Sprintf("median %v, max %v", s[len(s)/2].Round(time.Millisecond), s[len(s)-1].Round(time.Millisecond))
+	}
+	t.Logf("StartScope under TCG, 10 scopes: whole %s; connect %s; call %s", med(took), med(conn), med(call))
+	noUnits(t)
 }
