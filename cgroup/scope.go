@@ -51,6 +51,14 @@ const guardLeaf = "rljail-guard"
 // authentication, the call and its job (Options.ManagerTimeout changes it).
 const scopeTimeout = 2 * time.Second
 
+// managerTimeout is Options.ManagerTimeout, or the default.
+func managerTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return scopeTimeout
+	}
+	return d
+}
+
 // scopePlan is a transient scope to ask for.
 type scopePlan struct {
 	slice string
@@ -65,10 +73,7 @@ func (c *Cgroup) startScope(h host, p plan, name string) (string, error) {
 		pids = []int{h.pid}
 	}
 	unit := name + ".scope"
-	timeout := h.managerTimeout
-	if timeout <= 0 {
-		timeout = scopeTimeout
-	}
+	timeout := managerTimeout(h.managerTimeout)
 	sc, err := systemd.StartScope(systemd.Request{
 		Unit: unit, Slice: p.scope.slice, PIDs: pids, User: p.scope.user,
 		Description: "rljail jail " + name,
@@ -163,7 +168,7 @@ func DescribeManager(opts Options) (string, error) {
 	if p.scope.user {
 		who = "the user manager"
 	}
-	bus, version, err := systemd.Ping(p.scope.user, scopeTimeout)
+	bus, version, err := systemd.Ping(p.scope.user, managerTimeout(opts.ManagerTimeout))
 	if err != nil {
 		if m == ManagerSystemd {
 			return "", fmt.Errorf("cgroup: --cgroup-manager systemd: %w", err)

@@ -28,10 +28,15 @@ func checkCommand() *cli.Command {
 				ProbeUserns:  jail.Probe,
 				ProbeOverlay: jail.ProbeOverlay,
 				Limits: func() (string, []string, error) {
+					timeout, err := systemdTimeout()
+					if err != nil {
+						return "", nil, err
+					}
 					opts := cgroup.Options{
-						Parent:  c.String("cgroup-parent"),
-						Manager: cgroup.Manager(c.String("cgroup-manager")),
-						Limits:  cgroup.Limits{MemoryBytes: jail.DefaultMemory, PidsMax: jail.DefaultPids, CPUs: jail.DefaultCPUs, PidsByRlimit: cgroup.NprocPerUserNS()},
+						Parent:         c.String("cgroup-parent"),
+						Manager:        cgroup.Manager(c.String("cgroup-manager")),
+						ManagerTimeout: timeout,
+						Limits:         cgroup.Limits{MemoryBytes: jail.DefaultMemory, PidsMax: jail.DefaultPids, CPUs: jail.DefaultCPUs, PidsByRlimit: cgroup.NprocPerUserNS()},
 					}
 					pl, mech, fallbacks, err := cgroup.Preview(opts)
 					if err != nil {
