@@ -4,8 +4,10 @@ package systemd
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,5 +64,30 @@ func TestLoginUserRuns(t *testing.T) {
 	}) {
 		return
 	}
+	noLeftovers(t, mark)
+}
+
+// TestLeftoverCheck proves that noLeftovers can fail: with a jail running
+// it sees the jail's cgroup and processes, and after rljail is stopped
+// (SIGTERM) nothing.
+func TestLeftoverCheck(t *testing.T) {
+	mark := marker(t)
+	cmd := exec.Command(rljailBin(), "run", "--no-workspace", "--timeout", "120s", "--", "python3", "-c", "import time; time.sleep(100)", mark)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var cgs, procs []string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if cgs, procs = jailCgroups(), procsWith(mark); len(cgs) > 0 && len(procs) > 1 {
+			break
+		}
+	}
+	if len(cgs) == 0 || len(procs) < 2 {
+		t.Fatalf("with a jail running, jailCgroups found %q and procsWith %q: the leftover check would see nothing", cgs, procs)
+	}
+	t.Logf("while running: cgroups %q, %d processes", cgs, len(procs))
+	cmd.Process.Signal(unix.SIGTERM)
+	cmd.Wait()
 	noLeftovers(t, mark)
 }

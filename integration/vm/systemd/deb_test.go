@@ -119,19 +119,34 @@ func TestDebPackage(t *testing.T) {
 			os.Remove("/var/lib/rljail-runner/vmshort.json")
 			run(t, "systemctl", "start", "rljail-runner@vmshort.service")
 			var jail string
-			if !waitFor(10*time.Second, func() bool { jail = runnerJail("rljail-runner@vmshort.service"); return jail != "" }) {
+			if !waitFor(60*time.Second, func() bool { jail = runnerJail("rljail-runner@vmshort.service"); return jail != "" }) {
 				t.Fatalf("no jail cgroup appeared below %s/rljail.slice/rljail-runner@vmshort.service\n%s", cgroupFS, unitDiag("rljail-runner@vmshort.service"))
+			}
+			// Once the payload runs in the jail's cgroup, its limits are set.
+			if !waitFor(60*time.Second, func() bool { return cgroupHolds(jail, "/job/main.py") }) {
+				t.Fatalf("the job never ran in %s\n%s", jail, unitDiag("rljail-runner@vmshort.service"))
 			}
 			for f, want := range map[string]string{"memory.max": "67108864", "pids.max": "16"} {
 				if b, _ := os.ReadFile(jail + "/" + f); strings.TrimSpace(string(b)) != want {
 					t.Errorf("%s/%s = %q, want %s", jail, f, strings.TrimSpace(string(b)), want)
 				}
 			}
-			sup := cgroupFS + "/rljail.slice/rljail-runner@vmshort.service/rljail-supervisor/cgroup.procs"
-			if b, _ := os.ReadFile(sup); len(strings.Fields(string(b))) != 1 {
-				t.Errorf("%s holds %q, want the one rljail supervisor", sup, b)
+			// The unit's own cgroup holds no process (cgroup v2's rule for a
+			// parent of controlled children); rljail moved into its leaf.
+			svc := cgroupFS + "/rljail.slice/rljail-runner@vmshort.service"
+			if b, _ := os.ReadFile(svc + "/cgroup.procs"); len(strings.TrimSpace(string(b))) > 0 {
+				t.Errorf("%s/cgroup.procs holds %q, want none", svc, b)
 			}
-			if !waitFor(30*time.Second, func() bool {
+			sup, _ := os.ReadFile(svc + "/rljail-supervisor/cgroup.procs")
+			if len(strings.Fields(string(sup))) == 0 {
+				t.Errorf("%s/rljail-supervisor holds no process, want rljail", svc)
+			}
+			for _, pid := range strings.Fields(string(sup)) {
+				if exe, _ := os.Readlink("/proc/" + pid + "/exe"); exe != "/usr/bin/rljail" {
+					t.Errorf("process %s in %s/rljail-supervisor runs %q, want only the packaged /usr/bin/rljail", pid, svc, exe)
+				}
+			}
+			if !waitFor(90*time.Second, func() bool {
 				st := unitState(t, "rljail-runner@vmshort.service")
 				return st == "loaded inactive" || st == "loaded failed"
 			}) {
@@ -150,7 +165,7 @@ func TestDebPackage(t *testing.T) {
 		{"runner-stop", func(t *testing.T) {
 			writeJob(t, "vmlong", "import time\ntime.sleep(600)\n", "--memory 64m --timeout 700s")
 			run(t, "systemctl", "start", "rljail-runner@vmlong.service")
-			if !waitFor(10*time.Second, func() bool { return runnerJail("rljail-runner@vmlong.service") != "" }) {
+			if !waitFor(60*time.Second, func() bool { return runnerJail("rljail-runner@vmlong.service") != "" }) {
 				t.Fatalf("no jail cgroup below rljail-runner@vmlong.service\n%s", unitDiag("rljail-runner@vmlong.service"))
 			}
 			start := time.Now()
@@ -165,7 +180,7 @@ func TestDebPackage(t *testing.T) {
 			// A job running across the upgrade keeps running: prerm
 			// stops jobs only on removal.
 			run(t, "systemctl", "start", "rljail-runner@vmlong.service")
-			if !waitFor(10*time.Second, func() bool { return runnerJail("rljail-runner@vmlong.service") != "" }) {
+			if !waitFor(60*time.Second, func() bool { return runnerJail("rljail-runner@vmlong.service") != "" }) {
 				t.Fatalf("no jail cgroup below rljail-runner@vmlong.service\n%s", unitDiag("rljail-runner@vmlong.service"))
 			}
 			run(t, "dpkg", "-i", v2)
@@ -218,6 +233,18 @@ func TestDebPackage(t *testing.T) {
 			t.Fatalf("step %s failed; the later steps depend on it", s.name)
 		}
 	}
+}
+
+// cgroupHolds reports whether a process of the cgroup dir has marker in
+// its command line.
+func cgroupHolds(dir, marker string) bool {
+	b, _ := os.ReadFile(dir + "/cgroup.procs")
+	for _, pid := range strings.Fields(string(b)) {
+		if c, _ := os.ReadFile("/proc/" + pid + "/cmdline"); strings.Contains(string(c), marker) {
+			return true
+		}
+	}
+	return false
 }
 
 // unitDiag is a unit's status and journal, for a failure message.

@@ -270,8 +270,8 @@ func shellJoin(words []string) string {
 }
 
 // jailCgroupRE matches the cgroups rljail makes for jails: the cgroupfs
-// driver's rljail-<pid>-<n>, a systemd driver's rljail-*.scope.
-var jailCgroupRE = regexp.MustCompile(`^rljail-([0-9]+-[0-9]+|.*\.scope)$`)
+// driver: rljail-<run id> (16 hex digits) or rljail-<pid>-<n>; a systemd driver: rljail-*.scope.
+var jailCgroupRE = regexp.MustCompile(`^rljail-([0-9a-f]{16}|[0-9]+-[0-9]+|.*\.scope)$`)
 
 // jailCgroups lists every jail cgroup in the whole tree.
 func jailCgroups() []string {
