@@ -281,6 +281,7 @@ func create(opts Options, lay layout) (*Cgroup, error) {
 		return nil, err
 	}
 	h.helpers, h.managerTimeout = opts.Helpers, opts.ManagerTimeout
+	h.systemd = probeSystemd(h, parent, lay)
 	p, err := decide(h, parent)
 	if err != nil {
 		return nil, err
@@ -647,6 +648,7 @@ func Preview(opts Options) (Placement, map[string]Mechanism, []string, error) {
 	if err != nil {
 		return "", nil, nil, err
 	}
+	h.systemd = probeSystemd(h, parent, layout{})
 	p, err := decide(h, parent)
 	if err != nil {
 		return "", nil, nil, err

@@ -339,7 +339,6 @@ func probe(parent string, manager Manager, lay layout) (host, error) {
 	}
 	if h.unified {
 		probeV2(&h, self, parent)
-		h.systemd = probeSystemd(h, parent, lay)
 		return h, nil
 	}
 	probeV1(&h, mounts, self, parent, lay.v1Only)
@@ -377,9 +376,11 @@ func probeV2(h *host, self procCgroups, parent string) {
 // probeSystemd finds out whether systemd runs the host's cgroup v2 tree,
 // only where the placement may ask it: not with --cgroup-manager cgroupfs,
 // nor (auto) with --cgroup-parent or an own cgroup rljail can use, whose
-// runs cost not even the stat.
+// runs cost not even the stat. h.helpers must be set.
 func probeSystemd(h host, parent string, lay layout) systemdHost {
 	switch ownOK, _ := ownUsable(h); {
+	case !h.unified:
+		return systemdHost{why: "cgroup v1"}
 	case h.manager == ManagerCgroupfs:
 		return systemdHost{why: "--cgroup-manager cgroupfs"}
 	case h.manager != ManagerSystemd && (parent != "" || ownOK):

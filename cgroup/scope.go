@@ -144,6 +144,7 @@ func DescribeManager(opts Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	h.systemd = probeSystemd(h, parent, layout{})
 	m := opts.Manager
 	if m == "" {
 		m = ManagerAuto

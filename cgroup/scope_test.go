@@ -187,6 +187,13 @@ func TestProbeSystemdSkips(t *testing.T) {
 	}{
 		{"cgroupfs", withManager(v2Host(0, session("0")), ManagerCgroupfs), "", layout{}, "--cgroup-manager cgroupfs"},
 		{"auto in an own delegated cgroup", withManager(v2Host(0, delegated()), ManagerAuto), "", layout{}, "not needed"},
+		{"auto in an own delegated cgroup with rljail's helper", func() host {
+			o := delegated()
+			o.procs = append(o.procs, 778)
+			h := withManager(v2Host(0, o), ManagerAuto)
+			h.helpers = []int{778}
+			return h
+		}(), "", layout{}, "not needed"},
 		{"auto with --cgroup-parent", withManager(v2Host(0, session("0")), ManagerAuto), "/jobs", layout{}, "not needed"},
 		{"a test's tree", withManager(v2Host(0, session("0")), ManagerSystemd), "", layout{v2Mount: "/tmp/x"}, "a test's own cgroup2 tree"},
 	}

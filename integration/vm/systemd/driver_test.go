@@ -27,33 +27,6 @@ import (
 	sd "github.com/rljail/rljail/cgroup/systemd"
 )
 
-const memoryBomb = `
-chunks = []
-while True:
-    chunks.append(b"\x01" * (1 << 20))
-`
-
-const forkBomb = `
-import errno, os, time
-deadline = time.monotonic() + 2.0
-root = os.getpid()
-refused = 0
-while time.monotonic() < deadline:
-    try:
-        pid = os.fork()
-    except OSError as e:
-        if e.errno != errno.EAGAIN:
-            raise
-        refused += 1
-        time.sleep(0.01)
-        continue
-    if pid == 0:
-        refused = 0
-if os.getpid() == root:
-    print("refused", refused, flush=True)
-os._exit(0)
-`
-
 // cpuLoop spins for 3 s of wall-clock time.
 const cpuLoop = `
 import time
@@ -112,38 +85,16 @@ func wantScope(t *testing.T, r runResult, sliceDir string) {
 	}
 }
 
-// limitRuns holds memory, pids and CPU limits in the jail's cgroup; the
-// caller's manager is the one in use.
+// limitRuns holds memory, pids and CPU limits in the jail's cgroup in a
+// scope of the manager in use (sliceDir: where its scopes go).
 func limitRuns(t *testing.T, sliceDir string, cpuHeld bool) {
-	mark := marker(t)
-	r := rljail(t, nil, "--memory", "64m", "--timeout", "60s", "--", "python3", "-c", memoryBomb, mark)
-	r.wantStatus(t, "memory_limit")
-	wantScope(t, r, sliceDir)
-	r.wantMechanism(t, "memory_bytes", "cgroup2")
-	if r.num("oom_kills") < 1 {
-		t.Errorf("memory bomb: oom_kills %v, want the memory cgroup's kill:\n%s", r.field("oom_kills"), r)
-	}
+	limitChecks(t, nil, "systemd-scope", true)
 
-	stop := make(chan struct{})
-	peak := jailTaskPeak(mark+"-fork", stop)
-	r = rljail(t, nil, "--pids-limit", "16", "--timeout", "30s", "--", "python3", "-c", forkBomb, mark+"-fork")
-	close(stop)
-	seen := <-peak
-	wantScope(t, r, sliceDir)
-	r.wantMechanism(t, "pids", "cgroup2")
-	if r.str("status") != "pids_limit" && r.str("status") != "ok" {
-		t.Errorf("fork bomb: status %q:\n%s", r.str("status"), r)
-	}
-	if seen > 16 || seen < 2 {
-		t.Errorf("fork bomb: the host saw %d tasks at once in the jail's PID namespace, want 2..16 (--pids-limit 16)", seen)
-	}
-	if r.num("pids_peak") > 16 {
-		t.Errorf("fork bomb: pids_peak %v > 16", r.num("pids_peak"))
-	}
-
-	r = rljail(t, nil, "--cpus", "0.5", "--timeout", "30s", "--", "python3", "-c", cpuLoop, mark+"-cpu")
+	r := rljail(t, nil, "--cpus", "0.5", "--timeout", "30s", "--", "python3", "-c", cpuLoop, marker(t)+"-cpu")
 	r.wantStatus(t, "ok")
 	wantScope(t, r, sliceDir)
+	r.wantMechanism(t, "memory_bytes", "cgroup2")
+	r.wantMechanism(t, "pids", "cgroup2")
 	if !cpuHeld {
 		r.wantMechanism(t, "cpus", "none")
 		return
@@ -156,7 +107,7 @@ func limitRuns(t *testing.T, sliceDir string, cpuHeld bool) {
 	if cpu > 0.55*wall+100 || cpu < 0.3*3000 {
 		t.Errorf("cpu loop at --cpus 0.5: %v ms of CPU in %v ms, want at most half of it:\n%s", cpu, wall, r)
 	}
-	t.Logf("cpu loop at --cpus 0.5: %v ms CPU in %v ms; fork bomb peak %d tasks", cpu, wall, seen)
+	t.Logf("cpu loop at --cpus 0.5: %v ms CPU in %v ms", cpu, wall)
 }
 
 // TestDriverRoot: root's jails from a service that holds other processes
@@ -271,9 +222,7 @@ func TestDriverStartCost(t *testing.T) {
 
 // TestDriverLoginUser: a user at a login shell (session-N.scope, not
 // delegated) gets a transient scope of the user manager, with the limits
-// held; with the user manager gone, the fallback is announced and
-// --pids-limit is still held by RLIMIT_NPROC in the jail's user
-// namespace; --cgroup-manager systemd then refuses to run.
+// held. (With the user manager gone: TestLoginUserFallback.)
 func TestDriverLoginUser(t *testing.T) {
 	slowVM(t)
 	userSlice := "/user.slice/user-1001.slice/user@1001.service/rljail.slice"
@@ -286,57 +235,44 @@ func TestDriverLoginUser(t *testing.T) {
 		limitRuns(t, userSlice, slices.Contains(strings.Fields(string(ctl)), "cpu"))
 		noUnits(t, "--user")
 
-		// The user manager ends: auto falls back, openly.
-		if out, err := output("systemctl", "--user", "exit"); err != nil {
-			t.Fatalf("systemctl --user exit: %v: %s", err, out)
-		}
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			st, _ := output("systemctl", "is-active", "user@1001.service")
-			if st != "active" && st != "deactivating" {
-				t.Logf("user@1001.service is %s", st)
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("user@1001.service is still %s 20 s after systemctl --user exit", st)
-			}
-		}
-		mark := marker(t) + "-nomanager"
-		stop := make(chan struct{})
-		peak := jailTaskPeak(mark, stop)
-		r := rljail(t, nil, "--pids-limit", "16", "--timeout", "30s", "--", "python3", "-c", forkBomb, mark)
-		close(stop)
-		seen := <-peak
-		r.wantPlacement(t, "none")
-		r.wantMechanism(t, "pids", "rlimit")
-		if seen > 16 || seen < 2 {
-			t.Errorf("fork bomb without the user manager: %d tasks at once in the jail, want 2..16", seen)
-		}
-		if !strings.Contains(r.stderr, "limits weaker than asked") {
-			t.Errorf("no fallback notice on stderr:\n%s", r)
-		}
-		var warned bool
-		ws, _ := r.field("warnings").([]any)
-		for _, w := range ws {
-			if s, _ := w.(string); strings.Contains(s, "systemd: cannot reach the user manager") {
-				warned = true
-			}
-		}
-		if !warned {
-			t.Errorf("the report's warnings do not say the user manager could not be reached:\n%s", r)
-		}
-		r = rljail(t, nil, "--strict-limits", "--", "true")
-		if r.code != 125 {
-			t.Errorf("--strict-limits without the user manager: exit %d, want 125:\n%s", r.code, r)
-		}
-		r = rljail(t, nil, "--cgroup-manager", "systemd", "--", "true")
-		if r.code != 125 || !strings.Contains(r.stderr, "cannot reach the user manager") {
-			t.Errorf("--cgroup-manager systemd without the user manager: want exit 125 and why:\n%s", r)
-		}
 	}) {
 		return
 	}
 	noLeftovers(t, "")
-	// logind starts the user manager again at the next login session.
+}
+
+// stopUserManager ends the calling user's systemd manager (systemctl
+// --user exit) and waits until user@UID.service is no longer active;
+// logind starts it again at the user's next login session.
+func stopUserManager(t *testing.T) {
+	t.Helper()
+	if out, err := output("systemctl", "--user", "exit"); err != nil {
+		t.Fatalf("systemctl --user exit: %v: %s", err, out)
+	}
+	unit := fmt.Sprintf("user@%d.service", os.Getuid())
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st, _ := output("systemctl", "is-active", unit)
+		if st != "active" && st != "deactivating" {
+			t.Logf("%s is %s", unit, st)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still %s 20 s after systemctl --user exit", unit, st)
+		}
+	}
+}
+
+// wantUserManagerWarning fails unless the run's report says that the user
+// manager could not be asked.
+func wantUserManagerWarning(t *testing.T, r runResult) {
+	t.Helper()
+	ws, _ := r.field("warnings").([]any)
+	for _, w := range ws {
+		if s, _ := w.(string); strings.Contains(s, "systemd: cannot reach the user manager") {
+			return
+		}
+	}
+	t.Errorf("the report's warnings do not say the user manager could not be reached:\n%s", r)
 }
 
 // waitScope waits for a jail's scope to appear in the slice directory.

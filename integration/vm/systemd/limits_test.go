@@ -147,16 +147,24 @@ func TestSystemdRunUserScope(t *testing.T) {
 	noLeftovers(t, "")
 }
 
-// TestLoginUserFallback: the user at a login shell, no wrapper. Today (no
-// systemd driver) session-N.scope is not delegated, so rljail falls back
-// openly: one warning line on stderr, placement none, memory by RLIMIT_AS,
-// --pids-limit held by RLIMIT_NPROC in the jail's own user namespace; and
-// --strict-limits refuses to run.
+// TestLoginUserFallback: the user at a login shell, no wrapper, with the
+// user manager stopped. session-N.scope is not delegated and the systemd
+// driver has no manager to ask (TestDriverLoginUser: with one), so rljail
+// falls back openly: one warning line on stderr, placement none, the
+// report saying why, memory by RLIMIT_AS, --pids-limit held by
+// RLIMIT_NPROC in the jail's own user namespace; --strict-limits and
+// --cgroup-manager systemd refuse to run.
 func TestLoginUserFallback(t *testing.T) {
+	slowVM(t)
 	if !asLoginUser(t, func(t *testing.T) {
+		stopUserManager(t)
 		r := rljail(t, nil, "--", "python3", "-c", "print('ok')")
 		r.wantStatus(t, "ok")
 		r.wantPlacement(t, "none")
+		wantUserManagerWarning(t, r)
+		if d := rljail(t, nil, "--cgroup-manager", "systemd", "--", "true"); d.code != 125 || !strings.Contains(d.stderr, "cannot reach the user manager") {
+			t.Errorf("--cgroup-manager systemd without the user manager: want exit 125 and why:\n%s", d)
+		}
 		if n := strings.Count(r.stderr, "rljail: warning: limits weaker than asked"); n != 1 {
 			t.Errorf("%d fallback warnings on stderr, want 1:\n%s", n, r)
 		}
