@@ -124,7 +124,10 @@ func StartScope(req Request, timeout time.Duration) (Scope, error) {
 	called := time.Now()
 	for waiting := true; waiting; {
 		select {
-		case sig := <-signals:
+		case sig, ok := <-signals:
+			if !ok {
+				return Scope{}, fmt.Errorf("systemd: start %s through %s: the connection closed before the job ended", req.Unit, addr)
+			}
 			// JobRemoved(u id, o job, s unit, s result)
 			if sig == nil || sig.Name != managerInterface+".JobRemoved" || len(sig.Body) != 4 {
 				continue

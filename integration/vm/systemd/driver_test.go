@@ -201,12 +201,12 @@ func TestDriverRootChoices(t *testing.T) {
 
 // TestDriverStartCost: what the scope adds to a run's start, from the
 // wall time of the same run with cgroupfs (the top-level cgroup) and with
-// systemd (medians of 7). Logged, not judged: timing is a benchmark's.
+// systemd (medians of 5). Logged, not judged: timing is a benchmark's.
 func TestDriverStartCost(t *testing.T) {
 	slowVM(t)
 	median := func(manager string) time.Duration {
 		var walls []time.Duration
-		for i := 0; i < 7; i++ {
+		for i := 0; i < 5; i++ {
 			r := rljail(t, nil, "--cgroup-manager", manager, "--", "true")
 			r.wantStatus(t, "ok")
 			walls = append(walls, r.wall)
@@ -215,7 +215,7 @@ func TestDriverStartCost(t *testing.T) {
 		return walls[len(walls)/2]
 	}
 	fs, sd := median("cgroupfs"), median("systemd")
-	t.Logf("start to end of `rljail run -- true` under TCG, medians of 7: cgroupfs %v, systemd scope %v (+%v)",
+	t.Logf("start to end of `rljail run -- true` under TCG, medians of 5: cgroupfs %v, systemd scope %v (+%v)",
 		fs.Round(time.Millisecond), sd.Round(time.Millisecond), (sd - fs).Round(time.Millisecond))
 	noUnits(t)
 }
