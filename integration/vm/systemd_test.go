@@ -79,7 +79,7 @@ func buildDebs(ctx context.Context, root, rljail, out string) ([]string, error) 
 	var debs []string
 	for _, v := range []string{"1", "2"} {
 		cmd := exec.CommandContext(ctx, "sh", filepath.Join(root, "packaging", "deb", "build-deb.sh"),
-			"--bin", rljail, "--version", "0.0~vmtest"+v, "--out", out, "--compress", "none")
+			"--bin", rljail, "--version", "0.0~vmtest"+v, "--out", out, "--compress", "gzip")
 		cmd.Dir = root
 		b, err := cmd.Output()
 		if err != nil {
