@@ -12,6 +12,7 @@ package vm
 //	/rljail-vm/busybox             for init.sh only
 //	/rljail-vm/bin/rljail          the static rljail under test (RLJAIL_BIN)
 //	/rljail-vm/debs/*.deb          the package, twice: version 1 and 2 (upgrades)
+//	/rljail-vm/src/                packaging/install.sh and contrib/ (make install)
 //	/rljail-vm/run-tests.sh        systemd/run-tests.sh, the tests' runner
 //	/rljail-vm/tests/<name>/       each `go test -c` binary, its testdata, run
 //	/var/lib/rljail/rootfs/python  a copy of the Python rootfs (RLJAIL_ROOTFS)
@@ -104,6 +105,7 @@ type systemdRun struct {
 	rootfs  string   // Python rootfs
 	modules []string // kernel modules init.sh loads
 	debs    []string // packages
+	repo    string   // the repository: packaging/install.sh and contrib/ go in
 	guests  []guest
 	conf    []byte
 }
@@ -148,6 +150,9 @@ func (r systemdRun) write(out string) (err error) {
 		c.hostFile("rljail-vm/debs/"+filepath.Base(d), d, 0o644)
 	}
 	c.bytesFile("rljail-vm/conf", 0o644, r.conf)
+	// What `make install` runs, for the install case.
+	c.hostFile("rljail-vm/src/packaging/install.sh", filepath.Join(r.repo, "packaging", "install.sh"), 0o755)
+	c.tree("rljail-vm/src/contrib", filepath.Join(r.repo, "contrib"))
 	var order strings.Builder
 	for _, g := range r.guests {
 		dir := "rljail-vm/tests/" + g.name
@@ -255,7 +260,7 @@ func TestSystemdVM(t *testing.T) {
 	run := systemdRun{
 		image: image, initSh: filepath.Join(dir, "init.sh"), runner: filepath.Join(dir, "run-tests.sh"),
 		busybox: h.busybox, rljail: h.rljail, rootfs: h.rootfs, modules: h.modules,
-		debs: debs, guests: guests, conf: []byte(conf),
+		debs: debs, repo: h.repoRoot, guests: guests, conf: []byte(conf),
 	}
 	initrd := filepath.Join(work, "initrd.cpio")
 	if err := run.write(initrd); err != nil {
