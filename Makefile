@@ -141,7 +141,7 @@ test-vm: rootfs vm-kernel
 # debootstrap from deb.debian.org into the VM cache (about 90 MB; rebuilt
 # only when integration/vm/systemd/build-image.sh changes; the downloaded
 # packages are kept there too).
-vm-systemd-image: deps
+vm-systemd-image: deps vm-kernel
 	@sh integration/vm/systemd/build-image.sh
 
 # test-systemd-vm boots that root with systemd as PID 1 under qemu and runs

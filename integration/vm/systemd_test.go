@@ -12,6 +12,7 @@ package vm
 //	/rljail-vm/busybox             for init.sh only
 //	/rljail-vm/bin/rljail          the static rljail under test (RLJAIL_BIN)
 //	/rljail-vm/debs/*.deb          the package, twice: version 1 and 2 (upgrades)
+//	/rljail-vm/src/                packaging/install.sh and contrib/ (make install)
 //	/rljail-vm/run-tests.sh        systemd/run-tests.sh, the tests' runner
 //	/rljail-vm/tests/<name>/       each `go test -c` binary, its testdata, run
 //	/var/lib/rljail/rootfs/python  a copy of the Python rootfs (RLJAIL_ROOTFS)
@@ -67,6 +68,11 @@ func systemdImage() (string, error) {
 	return p, nil
 }
 
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
 // buildDebs builds the package twice from the rljail under test, as
 // versions 1 and 2 of one upstream version, for the install and upgrade
 // cases.
@@ -74,7 +80,7 @@ func buildDebs(ctx context.Context, root, rljail, out string) ([]string, error) 
 	var debs []string
 	for _, v := range []string{"1", "2"} {
 		cmd := exec.CommandContext(ctx, "sh", filepath.Join(root, "packaging", "deb", "build-deb.sh"),
-			"--bin", rljail, "--version", "0.0~vmtest"+v, "--out", out, "--compress", "none")
+			"--bin", rljail, "--version", "0.0~vmtest"+v, "--out", out, "--compress", "gzip")
 		cmd.Dir = root
 		b, err := cmd.Output()
 		if err != nil {
@@ -99,6 +105,7 @@ type systemdRun struct {
 	rootfs  string   // Python rootfs
 	modules []string // kernel modules init.sh loads
 	debs    []string // packages
+	repo    string   // the repository: packaging/install.sh and contrib/ go in
 	guests  []guest
 	conf    []byte
 }
@@ -143,6 +150,9 @@ func (r systemdRun) write(out string) (err error) {
 		c.hostFile("rljail-vm/debs/"+filepath.Base(d), d, 0o644)
 	}
 	c.bytesFile("rljail-vm/conf", 0o644, r.conf)
+	// What `make install` runs, for the install case.
+	c.hostFile("rljail-vm/src/packaging/install.sh", filepath.Join(r.repo, "packaging", "install.sh"), 0o755)
+	c.tree("rljail-vm/src/contrib", filepath.Join(r.repo, "contrib"))
 	var order strings.Builder
 	for _, g := range r.guests {
 		dir := "rljail-vm/tests/" + g.name
@@ -198,8 +208,18 @@ func TestSystemdVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kernel := h.kernel
+	if real, err := filepath.EvalSymlinks(h.kernel); err == nil {
+		// build-image.sh's decompressed copy, booted through the PVH
+		// entry: the bzImage's own decompression costs some 15 s of TCG.
+		if elf := filepath.Join(vmCacheDir(), "pvh", filepath.Base(real)+".elf"); fileExists(elf) {
+			kernel = elf
+		} else {
+			t.Logf("no %s: booting the bzImage (slower); `make vm-systemd-image` makes it", elf)
+		}
+	}
 	imageReal, _ := filepath.EvalSymlinks(image)
-	t.Logf("image %s, rljail %s, rootfs %s, budget %v", imageReal, h.rljail, h.rootfs, budget.Round(time.Second))
+	t.Logf("kernel %s, image %s, rljail %s, rootfs %s, budget %v", kernel, imageReal, h.rljail, h.rootfs, budget.Round(time.Second))
 
 	start := time.Now()
 	packages := systemdGuests
@@ -240,7 +260,7 @@ func TestSystemdVM(t *testing.T) {
 	run := systemdRun{
 		image: image, initSh: filepath.Join(dir, "init.sh"), runner: filepath.Join(dir, "run-tests.sh"),
 		busybox: h.busybox, rljail: h.rljail, rootfs: h.rootfs, modules: h.modules,
-		debs: debs, guests: guests, conf: []byte(conf),
+		debs: debs, repo: h.repoRoot, guests: guests, conf: []byte(conf),
 	}
 	initrd := filepath.Join(work, "initrd.cpio")
 	if err := run.write(initrd); err != nil {
@@ -268,7 +288,7 @@ func TestSystemdVM(t *testing.T) {
 		accel = "tcg"
 	}
 	q := qemuRun{
-		qemu: h.qemu, accel: accel, kernel: h.kernel, initrd: initrd,
+		qemu: h.qemu, accel: accel, kernel: kernel, initrd: initrd,
 		memMiB: systemdVMMemoryMiB, cpus: vmCPUs,
 		cmdline: strings.TrimSpace(systemdKernelCmdline + " " + os.Getenv("RLJAIL_VM_APPEND")),
 		logf:    t.Logf, logLine: logLine,

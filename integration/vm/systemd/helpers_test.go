@@ -216,7 +216,7 @@ func asLoginUser(t *testing.T, body func(t *testing.T)) bool {
 		pattern = append(pattern, "^"+regexp.QuoteMeta(part)+"$")
 	}
 	env := []string{loginChildEnv + "=" + t.Name()}
-	for _, k := range []string{"RLJAIL_IN_VM", "RLJAIL_IN_SYSTEMD_VM", "RLJAIL_BIN", "RLJAIL_ROOTFS", "RLJAIL_VM_DEBS"} {
+	for _, k := range []string{"RLJAIL_IN_VM", "RLJAIL_IN_SYSTEMD_VM", "RLJAIL_BIN", "RLJAIL_ROOTFS", "RLJAIL_VM_DEBS", "RLJAIL_VM_SRC"} {
 		env = append(env, k+"="+os.Getenv(k))
 	}
 	timeout := 5 * time.Minute

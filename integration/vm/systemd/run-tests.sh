@@ -28,7 +28,7 @@ while read -r name; do
 	# shellcheck disable=SC2086 # GUEST_FLAGS is a list of flags
 	(cd "/rljail-vm/tests/$name" && exec env HOME=/root RLJAIL_IN_VM=1 RLJAIL_IN_SYSTEMD_VM=1 \
 		RLJAIL_BIN=/rljail-vm/bin/rljail RLJAIL_ROOTFS=/var/lib/rljail/rootfs/python \
-		RLJAIL_VM_DEBS=/rljail-vm/debs "./$name.test" -test.v \
+		RLJAIL_VM_DEBS=/rljail-vm/debs RLJAIL_VM_SRC=/rljail-vm/src "./$name.test" -test.v \
 		-test.timeout="$GUEST_TIMEOUT" ${run:+"$run"} $GUEST_FLAGS) </dev/null 2>&1
 	rc=$?
 	echo "RLJAIL-VM-EXIT $name $rc"
