@@ -34,6 +34,8 @@ package vm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -58,12 +60,23 @@ var systemdGuests = []guestPackage{
 	{dir: "./integration/vm/systemd", tags: []string{"rljailsystemd"}, required: true},
 }
 
-// systemdImage is the cached image's archive, built by build-image.sh.
-func systemdImage() (string, error) {
+// systemdImage is the cached image's archive, built by build-image.sh. An
+// image built by another version of that script is stale: the script's
+// hash names the image's directory.
+func systemdImage(repoRoot string) (string, error) {
 	p := filepath.Join(vmCacheDir(), "systemd-image", "image.cpio")
 	st, err := os.Stat(p)
 	if err != nil || !st.Mode().IsRegular() {
 		return "", fmt.Errorf("no systemd VM image at %s: %s", p, systemdImageHint)
+	}
+	script, err := os.ReadFile(filepath.Join(repoRoot, "integration", "vm", "systemd", "build-image.sh"))
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(script)
+	want := "systemd-" + hex.EncodeToString(sum[:])[:16]
+	if dir, _ := os.Readlink(filepath.Join(vmCacheDir(), "systemd-image")); filepath.Base(dir) != want {
+		return "", fmt.Errorf("the systemd VM image %s was built by another build-image.sh (this one's is %s): %s", dir, want, systemdImageHint)
 	}
 	return p, nil
 }
@@ -204,7 +217,7 @@ func TestSystemdVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	image, err := systemdImage()
+	image, err := systemdImage(h.repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,5 +325,42 @@ func TestSystemdVM(t *testing.T) {
 	}
 	if err := c.judge(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSystemdImageStale: an image whose directory names another script's
+// hash is refused, the current one's taken.
+func TestSystemdImageStale(t *testing.T) {
+	repo := t.TempDir()
+	script := filepath.Join(repo, "integration", "vm", "systemd", "build-image.sh")
+	if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho v2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("#!/bin/sh\necho v2\n"))
+	cache := t.TempDir()
+	t.Setenv("RLJAIL_VM_CACHE", cache)
+	for _, tc := range []struct {
+		dir string
+		ok  bool
+	}{
+		{"systemd-0123456789abcdef", false},
+		{"systemd-" + hex.EncodeToString(sum[:])[:16], true},
+	} {
+		if err := os.MkdirAll(filepath.Join(cache, tc.dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cache, tc.dir, "image.cpio"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(cache, "systemd-image"))
+		if err := os.Symlink(tc.dir, filepath.Join(cache, "systemd-image")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := systemdImage(repo); (err == nil) != tc.ok {
+			t.Errorf("image %s: err %v, want ok=%v", tc.dir, err, tc.ok)
+		}
 	}
 }

@@ -88,6 +88,8 @@ func TestDebPackage(t *testing.T) {
 		fn   func(t *testing.T)
 	}{
 		{"install", func(t *testing.T) {
+			// Earlier root-run jails made /run/rljail themselves.
+			os.RemoveAll("/run/rljail")
 			run(t, "dpkg", "-i", v1)
 			if v := installedVersion(); v != "0.0~vmtest1" {
 				t.Fatalf("installed version %q, want 0.0~vmtest1", v)
