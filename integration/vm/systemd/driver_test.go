@@ -235,6 +235,26 @@ func TestDriverLoginUser(t *testing.T) {
 		limitRuns(t, userSlice, slices.Contains(strings.Fields(string(ctl)), "cpu"))
 		noUnits(t, "--user")
 
+		// A SIGKILLed supervisor leaves nothing here either: the guard
+		// removes the jail's cgroup, the user manager collects the scope.
+		mark := marker(t)
+		cmd := exec.Command(rljailBin(), "run", "--no-workspace", "--pids-limit", "20", "--", "python3", "-c", "import time; time.sleep(30)", mark)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		scope := waitScope(t, "/sys/fs/cgroup"+userSlice)
+		if b, _ := os.ReadFile(filepath.Join(waitJailCgroup(t, scope), "pids.max")); strings.TrimSpace(string(b)) != "20" {
+			t.Errorf("the jail's pids.max in %s = %q, want 20", scope, b)
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		noUnits(t, "--user")
+		if _, err := os.Stat(scope); err == nil {
+			t.Errorf("%s is still there after its run's supervisor was killed", scope)
+		}
 	}) {
 		return
 	}
