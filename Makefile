@@ -14,12 +14,26 @@ LDFLAGS   := -s -w -X main.version=$(VERSION) -E rljail_entry
 STAGE     := jail/zstage_linux_amd64.syso
 STATICCHECK_VERSION := v0.8.2
 # Debian packages the build and the tests need.
-# qemu-system-x86 and busybox-static run the cgroup v2 tests in a VM (test-vm).
-APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system-x86 busybox-static
+# qemu-system-x86 and busybox-static run the cgroup v2 tests in a VM (test-vm);
+# debootstrap and cpio build the systemd VM's image (vm-systemd-image).
+APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system-x86 busybox-static debootstrap cpio
 # Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
 export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
 
 .PHONY: all build deps generate syscall-table rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
+.PHONY: install uninstall deb vm-systemd-image test-systemd-vm
+
+# install: the binary, the systemd units and tmpfiles.d entry of contrib/,
+# and the AppArmor profile (packaging/install.sh says where each goes).
+# PREFIX, DESTDIR as usual; APPARMOR=auto puts the profile into
+# /etc/apparmor.d only where AppArmor 4 is (/etc/apparmor.d/abi/4.0),
+# yes or no decide instead.
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+APPARMOR ?= auto
+# The .deb's version: the commit's time and id (a Debian version has no '-').
+DEB_VERSION ?= 0~git$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S 2>/dev/null).$(subst -,+,$(VERSION))
+DEB_OUT     ?= build/deb
 
 all: build
 
@@ -72,11 +86,13 @@ demo: rootfs
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags rljailvm ./integration/vm/guest ./integration/
+	$(GO) vet -tags rljailsystemd ./integration/vm/systemd
 
 staticcheck:
 	@test -x $$($(GO) env GOPATH)/bin/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$$($(GO) env GOPATH)/bin/staticcheck ./...
 	$$($(GO) env GOPATH)/bin/staticcheck -tags rljailvm ./integration/vm/guest ./integration/
+	$$($(GO) env GOPATH)/bin/staticcheck -tags rljailsystemd ./integration/vm/systemd
 
 # The jail package links the init stage's .syso, so its tests need it.
 unit: deps $(STAGE)
@@ -122,7 +138,32 @@ vm-kernel: deps
 # cgroup v2 hierarchy with the static rljail, the Python rootfs and the
 # in-VM test binaries, and fails unless its verdict is PASS.
 test-vm: rootfs vm-kernel
-	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -v ./integration/vm/
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -v -skip '^TestSystemdVM$$' ./integration/vm/
+
+# vm-systemd-image builds the systemd VM's Debian 12 root once with
+# debootstrap from deb.debian.org into the VM cache (about 90 MB; rebuilt
+# only when integration/vm/systemd/build-image.sh changes; the downloaded
+# packages are kept there too).
+vm-systemd-image: deps vm-kernel
+	@sh integration/vm/systemd/build-image.sh
+
+# test-systemd-vm boots that root with systemd as PID 1 under qemu and runs
+# the cases of integration/vm/systemd in it: the .deb installed, upgraded
+# and removed, the packaged runner service, systemd-run wrappers, the
+# unprivileged user in a logind session.
+test-systemd-vm: rootfs vm-kernel vm-systemd-image
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -v -run '^TestSystemdVM$$' ./integration/vm/
+
+install: build
+	sh packaging/install.sh --bin $(BIN) --prefix $(PREFIX) --apparmor $(APPARMOR) $(if $(DESTDIR),--destdir $(DESTDIR))
+
+uninstall:
+	sh packaging/install.sh --uninstall --prefix $(PREFIX) $(if $(DESTDIR),--destdir $(DESTDIR))
+
+# deb builds $(DEB_OUT)/rljail_$(DEB_VERSION)_amd64.deb from the files of
+# install (prefix /usr), reproducibly: the same commit gives the same bytes.
+deb: build
+	@sh packaging/deb/build-deb.sh --bin $(BIN) --version '$(DEB_VERSION)' --out $(DEB_OUT)
 
 # python-test: the Python package (clients/python) with the system python3: its unit
 # suite against the TEST-ONLY fake session server, and its real-binary module against
@@ -130,7 +171,7 @@ test-vm: rootfs vm-kernel
 python-test: rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) PYTHON=/usr/bin/python3 clients/python/test_all.sh
 
-test: build vet staticcheck unit python-test integration test-vm
+test: build vet staticcheck unit python-test integration test-vm test-systemd-vm
 
 # bench: start-up of a jailed python3 -c pass and true against bare runs
 # (the rootfs's own python3) and bubblewrap (ratios in the same run), and

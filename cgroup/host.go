@@ -8,8 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rljail/rljail/cgroup/systemd"
 )
 
 // cgroupRoot is where the cgroup filesystems live: cgroup2 itself on a
@@ -264,6 +267,24 @@ type host struct {
 
 	// noCgroups says why no cgroup filesystem can be used at all.
 	noCgroups string
+
+	// manager is Options.Manager (ManagerAuto for ""), managerTimeout
+	// Options.ManagerTimeout.
+	manager        Manager
+	managerTimeout time.Duration
+	// systemd is whether systemd manages the cgroup v2 tree.
+	systemd systemdHost
+}
+
+// systemdHost is what the placement knows of systemd before asking it
+// anything.
+type systemdHost struct {
+	// running: cgroup v2 at /sys/fs/cgroup and /run/systemd/system exists.
+	running bool
+	// why says why systemd cannot be asked, when not running.
+	why string
+	// failed says why asking it failed: the placement then falls back.
+	failed string
 }
 
 // layout says where probe looks; tests point it at a private cgroup2 tree.
@@ -282,8 +303,8 @@ type layout struct {
 
 // probe reads the host's cgroup layout, this process's cgroups and the
 // candidate directories for the jail's cgroup.
-func probe(parent string, lay layout) (host, error) {
-	h := host{pid: os.Getpid(), euid: os.Geteuid(), topName: lay.topName}
+func probe(parent string, manager Manager, lay layout) (host, error) {
+	h := host{pid: os.Getpid(), euid: os.Geteuid(), topName: lay.topName, manager: manager}
 	if h.topName == "" {
 		h.topName = topLevelName
 	}
@@ -350,6 +371,26 @@ func probeV2(h *host, self procCgroups, parent string) {
 		h.own = readV2Candidate(dir)
 		h.own.inSupervisorLeaf = inLeaf
 	}
+}
+
+// probeSystemd finds out whether systemd runs the host's cgroup v2 tree,
+// only where the placement may ask it: not with --cgroup-manager cgroupfs,
+// nor (auto) with --cgroup-parent or an own cgroup rljail can use, whose
+// runs cost not even the stat. h.helpers must be set.
+func probeSystemd(h host, parent string, lay layout) systemdHost {
+	switch ownOK, _ := ownUsable(h); {
+	case !h.unified:
+		return systemdHost{why: "cgroup v1"}
+	case h.manager == ManagerCgroupfs:
+		return systemdHost{why: "--cgroup-manager cgroupfs"}
+	case h.manager != ManagerSystemd && (parent != "" || ownOK):
+		return systemdHost{why: "not needed"}
+	case lay.v2Mount != "":
+		return systemdHost{why: "a test's own cgroup2 tree at " + lay.v2Mount}
+	case !systemd.Running():
+		return systemdHost{why: "systemd does not run this host (no /run/systemd/system)"}
+	}
+	return systemdHost{running: true}
 }
 
 // readV2Candidate reads what the decision needs to know about a cgroup2

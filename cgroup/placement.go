@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,9 @@ type plan struct {
 	// moveSelf: move this process into v2Parent/rljail-supervisor before
 	// enabling controllers in v2Parent ("own" placement, first run).
 	moveSelf bool
+	// scope: ask systemd for a transient scope first (PlacementSystemd);
+	// v2Parent and enableIn are the scope's, known once it exists.
+	scope *scopePlan
 	// makeParent: create v2Parent when missing (the shared top-level cgroup).
 	makeParent bool
 	// enableIn are the directories whose cgroup.subtree_control gets the
@@ -34,6 +38,9 @@ type plan struct {
 	use []string
 	// why says, per controller not used, why not.
 	why map[string]string
+	// outside, when set, is the fallback line of a root jail whose cgroup
+	// went to the top-level cgroup because systemd could not be asked.
+	outside string
 }
 
 // decide applies the placement rules of issue 4 to a host:
@@ -43,17 +50,29 @@ type plan struct {
 //     writable); on v2 when that cgroup holds no process but rljail itself
 //     and this user may write it (a systemd Delegate=yes service, or a
 //     delegated cgroup of an unprivileged user);
-//  3. as root on v2, below the top-level cgroup /sys/fs/cgroup/rljail;
-//  4. no cgroup: the caller falls back to rlimits.
+//  3. on a cgroup v2 host that systemd runs, in a transient scope of
+//     systemd's (--cgroup-manager auto or systemd): the system manager's
+//     for root, the user manager's otherwise;
+//  4. as root on v2, below the top-level cgroup /sys/fs/cgroup/rljail;
+//  5. no cgroup: the caller falls back to rlimits.
+//
+// --cgroup-manager systemd always asks systemd (--cgroup-parent then names
+// the scope's slice); cgroupfs never does.
 func decide(h host, parent string) (plan, error) {
 	p := plan{why: make(map[string]string)}
 	if h.unified {
 		return p, decideV2(h, parent, &p)
 	}
+	if h.manager == ManagerSystemd {
+		return p, errors.New("cgroup: --cgroup-manager systemd: the systemd driver needs the unified cgroup v2 hierarchy, and this host mounts cgroup v1 controllers")
+	}
 	return p, decideV1(h, parent, &p)
 }
 
 func decideV2(h host, parent string, p *plan) error {
+	if h.manager == ManagerSystemd {
+		return decideScope(h, parent, p)
+	}
 	var cand v2Candidate
 	switch ownOK, ownWhy := ownUsable(h); {
 	case parent != "":
@@ -69,6 +88,8 @@ func decideV2(h host, parent string, p *plan) error {
 		p.placement, cand = PlacementOwn, h.own
 		p.v2Parent, p.enableIn = cand.dir, []string{cand.dir}
 		p.moveSelf = !cand.inSupervisorLeaf
+	case h.manager != ManagerCgroupfs && h.systemd.running:
+		return decideScope(h, parent, p)
 	case h.euid == 0 && h.top.exists && h.top.writable == nil:
 		p.placement, cand = PlacementTopLevel, h.top
 		p.v2Parent = filepath.Join(cand.dir, h.topName)
@@ -84,11 +105,18 @@ func decideV2(h host, parent string, p *plan) error {
 		default:
 			why += fmt.Sprintf("; the cgroup2 root is not writable (%v)", h.top.writable)
 		}
+		if h.systemd.failed != "" {
+			why += "; " + h.systemd.failed
+		}
 		p.placement = PlacementNone
 		for _, ctl := range limitControllers {
 			p.why[ctl] = why
 		}
 		return nil
+	}
+	if p.placement == PlacementTopLevel && h.systemd.failed != "" {
+		// Limits held all the same, but in a cgroup systemd does not know of.
+		p.outside = "the jail's cgroup is below " + p.v2Parent + ", outside systemd's tree: " + h.systemd.failed
 	}
 	for _, ctl := range limitControllers {
 		if slices.Contains(cand.controllers, ctl) {
@@ -98,6 +126,35 @@ func decideV2(h host, parent string, p *plan) error {
 		p.why[ctl] = fmt.Sprintf("the %s controller is not available in %s (cgroup.controllers: %s)",
 			ctl, cand.dir, listOrNone(cand.controllers))
 	}
+	return nil
+}
+
+// defaultSlice is the slice of rljail's scopes, in the system manager's
+// tree for root and in the user manager's for a user.
+const defaultSlice = "rljail.slice"
+
+// decideScope plans a transient scope of systemd's. Which controllers the
+// scope gets is known once it exists (setupScope): all of the limits'
+// are planned.
+func decideScope(h host, parent string, p *plan) error {
+	if !h.systemd.running {
+		why := h.systemd.why
+		if why == "" {
+			why = "systemd does not run this host (no /run/systemd/system)"
+		}
+		return errors.New("cgroup: --cgroup-manager systemd: " + why)
+	}
+	slice := defaultSlice
+	if parent != "" {
+		name := strings.TrimPrefix(parent, "/")
+		if strings.Contains(name, "/") || !strings.HasSuffix(name, ".slice") || name == ".slice" {
+			return fmt.Errorf("cgroup: --cgroup-parent %s: with --cgroup-manager systemd it names the scope's slice unit (such as rljail.slice or my-jails.slice)", parent)
+		}
+		slice = name
+	}
+	p.placement = PlacementSystemd
+	p.scope = &scopePlan{slice: slice, user: h.euid != 0}
+	p.use = slices.Clone(limitControllers)
 	return nil
 }
 

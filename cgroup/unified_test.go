@@ -19,7 +19,7 @@ func TestUnifiedNoLeftovers(t *testing.T)  { testV2NoLeftovers(t, hybridUnified)
 // TestHostLayout: without a test layout, this hybrid host is driven through
 // its v1 hierarchies, not the controller-less cgroup2 tree.
 func TestHostLayout(t *testing.T) {
-	h, err := probe("", layout{})
+	h, err := probe("", ManagerAuto, layout{})
 	if err != nil {
 		t.Fatal(err)
 	}

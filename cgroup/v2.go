@@ -46,7 +46,9 @@ func (c *Cgroup) setupV2(h host, p *plan, name string, l Limits) ([]string, erro
 		enableControllers(dir, p)
 	}
 
-	c.sweep(func(now time.Time) { sweepStale(p.v2Parent, now) }) // as in setupV1
+	if p.scope == nil { // a scope is new: nothing to sweep
+		c.sweep(func(now time.Time) { sweepStale(p.v2Parent, now) }) // as in setupV1
+	}
 	leaf := filepath.Join(p.v2Parent, name)
 	if err := c.mkdirJail(leaf); err != nil {
 		return nil, err

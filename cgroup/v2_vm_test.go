@@ -40,7 +40,7 @@ func TestVMSetupFailure(t *testing.T) { testV2SetupFailure(t, vmV2) }
 // cgroup2, and the real Create places below --cgroup-parent with every
 // limit in cgroup2.
 func TestVMHostLayout(t *testing.T) {
-	h, err := probe("", layout{})
+	h, err := probe("", ManagerAuto, layout{})
 	if err != nil {
 		t.Fatal(err)
 	}

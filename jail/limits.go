@@ -54,6 +54,9 @@ func setupLimits(spec *Spec, runID string, announce func(dirs ...string) error, 
 		Limits:   cgroup.Limits{MemoryBytes: r.MemoryBytes, PidsMax: r.PidsMax, CPUs: r.CPUs, PidsByRlimit: cgroup.NprocPerUserNS()},
 		Announce: announce,
 		Helpers:  helpers,
+		Manager:  r.CgroupManager,
+		// A zero timeout is the package's own.
+		ManagerTimeout: r.CgroupManagerTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set up the jail's cgroup: %w", err)
@@ -176,6 +179,9 @@ func (l *jailLimits) report(lim *Limits) {
 	lim.FileSize = Limit{float64(l.res.FileSize), mechanismRlimit}
 	lim.NoFile = Limit{float64(l.res.NoFile), mechanismRlimit}
 	lim.Placement = string(l.cg.Placement())
+	if unit, _ := l.cg.Unit(); unit != "" {
+		lim.SystemdScope, lim.CgroupPath = unit, l.cg.Path()
+	}
 }
 
 // watchCPU polls the jail's CPU time and kills the jail when it passes the

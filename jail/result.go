@@ -84,6 +84,11 @@ type Limits struct {
 	// Placement is where the jail's cgroup went (cgroup2-own,
 	// cgroup2-toplevel, cgroup2-parent, cgroup1, cgroup1-parent, none).
 	Placement string `json:"cgroup_placement"`
+	// SystemdScope is the transient scope unit the jail's cgroup was in
+	// (placement systemd-scope), and CgroupPath that cgroup's path as
+	// /proc/PID/cgroup shows it; both empty and left out elsewhere.
+	SystemdScope string `json:"systemd_scope,omitempty"`
+	CgroupPath   string `json:"cgroup_path,omitempty"`
 }
 
 // setExit fills Status, ExitCode and Signal from the payload's wait status.

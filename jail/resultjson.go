@@ -108,6 +108,14 @@ func (l Limits) appendJSON(b []byte) ([]byte, error) {
 	}
 	b = append(b, `,"cgroup_placement":`...)
 	b = appendString(b, l.Placement)
+	if l.SystemdScope != "" {
+		b = append(b, `,"systemd_scope":`...)
+		b = appendString(b, l.SystemdScope)
+	}
+	if l.CgroupPath != "" {
+		b = append(b, `,"cgroup_path":`...)
+		b = appendString(b, l.CgroupPath)
+	}
 	return append(b, '}'), nil
 }
 

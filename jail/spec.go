@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/cgroup"
 	"github.com/rljail/rljail/seccomp"
 )
 
@@ -176,6 +177,12 @@ type Resources struct {
 	// CgroupParent (--cgroup-parent) places the jail's cgroup below this
 	// existing cgroup.
 	CgroupParent string
+	// CgroupManager (--cgroup-manager) says whether systemd is asked for
+	// a transient scope to hold the jail's cgroup; "" is auto.
+	CgroupManager cgroup.Manager
+	// CgroupManagerTimeout bounds the exchange with systemd; zero is 2 s
+	// ($RLJAIL_SYSTEMD_TIMEOUT, for slow, emulated machines).
+	CgroupManagerTimeout time.Duration
 	// Strict (--strict-limits) makes every fallback to a weaker mechanism
 	// an error.
 	Strict bool

@@ -20,6 +20,7 @@ func checkCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "rootfs", Usage: "rootfs directory to check"},
 			&cli.StringFlag{Name: "cgroup-parent", Usage: "check placement below this cgroup, as a run with --cgroup-parent would"},
+			&cli.StringFlag{Name: "cgroup-manager", Value: "auto", Usage: "check placement with this cgroup manager (auto, cgroupfs, systemd), as a run would"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 		},
 		Action: func(c *cli.Context) error {
@@ -28,15 +29,32 @@ func checkCommand() *cli.Command {
 				ProbeUserns:  jail.Probe,
 				ProbeOverlay: jail.ProbeOverlay,
 				Limits: func() (string, []string, error) {
-					pl, mech, fallbacks, err := cgroup.Preview(cgroup.Options{
-						Parent: c.String("cgroup-parent"),
-						Limits: cgroup.Limits{MemoryBytes: jail.DefaultMemory, PidsMax: jail.DefaultPids, CPUs: jail.DefaultCPUs},
-					})
+					timeout, err := systemdTimeout()
 					if err != nil {
 						return "", nil, err
 					}
-					return fmt.Sprintf("jail cgroups: %s; memory by %s, pids by %s, cpus by %s, cpu-time by %s",
-						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime]), fallbacks, nil
+					opts := cgroup.Options{
+						Parent:         c.String("cgroup-parent"),
+						Manager:        cgroup.Manager(c.String("cgroup-manager")),
+						ManagerTimeout: timeout,
+						Limits:         cgroup.Limits{MemoryBytes: jail.DefaultMemory, PidsMax: jail.DefaultPids, CPUs: jail.DefaultCPUs, PidsByRlimit: cgroup.NprocPerUserNS()},
+					}
+					pl, mech, fallbacks, err := cgroup.Preview(opts)
+					if err != nil {
+						return "", nil, err
+					}
+					manager, err := cgroup.DescribeManager(opts)
+					if err != nil {
+						return "", nil, err
+					}
+					// Linux 5.14 counts these per user namespace: in the jail's
+					// they count the jail alone (README, "Resource limits").
+					ucounts := "RLIMIT_NPROC and RLIMIT_SIGPENDING count per user namespace (Linux 5.14): the jail's own tasks and queued signals"
+					if !cgroup.NprocPerUserNS() {
+						ucounts = "RLIMIT_NPROC and RLIMIT_SIGPENDING count every process of the host user (before Linux 5.14)"
+					}
+					return fmt.Sprintf("jail cgroups: %s; memory by %s, pids by %s, cpus by %s, cpu-time by %s; cgroup manager: %s; %s",
+						pl, mech[cgroup.LimitMemory], mech[cgroup.LimitPids], mech[cgroup.LimitCPU], mech[cgroup.LimitCPUTime], manager, ucounts), fallbacks, nil
 				},
 				Rootfs: func() (string, error) {
 					dir, namedBy, err := locateRootfs(flag, "")

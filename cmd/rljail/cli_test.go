@@ -117,6 +117,8 @@ func TestUsageErrorsExit125OneLine(t *testing.T) {
 		{"rljail"},
 		{"rljail", "rootfs", "frob"},
 		{"rljail", "profiles", "frob"},
+		{"rljail", "--cgroup-manager", "docker", "--", "true"},
+		{"rljail", "session", "--cgroup-manager", "Systemd"},
 	}
 	for _, args := range tests {
 		var out, errb bytes.Buffer

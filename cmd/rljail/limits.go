@@ -3,11 +3,14 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rljail/rljail/cgroup"
 	"github.com/rljail/rljail/jail"
 )
 
@@ -104,8 +107,29 @@ func resourcesFromFlags(c *cli.Context, set map[string]bool) (jail.Resources, er
 		}
 	}
 	r.CgroupParent = c.String("cgroup-parent")
+	if r.CgroupManager, err = cgroup.ParseManager(c.String("cgroup-manager")); err != nil {
+		return r, err
+	}
+	if r.CgroupManagerTimeout, err = systemdTimeout(); err != nil {
+		return r, err
+	}
 	r.Strict = c.Bool("strict-limits")
 	return r, nil
+}
+
+// systemdTimeout reads $RLJAIL_SYSTEMD_TIMEOUT: the exchange with systemd
+// is bounded at 2 s, and a machine that slow (a test VM under software
+// emulation) may allow it more. Zero when unset.
+func systemdTimeout() (time.Duration, error) {
+	v := os.Getenv("RLJAIL_SYSTEMD_TIMEOUT")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := parseDuration("x", v)
+	if err != nil {
+		return 0, fmt.Errorf("$RLJAIL_SYSTEMD_TIMEOUT %q is not a positive duration (such as 10s)", v)
+	}
+	return d, nil
 }
 
 // tmpSize reads --tmp-size.
