@@ -50,6 +50,10 @@ type Manifest struct {
 	// by path in the tree; Check compares them, so that a truncated
 	// library is a clear error rather than a crashing payload.
 	Programs map[string]int64 `json:"programs,omitempty"`
+	// Packages are the package sources the rootfs was built with
+	// ("python3-numpy=1:1.24.2-1", "venv:/srv/venv", "wheels:/srv/wheels"),
+	// for `rljail rootfs info`; none for the bare standard library.
+	Packages []string `json:"packages,omitempty"`
 }
 
 // validate reports what makes m unusable.
