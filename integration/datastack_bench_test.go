@@ -1,0 +1,71 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"testing"
+	"time"
+)
+
+// BenchmarkImportNumpy is `make bench`'s start-up of `python3 -c "import
+// numpy"` in the jail against bare (issue 23), next to the `python3 -c
+// pass` pair, all four interleaved in one run on the data rootfs
+// ($RLJAIL_DATA_ROOTFS): bare is the rootfs's own interpreter run on the
+// host, as in BenchmarkStartup. The target: the jail's added time for the
+// numpy import stays within its added time for `pass` plus 20%.
+func BenchmarkImportNumpy(b *testing.B) {
+	bin, data := os.Getenv("RLJAIL_BIN"), os.Getenv("RLJAIL_DATA_ROOTFS")
+	if bin == "" || data == "" {
+		b.Fatal("RLJAIL_BIN and RLJAIL_DATA_ROOTFS must be set (make bench sets them; make data-rootfs builds the data rootfs)")
+	}
+	work := b.TempDir()
+	cmds := map[string][]string{
+		"bare-pass":    {data + "/usr/bin/python3", "-c", "pass"},
+		"rljail-pass":  {bin, "-q", "--rootfs", data, "--", "python3", "-c", "pass"},
+		"bare-numpy":   {data + "/usr/bin/python3", "-c", "import numpy"},
+		"rljail-numpy": {bin, "-q", "--rootfs", data, "--", "python3", "-c", "import numpy"},
+	}
+	order := []string{"bare-pass", "rljail-pass", "bare-numpy", "rljail-numpy"}
+	run := func(argv []string) time.Duration {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = work
+		// The bare runs must not see the host's site-packages or settings.
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + work, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+		return time.Since(start)
+	}
+	for _, k := range order {
+		run(cmds[k]) // warm the page cache
+	}
+	samples := map[string][]time.Duration{}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, k := range order {
+			samples[k] = append(samples[k], run(cmds[k]))
+		}
+	}
+	b.StopTimer()
+	med := map[string]float64{}
+	for _, k := range order {
+		s := samples[k]
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		med[k] = float64(s[len(s)/2]) / float64(time.Millisecond)
+	}
+	overPass := med["rljail-pass"] - med["bare-pass"]
+	overNumpy := med["rljail-numpy"] - med["bare-numpy"]
+	for _, k := range order {
+		b.ReportMetric(med[k], k+"-ms")
+	}
+	b.ReportMetric(overNumpy/overPass, "numpy-overhead/pass-overhead")
+	verdict := "within"
+	if overNumpy > 1.2*overPass {
+		verdict = "MISSES"
+	}
+	fmt.Printf("\nimport numpy: bare %.1f ms, jail %.1f ms (+%.1f ms); pass: bare %.1f ms, jail %.1f ms (+%.1f ms); numpy's overhead / pass's = %.2f: %s the target (<= 1.20)\n",
+		med["bare-numpy"], med["rljail-numpy"], overNumpy, med["bare-pass"], med["rljail-pass"], overPass, overNumpy/overPass, verdict)
+}
