@@ -30,13 +30,15 @@ type tree struct {
 	root     string
 	mirrored map[string]string // host path -> resolved host path, already in the tree
 	log      func(string)
+	// etc is the host's /etc, which the jail does not see (a test's stand-in).
+	etc string
 }
 
 func newTree(root string, log func(string)) *tree {
 	if log == nil {
 		log = func(string) {}
 	}
-	return &tree{root: root, mirrored: map[string]string{}, log: log}
+	return &tree{root: root, mirrored: map[string]string{}, log: log, etc: "/etc"}
 }
 
 // in is the path of host path p inside the tree. Callers only pass paths whose
@@ -82,7 +84,7 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 			if err != nil {
 				return "", fmt.Errorf("mirror %s: %w", p, err)
 			}
-			if throughEtc(target) {
+			if t.throughEtc(target) {
 				// The jail's /etc is its own (jail.prepareConfig), so a link into
 				// the host's (Debian's alternatives: libblas.so.3 ->
 				// /etc/alternatives/...; matplotlib's mpl-data/matplotlibrc ->
@@ -126,8 +128,8 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 }
 
 // throughEtc tells whether a symlink target leads into /etc.
-func throughEtc(target string) bool {
-	return target == "/etc" || strings.HasPrefix(target, "/etc/")
+func (t *tree) throughEtc(target string) bool {
+	return target == t.etc || strings.HasPrefix(target, t.etc+"/")
 }
 
 // mirrorPastEtc mirrors the symlink link (met while mirroring p, with rest
@@ -139,7 +141,7 @@ func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int) (string, e
 	if err != nil {
 		return "", fmt.Errorf("mirror %s: %w", p, err)
 	}
-	if throughEtc(end) {
+	if t.throughEtc(end) {
 		fi, err := os.Stat(end)
 		if err != nil {
 			return "", fmt.Errorf("mirror %s: %w", p, err)
