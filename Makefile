@@ -19,7 +19,8 @@ APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system
 # The data rootfs of the data-stack tests (integration/datastack_test.go) is
 # built from these Debian packages (rljail rootfs build --system-packages).
 DATA_PACKAGES := python3-numpy python3-pandas python3-scipy python3-matplotlib python3-pytest python3-hypothesis
-APT_PACKAGES += $(DATA_PACKAGES)
+# python3-pip and python3-venv: the --wheels and --venv tests (TestRootfsPackageSources).
+APT_PACKAGES += $(DATA_PACKAGES) python3-pip python3-venv
 # Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
 export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
 # The data rootfs (numpy, pandas, scipy, matplotlib), beside the Python one.
