@@ -252,3 +252,28 @@ func TestSystemPackagesPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestWheelsNeedPip: a wheelhouse is refused when the build interpreter
+// has no pip, and both flags go together.
+func TestWheelsNeedPip(t *testing.T) {
+	dir := t.TempDir()
+	req := filepath.Join(dir, "requirements.txt")
+	if err := os.WriteFile(req, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		dir, req, python, want string
+	}{
+		{dir, req, "/bin/false", "--wheels needs pip in /bin/false"},
+		{dir, "", "/bin/false", "go together"},
+		{"", req, "/bin/false", "go together"},
+		{filepath.Join(dir, "none"), req, "/bin/false", "is not a directory"},
+	} {
+		plan := &packagePlan{}
+		err := plan.addWheels(context.Background(), tc.dir, tc.req, tc.python)
+		var pe *PackageError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("addWheels(%q, %q) = %v, want a PackageError with %q", tc.dir, tc.req, err, tc.want)
+		}
+	}
+}
