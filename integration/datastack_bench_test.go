@@ -26,8 +26,16 @@ func BenchmarkImportNumpy(b *testing.B) {
 		"rljail-pass":  {bin, "-q", "--rootfs", data, "--", "python3", "-c", "pass"},
 		"bare-numpy":   {data + "/usr/bin/python3", "-c", "import numpy"},
 		"rljail-numpy": {bin, "-q", "--rootfs", data, "--", "python3", "-c", "import numpy"},
+		// The same with one OpenBLAS thread on both sides: OpenBLAS's
+		// workers spin in sched_yield while they wait (some 800 calls and
+		// 40 ms of CPU per import on 2 cores), which a loaded machine and
+		// the jail's CPU quota (--cpus 1) stretch; without them the rows
+		// show what the jail itself adds to the import (its file lookups
+		// through the overlay, the loader, seccomp).
+		"bare-numpy-1t":   {"/usr/bin/env", "OPENBLAS_NUM_THREADS=1", data + "/usr/bin/python3", "-c", "import numpy"},
+		"rljail-numpy-1t": {bin, "-q", "-e", "OPENBLAS_NUM_THREADS=1", "--rootfs", data, "--", "python3", "-c", "import numpy"},
 	}
-	order := []string{"bare-pass", "rljail-pass", "bare-numpy", "rljail-numpy"}
+	order := []string{"bare-pass", "rljail-pass", "bare-numpy", "rljail-numpy", "bare-numpy-1t", "rljail-numpy-1t"}
 	// Each run's wall time, and its CPU time (user and system, the jail's
 	// processes included: rljail reaps its init, which reaped the payload),
 	// which a loaded machine inflates less.
@@ -65,6 +73,7 @@ func BenchmarkImportNumpy(b *testing.B) {
 	}
 	cpuPass := medCPU["rljail-pass"] - medCPU["bare-pass"]
 	cpuNumpy := medCPU["rljail-numpy"] - medCPU["bare-numpy"]
+	over1t := med["rljail-numpy-1t"] - med["bare-numpy-1t"]
 	overPass := med["rljail-pass"] - med["bare-pass"]
 	overNumpy := med["rljail-numpy"] - med["bare-numpy"]
 	for _, k := range order {
@@ -72,6 +81,7 @@ func BenchmarkImportNumpy(b *testing.B) {
 	}
 	b.ReportMetric(overNumpy/overPass, "numpy-overhead/pass-overhead")
 	b.ReportMetric(cpuNumpy/cpuPass, "cpu:numpy-overhead/pass-overhead")
+	b.ReportMetric(over1t/overPass, "1thread:numpy-overhead/pass-overhead")
 	verdict := "within"
 	if overNumpy > 1.2*overPass {
 		verdict = "MISSES"
@@ -80,4 +90,6 @@ func BenchmarkImportNumpy(b *testing.B) {
 		med["bare-numpy"], med["rljail-numpy"], overNumpy, med["bare-pass"], med["rljail-pass"], overPass, overNumpy/overPass, verdict)
 	fmt.Printf("CPU time (user+sys): import numpy bare %.1f ms, jail %.1f ms (+%.1f ms); pass bare %.1f ms, jail %.1f ms (+%.1f ms); ratio %.2f\n",
 		medCPU["bare-numpy"], medCPU["rljail-numpy"], cpuNumpy, medCPU["bare-pass"], medCPU["rljail-pass"], cpuPass, cpuNumpy/cpuPass)
+	fmt.Printf("one OpenBLAS thread: import numpy bare %.1f ms, jail %.1f ms (+%.1f ms); overhead / pass's = %.2f\n",
+		med["bare-numpy-1t"], med["rljail-numpy-1t"], over1t, over1t/overPass)
 }
