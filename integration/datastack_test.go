@@ -480,6 +480,8 @@ func TestRootfsPackageSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(other, "pyvenv.cfg"), "home = /opt/python3.12/bin\nversion = 3.12.1\n", 0o644)
+	badReq := filepath.Join(dir, "bad-requirements.txt")
+	writeFile(t, badReq, "rljnosuchwheel==1.0\n", 0o644)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -489,6 +491,7 @@ func TestRootfsPackageSources(t *testing.T) {
 		{[]string{"--venv", other}, "was made by Python 3.12.1"},
 		{[]string{"--venv", filepath.Join(dir, "wheels")}, "not a virtual environment"},
 		{[]string{"--wheels", wheels}, "--wheels DIR and --requirements FILE go together"},
+		{[]string{"--wheels", wheels, "--requirements", badReq}, "No matching distribution found for rljnosuchwheel"},
 	} {
 		parent := filepath.Join(dir, "refused")
 		out := filepath.Join(parent, "rootfs")

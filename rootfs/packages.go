@@ -411,7 +411,17 @@ func (plan *packagePlan) addWheels(ctx context.Context, dir, requirements, pytho
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return packageErrorf("--wheels needs pip in %s, which has none (%s): install it (Debian: apt-get install python3-pip) or use --venv", python, strings.TrimSpace(tail(out, 200)))
 	}
-	plan.wheels = &wheelInstall{dir: abs, requirements: req}
+	w := &wheelInstall{dir: abs, requirements: req}
+	// A dry run resolves the requirements against the wheelhouse, so that
+	// one it cannot satisfy is refused before the build starts.
+	staged, err := pipInstall(ctx, python, w, true)
+	if staged != "" {
+		os.RemoveAll(staged)
+	}
+	if err != nil {
+		return err
+	}
+	plan.wheels = w
 	plan.names = append(plan.names, "wheels:"+abs)
 	return nil
 }
@@ -466,7 +476,7 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 		}
 	}
 	if plan.wheels != nil {
-		staged, err := pipInstall(ctx, python, plan.wheels, plan.withPip)
+		staged, err := pipInstall(ctx, python, plan.wheels, false)
 		if staged != "" {
 			defer os.RemoveAll(staged)
 		}
@@ -626,10 +636,11 @@ func pythonRoot(p string) string {
 }
 
 // pipInstall installs the requirements from the wheelhouse alone (no index,
-// no network) into a temporary directory and returns it. Without build
-// isolation and without compiling: the tree's bytecode is compiled later,
+// no network) into a temporary directory and returns it; a dry run only
+// resolves them (the directory stays empty). Wheels only (no build step)
+// and without compiling: the tree's bytecode is compiled later,
 // reproducibly.
-func pipInstall(ctx context.Context, python string, w *wheelInstall, withPip bool) (string, error) {
+func pipInstall(ctx context.Context, python string, w *wheelInstall, dryRun bool) (string, error) {
 	staged, err := os.MkdirTemp("", "rljail-wheels-")
 	if err != nil {
 		return "", fmt.Errorf("pip install: %w", err)
@@ -637,6 +648,9 @@ func pipInstall(ctx context.Context, python string, w *wheelInstall, withPip boo
 	args := []string{"-I", "-m", "pip", "install", "--isolated", "--no-index", "--find-links", w.dir,
 		"--only-binary", ":all:", "--no-compile", "--no-cache-dir", "--disable-pip-version-check",
 		"--no-warn-script-location", "--target", staged, "-r", w.requirements}
+	if dryRun {
+		args = append(args, "--dry-run")
+	}
 	cmd := exec.CommandContext(ctx, python, args...)
 	cmd.Env = append(slices.Clone(pythonEnv), "PIP_NO_INPUT=1", "HOME="+staged, "SOURCE_DATE_EPOCH=315532800")
 	cmd.WaitDelay = 5 * time.Second
