@@ -358,7 +358,7 @@ func readJUnit(path string) (map[string]string, error) {
 func makeWheel(t *testing.T, dir, name, version, value string) {
 	t.Helper()
 	files := map[string]string{
-		name + "/__init__.py": "VALUE = " + value + "\n",
+		name + "/__init__.py":                        "VALUE = " + value + "\n",
 		name + "-" + version + ".dist-info/METADATA": "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n",
 		name + "-" + version + ".dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: rljail-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
 	}
