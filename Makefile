@@ -17,10 +17,17 @@ STATICCHECK_VERSION := v0.8.2
 # qemu-system-x86 and busybox-static run the cgroup v2 tests in a VM (test-vm);
 # debootstrap and cpio build the systemd VM's image (vm-systemd-image).
 APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system-x86 busybox-static debootstrap cpio
+# The data rootfs of the data-stack tests (integration/datastack_test.go) is
+# built from these Debian packages (rljail rootfs build --system-packages).
+DATA_PACKAGES := python3-numpy python3-pandas python3-scipy python3-matplotlib python3-pytest python3-hypothesis
+# python3-pip and python3-venv: the --wheels and --venv tests (TestRootfsPackageSources).
+APT_PACKAGES += $(DATA_PACKAGES) python3-pip python3-venv
 # Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
 export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
+# The data rootfs (numpy, pandas, scipy, matplotlib), beside the Python one.
+export RLJAIL_DATA_ROOTFS ?= $(dir $(RLJAIL_ROOTFS))data
 
-.PHONY: all build deps generate syscall-table rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
+.PHONY: all build deps generate syscall-table rootfs data-rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
 .PHONY: install uninstall deb vm-systemd-image test-systemd-vm
 
 # install: the binary, the systemd units and tmpfiles.d entry of contrib/,
@@ -79,6 +86,20 @@ rootfs: build
 	   { test -d "$(RLJAIL_ROOTFS)/usr/share/zoneinfo" || ! test -d /usr/share/zoneinfo; } && \
 	   test -e "$(RLJAIL_ROOTFS)/usr/bin/timeout" && { test -e "$(RLJAIL_ROOTFS)/usr/bin/busybox" || ! test -x /bin/busybox; }; } || $(BIN) rootfs build
 
+# data-rootfs builds the data rootfs once, and again only when it is missing
+# or its inputs changed: rljail's rootfs code (rootfs/*.go), the package
+# list or an installed package's version (the stamp beside it records them).
+DATA_STAMP = $(dir $(RLJAIL_DATA_ROOTFS)).$(notdir $(RLJAIL_DATA_ROOTFS)).stamp
+data-rootfs: build
+	@want=$$({ cat $$(ls rootfs/*.go | grep -v _test.go); echo $(DATA_PACKAGES); dpkg-query -W $(DATA_PACKAGES); } | sha256sum | cut -c1-64); \
+	if $(BIN) rootfs verify --rootfs "$(RLJAIL_DATA_ROOTFS)" >/dev/null 2>&1 && [ "$$(cat "$(DATA_STAMP)" 2>/dev/null)" = "$$want" ]; then \
+		echo "data rootfs $(RLJAIL_DATA_ROOTFS) is up to date"; \
+	else \
+		rm -f "$(DATA_STAMP)" && \
+		$(BIN) rootfs build -q --rootfs "$(RLJAIL_DATA_ROOTFS)" --system-packages "$$(echo $(DATA_PACKAGES) | tr ' ' ,)" && \
+		echo "$$want" > "$(DATA_STAMP)"; \
+	fi
+
 demo: rootfs
 	@echo '--- rljail -- python3 examples/demo.py'
 	@$(BIN) --timeout 3s -- python3 examples/demo.py; echo "--- exit status $$?"
@@ -124,7 +145,7 @@ soak: rootfs
 
 # integration runs the black-box tests on this host (not ./integration/...,
 # which would boot the VM a second time).
-integration: rootfs
+integration: rootfs data-rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./integration/
 
 # vm-kernel unpacks the /boot of Debian's linux-image-amd64 (the versioned
@@ -177,8 +198,9 @@ test: build vet staticcheck unit python-test integration test-vm test-systemd-vm
 # (the rootfs's own python3) and bubblewrap (ratios in the same run), and
 # the cost of compiling a profile at run time (which embedded profiles
 # avoid: they are compiled at build time).
-bench: rootfs
+bench: rootfs data-rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'Startup|Session' -benchtime 300x -timeout 30m ./integration/
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'ImportNumpy' -benchtime 100x -timeout 30m ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Egress -benchtime 200x ./integration/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./seccomp/
 	$(GO) test -run '^$$' -bench CLI -benchtime 500x ./cmd/rljail/

@@ -34,6 +34,34 @@ var rootfsSkipped = map[string]bool{"dev": true, "proc": true, "sys": true, "tmp
 // package does not link the rootfs builder).
 const loaderCachePath = "/usr/lib/rljail/ld.so.cache"
 
+// packageEtcDir is rootfs.PackageEtcDir: the files the rootfs's packages
+// ship in /etc (Debian's matplotlib reads only /etc/matplotlibrc).
+const packageEtcDir = "/usr/lib/rljail/etc"
+
+// initEtcNames are the /etc files init or egress write themselves; a
+// rootfs's package never replaces one.
+var initEtcNames = map[string]bool{"passwd": true, "group": true, "hosts": true, "hostname": true,
+	"resolv.conf": true, "nsswitch.conf": true, "ld.so.cache": true, "services": true,
+	"protocols": true, "gai.conf": true, "localtime": true, "shadow": true}
+
+// packageEtcLinks links each regular file of the rootfs's packageEtcDir
+// into the jail's /etc under its name (none for a rootfs without packages).
+func packageEtcLinks(rootfsDir string) []rootSymlink {
+	entries, err := os.ReadDir(filepath.Join(rootfsDir, packageEtcDir))
+	if err != nil {
+		return nil
+	}
+	var links []rootSymlink
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || initEtcNames[name] {
+			continue
+		}
+		links = append(links, rootSymlink{Name: "etc/" + name, Target: packageEtcDir + "/" + name})
+	}
+	return links
+}
+
 // Run runs spec.Command in a new jail and waits for it. The returned Result
 // is always filled in; err is non-nil only when rljail itself failed
 // (Result.Status is then StatusSetupError and Result.ExitCode 125, 126 or
@@ -275,6 +303,7 @@ func prepareConfig(spec *Spec, root bool, host hostIDs, warn func(string)) (*ini
 	if fi, err := os.Lstat(filepath.Join(spec.Rootfs, loaderCachePath)); err == nil && fi.Mode().IsRegular() {
 		cfg.Symlinks = append(cfg.Symlinks, rootSymlink{Name: "etc/ld.so.cache", Target: loaderCachePath})
 	}
+	cfg.Symlinks = append(cfg.Symlinks, packageEtcLinks(spec.Rootfs)...)
 	if spec.Workspace != "" {
 		// Not idmapped: the jail reads the current directory with its own
 		// host uid's rights (idmap.go), never its owner's.

@@ -42,8 +42,23 @@ type BuildOptions struct {
 	// timeout, commands.go): the rootfs then has python3 and /bin/sh only.
 	NoCommands bool
 	// Packages, if set, are recorded in the manifest as the packages the build
-	// added (for `rljail rootfs list` and `info`).
+	// added (for `rljail rootfs list` and `info`), after those of the package
+	// sources below.
 	Packages []Package
+
+	// Package sources (packages.go), never a network: SystemPackages are
+	// Debian python3-* packages installed on the host, taken with the Python
+	// packages, data and fonts they depend on; Venv is a virtual environment
+	// made by an interpreter of the rootfs's Python version, whose
+	// site-packages is copied; Wheels and Requirements are an offline pip
+	// install (no index) from a wheelhouse. WithPip keeps pip where a source
+	// has it (it is left out otherwise). Each extension module brings the
+	// libraries it loads, and everything added is compiled to bytecode.
+	SystemPackages []string
+	Venv           string
+	Wheels         string
+	Requirements   string
+	WithPip        bool
 }
 
 // Build creates the Python rootfs at opts.Out from the host interpreter, replacing a
@@ -78,6 +93,10 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
+	plan, err := planPackages(ctx, opts, python, info)
+	if err != nil {
+		return Manifest{}, err // bad package input: refused before anything is written
+	}
 	logf("building Python %s rootfs from %s into %s", info.Version, python, out)
 
 	parent := filepath.Dir(out)
@@ -96,11 +115,15 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 	}()
 
 	t := newTree(tmp, opts.Log)
-	if err := assemble(ctx, t, python, info, !opts.NoCommands, logf); err != nil {
+	pkgRoots, err := assemble(ctx, t, python, info, !opts.NoCommands, plan, logf)
+	if err != nil {
 		return Manifest{}, err
 	}
 	logf("compiling bytecode")
 	if err := compileBytecode(ctx, t, python, info); err != nil {
+		return Manifest{}, err
+	}
+	if err := compilePackages(ctx, t, python, info, pkgRoots, logf); err != nil {
 		return Manifest{}, err
 	}
 	if err := normalize(ctx, tmp); err != nil {
@@ -124,7 +147,7 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 		TreeSHA256:    sum.sha256,
 		Programs:      sum.programs,
 		FilesSHA256:   filesSHA256,
-		Packages:      opts.Packages,
+		Packages:      append(plan.packageList(), opts.Packages...),
 	}
 	if err := m.validate(); err != nil {
 		return Manifest{}, fmt.Errorf("built rootfs: %w", err)
@@ -181,6 +204,10 @@ type pythonInfo struct {
 	PlatStdlib string `json:"platstdlib"`
 	Dynload    string `json:"dynload"`
 	CacheTag   string `json:"cache_tag"`
+	// Purelib is where the site module finds packages a user installed
+	// (Debian: /usr/local/lib/python3.X/dist-packages); --venv and --wheels
+	// put theirs there.
+	Purelib string `json:"purelib"`
 }
 
 // queryPythonScript prints pythonInfo. The extension module directory is DESTSHARED
@@ -194,6 +221,7 @@ print(json.dumps({
     "platstdlib": sysconfig.get_path("platstdlib"),
     "dynload": dyn,
     "cache_tag": sys.implementation.cache_tag or "",
+    "purelib": sysconfig.get_path("purelib") or "",
 }))
 `
 
@@ -246,42 +274,43 @@ func (info pythonInfo) libraryDirs() []string {
 // calls pthread_exit for a daemon thread at shutdown; without it glibc aborts).
 var runtimeLibraries = []string{"libgcc_s.so.1"}
 
-// assemble copies the interpreter, its standard library and every library they load
-// into the tree.
-func assemble(ctx context.Context, t *tree, python string, info pythonInfo, commands bool, logf func(string, ...any)) error {
+// assemble copies the interpreter, its standard library, the planned packages and
+// every library they load into the tree. It returns the package directories to
+// compile.
+func assemble(ctx context.Context, t *tree, python string, info pythonInfo, commands bool, plan *packagePlan, logf func(string, ...any)) ([]string, error) {
 	logf("copying the standard library")
 	var modules []string
 	for _, dir := range info.libraryDirs() {
 		real, err := t.mirror(dir)
 		if err != nil {
-			return fmt.Errorf("copy standard library: %w", err)
+			return nil, fmt.Errorf("copy standard library: %w", err)
 		}
 		sos, err := t.copyDir(ctx, real, excludedFromStdlib)
 		if err != nil {
-			return fmt.Errorf("copy standard library: %w", err)
+			return nil, fmt.Errorf("copy standard library: %w", err)
 		}
 		modules = append(modules, sos...)
 	}
 
 	logf("copying the interpreter and its libraries")
 	if _, err := t.mirror(python); err != nil {
-		return fmt.Errorf("copy interpreter: %w", err)
+		return nil, fmt.Errorf("copy interpreter: %w", err)
 	}
 	if err := linkPythonNames(t, python); err != nil {
-		return err
+		return nil, err
 	}
 	r, err := newLibraryResolver(python, "/etc/ld.so.conf")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	prog, err := r.programClosure(python)
 	if err != nil {
-		return fmt.Errorf("libraries of %s: %w", python, err)
+		return nil, fmt.Errorf("libraries of %s: %w", python, err)
 	}
 	libs := slices.Clone(prog.libs)
 	for _, so := range modules {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		more, err := r.moduleClosure(prog, so)
 		if err != nil {
@@ -289,12 +318,17 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 			// fail the whole build (its import raises ImportError in the jail).
 			logf("leaving out %s: %v", so, err)
 			if err := os.Remove(t.in(so)); err != nil {
-				return fmt.Errorf("remove %s: %w", so, err)
+				return nil, fmt.Errorf("remove %s: %w", so, err)
 			}
 			continue
 		}
 		libs = append(libs, more...)
 	}
+	pkgLibs, pkgRoots, err := addPackages(ctx, t, r, prog, python, plan, logf)
+	if err != nil {
+		return nil, err
+	}
+	libs = append(libs, pkgLibs...)
 	if err := addZoneinfo(ctx, t, hostZoneinfo); err != nil {
 		logf("no time zone database in the rootfs: %v", err)
 	}
@@ -318,24 +352,24 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 
 	if prog.interp != "" {
 		if _, err := t.mirror(prog.interp); err != nil {
-			return fmt.Errorf("copy program interpreter: %w", err)
+			return nil, fmt.Errorf("copy program interpreter: %w", err)
 		}
 	}
 	for _, lib := range libs {
 		if _, err := t.mirror(lib.Path); err != nil {
-			return fmt.Errorf("copy library: %w", err)
+			return nil, fmt.Errorf("copy library: %w", err)
 		}
 		if lib.Hidden {
 			if err := aliasHiddenLibrary(t, r.aliasDir, lib.Path, logf); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	if err := mirrorTopLevelLinks(t); err != nil {
-		return err
+		return nil, err
 	}
 	if n, err := writeLoaderCache(t, r); err != nil {
-		return err
+		return nil, err
 	} else if n == 0 {
 		logf("no ld.so.cache for this machine's libraries: the jail's loader searches its directories for each")
 	}
@@ -344,15 +378,15 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 	if fi, err := os.Stat("/usr/lib/locale/C.utf8"); err == nil && fi.IsDir() {
 		real, err := t.mirror("/usr/lib/locale/C.utf8")
 		if err != nil {
-			return fmt.Errorf("copy C.UTF-8 locale: %w", err)
+			return nil, fmt.Errorf("copy C.UTF-8 locale: %w", err)
 		}
 		if _, err := t.copyDir(ctx, real, func(string, bool) bool { return false }); err != nil {
-			return fmt.Errorf("copy C.UTF-8 locale: %w", err)
+			return nil, fmt.Errorf("copy C.UTF-8 locale: %w", err)
 		}
 	} else {
 		logf("no /usr/lib/locale/C.utf8 on the host: the jail's locale falls back to C (Python still uses UTF-8)")
 	}
-	return nil
+	return pkgRoots, nil
 }
 
 // linkPythonNames makes "python3" and "python" in /usr/bin lead to the interpreter, so

@@ -30,13 +30,15 @@ type tree struct {
 	root     string
 	mirrored map[string]string // host path -> resolved host path, already in the tree
 	log      func(string)
+	// etc is the host's /etc, which the jail does not see (a test's stand-in).
+	etc string
 }
 
 func newTree(root string, log func(string)) *tree {
 	if log == nil {
 		log = func(string) {}
 	}
-	return &tree{root: root, mirrored: map[string]string{}, log: log}
+	return &tree{root: root, mirrored: map[string]string{}, log: log, etc: "/etc"}
 }
 
 // in is the path of host path p inside the tree. Callers only pass paths whose
@@ -82,6 +84,14 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 			if err != nil {
 				return "", fmt.Errorf("mirror %s: %w", p, err)
 			}
+			if t.throughEtc(target) {
+				// The jail's /etc is its own (jail.prepareConfig), so a link into
+				// the host's (Debian's alternatives: libblas.so.3 ->
+				// /etc/alternatives/...; matplotlib's mpl-data/matplotlibrc ->
+				// /etc/matplotlibrc) would dangle there: link straight to where the
+				// chain ends, or copy the file when it ends inside /etc.
+				return t.mirrorPastEtc(p, next, parts[i+1:], hops)
+			}
 			if err := t.symlink(next, target); err != nil {
 				return "", err
 			}
@@ -115,6 +125,45 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 	}
 	t.mirrored[p] = cur
 	return cur, nil
+}
+
+// throughEtc tells whether a symlink target leads into /etc.
+func (t *tree) throughEtc(target string) bool {
+	return target == t.etc || strings.HasPrefix(target, t.etc+"/")
+}
+
+// mirrorPastEtc mirrors the symlink link (met while mirroring p, with rest
+// still to walk) whose target leads into the host's /etc: the tree gets a
+// symlink to the end of the chain when it ends outside /etc, else a copy
+// of the regular file it names.
+func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int) (string, error) {
+	end, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return "", fmt.Errorf("mirror %s: %w", p, err)
+	}
+	if t.throughEtc(end) {
+		fi, err := os.Stat(end)
+		if err != nil {
+			return "", fmt.Errorf("mirror %s: %w", p, err)
+		}
+		if !fi.Mode().IsRegular() || len(strings.Join(rest, "")) > 0 {
+			return "", fmt.Errorf("mirror %s: %s leads to %s, inside /etc, which the jail does not see", p, link, end)
+		}
+		if err := t.copyFile(end, link); err != nil {
+			return "", err
+		}
+		t.mirrored[p] = link
+		return link, nil
+	}
+	if err := t.symlink(link, end); err != nil {
+		return "", err
+	}
+	real, err := t.mirrorHops(end+"/"+strings.Join(rest, "/"), hops+1)
+	if err != nil {
+		return "", err
+	}
+	t.mirrored[p] = real
+	return real, nil
 }
 
 // mkdir creates directory p of the tree, or accepts an existing one.

@@ -57,6 +57,11 @@ func rootfsCommand() *cli.Command {
 					&cli.StringFlag{Name: "name", Usage: "build the rootfs of this name in rljail's data directory (/var/lib/rljail/rootfs/NAME as root, $XDG_DATA_HOME/rljail/rootfs/NAME otherwise); default python"},
 					&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 					&cli.BoolFlag{Name: "no-commands", Usage: "leave out the common commands (timeout, ls, cat, grep... from busybox; GNU timeout): python3 and /bin/sh only"},
+					&cli.StringSliceFlag{Name: "system-packages", Usage: "add Debian python3-* packages installed on this host, with the Python packages, data and fonts they depend on (repeatable, or a comma list)"},
+					&cli.StringFlag{Name: "venv", Usage: "add a virtual environment's site-packages (made by the rootfs's Python version)"},
+					&cli.StringFlag{Name: "wheels", Usage: "add an offline pip install (no index) from this wheelhouse directory, with --requirements"},
+					&cli.StringFlag{Name: "requirements", Usage: "requirements file for --wheels"},
+					&cli.BoolFlag{Name: "with-pip", Usage: "keep pip where a package source has it (left out otherwise)"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() > 0 {
@@ -81,7 +86,14 @@ func rootfsCommand() *cli.Command {
 							fmt.Fprintln(c.App.ErrWriter, "rljail: "+msg)
 						}
 					}
-					m, err := buildLocked(c.Context, rootfs.BuildOptions{Out: dir, Python: c.String("python"), Log: logf, NoCommands: c.Bool("no-commands")}, nil)
+					opts := rootfs.BuildOptions{Out: dir, Python: c.String("python"), Log: logf, NoCommands: c.Bool("no-commands")}
+					opts.SystemPackages, opts.Venv, opts.WithPip = c.StringSlice("system-packages"), c.String("venv"), c.Bool("with-pip")
+					opts.Wheels, opts.Requirements = c.String("wheels"), c.String("requirements")
+					// Refused before the build lock is taken or a directory made.
+					if err := rootfs.CheckPackageSources(c.Context, opts); err != nil {
+						return setupError("%v", err)
+					}
+					m, err := buildLocked(c.Context, opts, nil)
 					if err != nil {
 						return setupError("build the rootfs in %s: %v", dir, err)
 					}

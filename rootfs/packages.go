@@ -1,0 +1,734 @@
+package rootfs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// This file adds third-party Python packages to a rootfs, from where users
+// already keep them and never from a network: Debian's python3-* packages
+// installed on the host (SystemPackages), a virtual environment's
+// site-packages (Venv), and an offline pip install from a wheelhouse
+// (Wheels, Requirements). Their extension modules bring the libraries they
+// load, found by reading the ELF files as for the interpreter's own
+// (elfdeps.go), and everything added is compiled to bytecode.
+
+// PackageError is a package source that cannot be used (a package that is
+// not installed, a venv of another Python, no pip for a wheelhouse): the
+// caller's input is wrong, so the command line reports it as a setup error
+// and nothing was built.
+type PackageError struct{ msg string }
+
+func (e *PackageError) Error() string { return e.msg }
+
+func packageErrorf(format string, args ...any) error {
+	return &PackageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// packagePlan is what the package sources add to a tree, decided before the
+// build starts so that bad input is refused before anything is written.
+type packagePlan struct {
+	// files are host paths (regular files and symlinks) of Debian packages,
+	// sorted, copied to the same paths.
+	files []string
+	// etc are files the packages ship directly in /etc (Debian's matplotlib
+	// reads /etc/matplotlibrc and nothing else): the jail's /etc is its own,
+	// so they go to PackageEtcDir, which the jail links into its /etc.
+	etc []string
+	// dirs are directories copied whole into the tree at another place (a
+	// venv's site-packages, a pip install's target) into purelib.
+	dirs []dirCopy
+	// wheels, when set, is an offline pip install to run into purelib.
+	wheels *wheelInstall
+	// purelib is where the interpreter's site module looks for packages a
+	// user installed (Debian: /usr/local/lib/python3.X/dist-packages).
+	purelib string
+	// packages describe the sources for the manifest: each Debian package
+	// with its version, and a venv or a wheelhouse by its directory.
+	packages []Package
+	withPip  bool
+}
+
+type dirCopy struct{ from, to string }
+
+type wheelInstall struct{ dir, requirements string }
+
+func (p *packagePlan) empty() bool {
+	return p == nil || (len(p.files) == 0 && len(p.dirs) == 0 && p.wheels == nil && len(p.etc) == 0)
+}
+
+// PackageEtcDir is where, in the tree, a rootfs keeps the files its
+// packages ship in /etc, one plain name each: the jail's /etc is made by
+// init, which links each file here into it under the same name.
+const PackageEtcDir = "/usr/lib/rljail/etc"
+
+// planPackages checks the package sources of opts against the host and the
+// interpreter (info) and lists what they add. A source the caller got wrong
+// is a *PackageError.
+func planPackages(ctx context.Context, opts BuildOptions, python string, info pythonInfo) (*packagePlan, error) {
+	plan := &packagePlan{purelib: info.Purelib, withPip: opts.WithPip}
+	if len(opts.SystemPackages) > 0 {
+		if err := plan.addSystemPackages(ctx, opts.SystemPackages); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Venv != "" {
+		if err := plan.addVenv(opts.Venv, info); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Wheels != "" || opts.Requirements != "" {
+		if err := plan.addWheels(ctx, opts.Wheels, opts.Requirements, python); err != nil {
+			return nil, err
+		}
+	}
+	if !plan.empty() && plan.purelib == "" {
+		return nil, packageErrorf("%s reports no purelib directory (sysconfig): nowhere to put packages", python)
+	}
+	return plan, nil
+}
+
+// dpkgPackage is one package of the host's dpkg database.
+type dpkgPackage struct {
+	name, version string
+	installed     bool
+	depends       [][]string // groups of alternatives, names only
+}
+
+// readDpkgDatabase lists the host's packages and what each provides, with
+// one dpkg-query.
+func readDpkgDatabase(ctx context.Context) (pkgs map[string]*dpkgPackage, provides map[string][]string, err error) {
+	cmd := exec.CommandContext(ctx, "dpkg-query", "-W", "-f",
+		"${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Provides}\\t${Pre-Depends}, ${Depends}\\n")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, nil, packageErrorf("--system-packages needs dpkg-query (a Debian or Ubuntu host)")
+		}
+		return nil, nil, fmt.Errorf("read the dpkg database: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	pkgs, provides = map[string]*dpkgPackage{}, map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		if len(f) != 5 {
+			continue
+		}
+		p := &dpkgPackage{name: f[0], version: f[1], installed: strings.HasPrefix(f[2], "ii"), depends: parseDepends(f[4])}
+		if old, ok := pkgs[p.name]; ok && old.installed {
+			continue // another architecture's entry of the same name
+		}
+		pkgs[p.name] = p
+		if p.installed {
+			for _, g := range parseDepends(f[3]) {
+				for _, v := range g {
+					provides[v] = append(provides[v], p.name)
+				}
+			}
+		}
+	}
+	return pkgs, provides, sc.Err()
+}
+
+// parseDepends reads a Depends field ("a (>= 1) | b:any, c") into groups of
+// alternative package names, versions and architecture qualifiers dropped.
+func parseDepends(field string) [][]string {
+	var groups [][]string
+	for _, g := range strings.Split(field, ",") {
+		var alts []string
+		for _, a := range strings.Split(g, "|") {
+			a = strings.TrimSpace(a)
+			if i := strings.IndexAny(a, " ([<"); i >= 0 {
+				a = a[:i]
+			}
+			a, _, _ = strings.Cut(a, ":")
+			if a != "" {
+				alts = append(alts, a)
+			}
+		}
+		if len(alts) > 0 {
+			groups = append(groups, alts)
+		}
+	}
+	return groups
+}
+
+// followedPackage tells which dependencies of a Python package Build takes
+// along: other Python packages, their data packages (python-matplotlib-data)
+// and fonts. The interpreter's own packages are the rootfs already; shared
+// libraries come with the extension modules that load them (the ELF closure
+// decides, not the package metadata).
+func followedPackage(name string, withPip bool) bool {
+	switch name {
+	case "python3", "python3-minimal", "python3-venv", "python3-all",
+		// Tk needs a display, as the standard library's tkinter, which the
+		// rootfs leaves out too.
+		"python3-tk", "python3-pil.imagetk":
+		return false
+	case "python3-pip", "python3-pip-whl":
+		return withPip
+	}
+	if strings.HasSuffix(name, "-dev") {
+		return false // headers and build tools (python3-all-dev, via pythran): no compiler in a jail
+	}
+	return strings.HasPrefix(name, "python3-") || strings.HasPrefix(name, "python-") || strings.HasPrefix(name, "fonts-")
+}
+
+// addSystemPackages resolves the named Debian packages and their followed
+// dependencies and lists their files.
+func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) error {
+	pkgs, provides, err := readDpkgDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	chosen := map[string]bool{}
+	var queue []string
+	for _, n := range names {
+		p, ok := pkgs[n]
+		if !ok || !p.installed {
+			return packageErrorf("--system-packages: %s is not installed on this host (apt-get install %s)", n, n)
+		}
+		if !strings.HasPrefix(n, "python3-") && !strings.HasPrefix(n, "python-") {
+			return packageErrorf("--system-packages: %s is not a Python package (python3-*); the libraries a package needs come with it", n)
+		}
+		if !chosen[n] {
+			chosen[n] = true
+			queue = append(queue, n)
+		}
+	}
+	for len(queue) > 0 {
+		p := pkgs[queue[0]]
+		queue = queue[1:]
+		for _, group := range p.depends {
+			dep := resolveGroup(group, pkgs, provides)
+			if dep == "" || chosen[dep] || !followedPackage(dep, plan.withPip) {
+				continue
+			}
+			chosen[dep] = true
+			queue = append(queue, dep)
+		}
+	}
+	all := slices.Sorted(func(yield func(string) bool) {
+		for n := range chosen {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	var files []string
+	for _, n := range all {
+		plan.packages = append(plan.packages, Package{Name: n, Version: pkgs[n].version, Source: "system"})
+		list, err := packageFiles(ctx, n)
+		if err != nil {
+			return err
+		}
+		for _, f := range list {
+			if dir, name := path.Split(f); dir == "/etc/" && name != "" {
+				if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
+					plan.etc = append(plan.etc, f)
+				}
+			}
+			if keepPackageFile(f, plan.withPip) {
+				files = append(files, f)
+			}
+		}
+	}
+	slices.Sort(files)
+	plan.files = slices.Compact(files)
+	return nil
+}
+
+// resolveGroup picks the installed package that satisfies one group of
+// alternatives, as dpkg did: the first alternative installed by name or
+// provided by an installed package; "" when none is.
+func resolveGroup(group []string, pkgs map[string]*dpkgPackage, provides map[string][]string) string {
+	for _, alt := range group {
+		if p, ok := pkgs[alt]; ok && p.installed {
+			return alt
+		}
+		if by := provides[alt]; len(by) > 0 {
+			return slices.Min(by)
+		}
+	}
+	return ""
+}
+
+// packageFiles lists a package's regular files and symlinks (dpkg-query -L
+// also lists directories, which the tree creates as it needs them).
+func packageFiles(ctx context.Context, name string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "dpkg-query", "-L", name)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("list the files of %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
+	}
+	var files []string
+	for line := range strings.Lines(string(out)) {
+		p := strings.TrimSpace(line)
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			continue
+		}
+		fi, err := os.Lstat(p)
+		if err != nil || fi.IsDir() {
+			continue // a file dpkg lists that the host removed, or a directory
+		}
+		files = append(files, p)
+	}
+	return files, nil
+}
+
+// droppedPrefixes are the parts of a package no program reads at run time
+// (documentation, headers, desktop integration) and /etc, which the jail
+// has its own of (a link into it is followed by tree.mirror instead).
+var droppedPrefixes = []string{
+	"/etc/", "/usr/include/", "/usr/share/doc/", "/usr/share/doc-base/", "/usr/share/man/",
+	"/usr/share/info/", "/usr/share/lintian/", "/usr/share/bug/", "/usr/share/menu/",
+	"/usr/share/applications/", "/usr/share/icons/", "/usr/share/pixmaps/", "/usr/share/perl5/",
+	"/usr/share/bash-completion/", "/usr/share/zsh/", "/usr/lib/debug/", "/usr/share/python3/",
+}
+
+// keepPackageFile tells whether a file of a Debian package goes into the tree.
+func keepPackageFile(p string, withPip bool) bool {
+	for _, d := range droppedPrefixes {
+		if strings.HasPrefix(p, d) {
+			return false
+		}
+	}
+	if strings.HasSuffix(p, ".pyc") || strings.Contains(p, "/__pycache__/") {
+		return false // ours are compiled into the tree
+	}
+	return withPip || !isPipPath(p)
+}
+
+// isPipPath tells pip's own files (its package, its metadata, its scripts),
+// which a rootfs leaves out unless asked: a payload has nothing to install
+// from and nowhere to install to.
+func isPipPath(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if c == "pip" || (strings.HasPrefix(c, "pip-") && (strings.HasSuffix(c, ".dist-info") || strings.HasSuffix(c, ".egg-info"))) {
+			return true
+		}
+	}
+	base := path.Base(p)
+	return strings.HasPrefix(p, "/usr/bin/") && (base == "pip" || strings.HasPrefix(base, "pip3"))
+}
+
+// venvConfig reads the keys of a venv's pyvenv.cfg ("key = value" lines).
+func venvConfig(dir string) (map[string]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "pyvenv.cfg"))
+	if err != nil {
+		return nil, err
+	}
+	cfg := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(line, "=")
+		if ok {
+			cfg[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+		}
+	}
+	return cfg, nil
+}
+
+// minorVersion is "3.11" of "3.11.2".
+func minorVersion(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}
+
+// addVenv checks that the venv at dir was made by an interpreter of the
+// rootfs's Python version (extension modules are built for one minor
+// version's ABI) and plans the copy of its site-packages.
+func (plan *packagePlan) addVenv(dir string, info pythonInfo) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return packageErrorf("--venv %s: %v", dir, err)
+	}
+	cfg, err := venvConfig(abs)
+	if err != nil {
+		return packageErrorf("--venv %s: not a virtual environment (no readable pyvenv.cfg: %v)", dir, unwrapPathErr(err))
+	}
+	version := cfg["version"]
+	if version == "" {
+		version = cfg["version_info"]
+	}
+	if version == "" {
+		return packageErrorf("--venv %s: its pyvenv.cfg names no Python version", dir)
+	}
+	if minorVersion(version) != minorVersion(info.Version) {
+		return packageErrorf("--venv %s was made by Python %s (home %s), the rootfs's is %s: its extension modules would not load; make the venv with the rootfs's interpreter", dir, version, cfg["home"], info.Version)
+	}
+	site := filepath.Join(abs, "lib", "python"+minorVersion(info.Version), "site-packages")
+	if fi, err := os.Stat(site); err != nil || !fi.IsDir() {
+		return packageErrorf("--venv %s has no %s", dir, site)
+	}
+	plan.dirs = append(plan.dirs, dirCopy{from: site, to: plan.purelib})
+	plan.packages = append(plan.packages, Package{Name: abs, Version: info.Version, Source: "venv"})
+	return nil
+}
+
+// addWheels checks an offline install from a wheelhouse: both flags, and pip
+// in the build interpreter.
+func (plan *packagePlan) addWheels(ctx context.Context, dir, requirements, python string) error {
+	if dir == "" || requirements == "" {
+		return packageErrorf("--wheels DIR and --requirements FILE go together")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return packageErrorf("--wheels %s: %v", dir, err)
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return packageErrorf("--wheels %s is not a directory", dir)
+	}
+	req, err := filepath.Abs(requirements)
+	if err != nil {
+		return packageErrorf("--requirements %s: %v", requirements, err)
+	}
+	if fi, err := os.Stat(req); err != nil || !fi.Mode().IsRegular() {
+		return packageErrorf("--requirements %s is not a readable file", requirements)
+	}
+	cmd := exec.CommandContext(ctx, python, "-I", "-m", "pip", "--version")
+	cmd.Env = pythonEnv
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return packageErrorf("--wheels needs pip in %s, which has none (%s): install it (Debian: apt-get install python3-pip) or use --venv", python, strings.TrimSpace(tail(out, 200)))
+	}
+	w := &wheelInstall{dir: abs, requirements: req}
+	// A dry run resolves the requirements against the wheelhouse, so that
+	// one it cannot satisfy is refused before the build starts.
+	staged, err := pipInstall(ctx, python, w, true)
+	if staged != "" {
+		os.RemoveAll(staged)
+	}
+	if err != nil {
+		return err
+	}
+	plan.wheels = w
+	plan.packages = append(plan.packages, Package{Name: abs, Source: "wheels"})
+	return nil
+}
+
+// unwrapPathErr drops the *PathError wrapper whose path the message names.
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// addPackages puts the planned packages into the tree and returns the
+// libraries their extension modules load and the directories to compile.
+// An extension module whose libraries are not all on the host is left out
+// (its import fails in the jail as it would on the host), as for the
+// standard library's.
+func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet, python string, plan *packagePlan, logf func(string, ...any)) ([]loadedLibrary, []string, error) {
+	if plan.empty() {
+		return nil, nil, nil
+	}
+	// An extension module is read at its host path (host), and sits at
+	// inTree in the tree; libraries found under within (its own copied
+	// directory: a wheel's numpy.libs beside it) are in the tree already.
+	type module struct{ host, inTree, within string }
+	var modules []module
+	roots := map[string]bool{}
+	for _, f := range plan.files {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		real, err := t.mirror(f)
+		if err != nil {
+			logf("leaving out %s: %v", f, err)
+			continue
+		}
+		if isSharedObject(f) {
+			modules = append(modules, module{host: real, inTree: real})
+		}
+		if root := pythonRoot(f); root != "" {
+			roots[root] = true
+		}
+	}
+	slices.Sort(plan.etc)
+	for _, f := range slices.Compact(plan.etc) {
+		if err := t.mkdirAll(PackageEtcDir); err != nil {
+			return nil, nil, err
+		}
+		if err := t.copyFile(f, path.Join(PackageEtcDir, path.Base(f))); err != nil {
+			return nil, nil, err
+		}
+	}
+	if plan.wheels != nil {
+		staged, err := pipInstall(ctx, python, plan.wheels, false)
+		if staged != "" {
+			defer os.RemoveAll(staged)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		plan.dirs = append(plan.dirs, dirCopy{from: staged, to: plan.purelib})
+	}
+	for _, d := range plan.dirs {
+		sos, err := t.copyDirTo(ctx, d.from, d.to, func(rel string, isDir bool) bool {
+			return strings.HasSuffix(rel, ".pyc") || path.Base(rel) == "__pycache__" || (!plan.withPip && isPipPath("/"+rel))
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("copy %s: %w", d.from, err)
+		}
+		for _, rel := range sos {
+			modules = append(modules, module{host: filepath.Join(d.from, rel), inTree: path.Join(d.to, rel), within: d.from})
+		}
+		roots[d.to] = true
+	}
+	var libs []loadedLibrary
+	for _, m := range modules {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		if !isELF(m.host) {
+			continue
+		}
+		more, err := r.moduleClosure(prog, m.host)
+		if err != nil {
+			logf("leaving out %s: %v", m.inTree, err)
+			if err := os.Remove(t.in(m.inTree)); err != nil {
+				return nil, nil, fmt.Errorf("remove %s: %w", m.inTree, err)
+			}
+			continue
+		}
+		for _, lib := range more {
+			if m.within == "" || !strings.HasPrefix(lib.Path, m.within+"/") {
+				libs = append(libs, lib)
+			}
+		}
+	}
+	return libs, slices.Sorted(func(yield func(string) bool) {
+		for d := range roots {
+			if !yield(d) {
+				return
+			}
+		}
+	}), nil
+}
+
+// copyDirTo copies the host directory from into the tree at to (a
+// different path), leaving out what excluded says, and returns the paths
+// (relative to from) of the copied files that look like shared objects.
+// Symlinks that stay inside from are kept; others become copies of the
+// file they lead to, or are left out.
+func (t *tree) copyDirTo(ctx context.Context, from, to string, excluded func(rel string, isDir bool) bool) ([]string, error) {
+	if err := t.mkdirAll(to); err != nil {
+		return nil, err
+	}
+	var sos []string
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", p, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if p == from {
+			return nil
+		}
+		rel, err := filepath.Rel(from, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if excluded(rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		dst := path.Join(to, rel)
+		switch mode := d.Type(); {
+		case d.IsDir():
+			return t.mkdir(dst)
+		case mode.IsRegular():
+			if isSharedObject(rel) {
+				sos = append(sos, rel)
+			}
+			return t.copyFile(p, dst)
+		case mode&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", p, err)
+			}
+			inside := path.Join(path.Dir(rel), target)
+			if !filepath.IsAbs(target) && inside != ".." && !strings.HasPrefix(inside, "../") {
+				return t.symlink(dst, target)
+			}
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				if isSharedObject(rel) {
+					sos = append(sos, rel)
+				}
+				return t.copyFile(p, dst)
+			}
+			t.log(fmt.Sprintf("leaving out %s: symlink to %s outside %s", p, target, from))
+			return nil
+		default:
+			return fmt.Errorf("copy %s: a %v, not a file, directory or symlink", p, mode)
+		}
+	})
+	return sos, err
+}
+
+// mkdirAll creates directory p of the tree and its missing parents.
+func (t *tree) mkdirAll(p string) error {
+	cur := "/"
+	for _, c := range strings.Split(strings.Trim(filepath.Clean(p), "/"), "/") {
+		if c == "" {
+			continue
+		}
+		cur = path.Join(cur, c)
+		if err := t.mkdir(cur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isSharedObject tells an extension module or library by its name.
+func isSharedObject(p string) bool {
+	base := path.Base(p)
+	return strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
+}
+
+func isELF(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	_, err = f.Read(magic)
+	return err == nil && string(magic) == "\x7fELF"
+}
+
+// pythonRoot is the sys.path directory a package file lives under, "" for
+// files outside one (fonts, data).
+func pythonRoot(p string) string {
+	for _, c := range []string{"/dist-packages/", "/site-packages/"} {
+		if i := strings.Index(p, c); i >= 0 {
+			return p[:i+len(c)-1]
+		}
+	}
+	return ""
+}
+
+// pipInstall installs the requirements from the wheelhouse alone (no index,
+// no network) into a temporary directory and returns it; a dry run only
+// resolves them (the directory stays empty). Wheels only (no build step)
+// and without compiling: the tree's bytecode is compiled later,
+// reproducibly.
+func pipInstall(ctx context.Context, python string, w *wheelInstall, dryRun bool) (string, error) {
+	staged, err := os.MkdirTemp("", "rljail-wheels-")
+	if err != nil {
+		return "", fmt.Errorf("pip install: %w", err)
+	}
+	args := []string{"-I", "-m", "pip", "install", "--isolated", "--no-index", "--find-links", w.dir,
+		"--only-binary", ":all:", "--no-compile", "--no-cache-dir", "--disable-pip-version-check",
+		"--no-warn-script-location", "--target", staged, "-r", w.requirements}
+	if dryRun {
+		args = append(args, "--dry-run")
+	}
+	cmd := exec.CommandContext(ctx, python, args...)
+	cmd.Env = append(slices.Clone(pythonEnv), "PIP_NO_INPUT=1", "HOME="+staged, "SOURCE_DATE_EPOCH=315532800")
+	cmd.WaitDelay = 5 * time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return staged, ctxErr
+		}
+		return staged, packageErrorf("pip install --no-index --find-links %s -r %s failed: %s", w.dir, w.requirements, oneLineTail(out))
+	}
+	return staged, nil
+}
+
+func oneLineTail(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return "no output"
+}
+
+// compilePackages compiles the added package directories as compileBytecode
+// does the standard library's. Unlike the standard library, packages may
+// ship files that are not Python 3 (templates, test data named *.py): those
+// are reported and stay without bytecode.
+func compilePackages(ctx context.Context, t *tree, python string, info pythonInfo, roots []string, logf func(string, ...any)) error {
+	for _, dir := range roots {
+		if _, err := os.Stat(t.in(dir)); err != nil {
+			continue
+		}
+		cmd := exec.CommandContext(ctx, python, "-s", "-S", "-B", "-m", "compileall",
+			"-q", "-f", "-j", "1", "--invalidation-mode", "unchecked-hash",
+			"-d", dir, t.in(dir))
+		cmd.Env = pythonEnv
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		if err != nil {
+			if !errors.As(err, new(*exec.ExitError)) {
+				return fmt.Errorf("compile %s: %w", dir, err)
+			}
+			if err := checkBytecode(t.in(dir), info.CacheTag); err != nil {
+				logf("compile %s: %v", dir, err)
+			}
+			logf("compile %s: some files are not Python 3 and have no bytecode: %s", dir, tail(out, 300))
+		}
+	}
+	return nil
+}
+
+// CheckPackageSources refuses, before any build starts (and before the
+// caller takes a lock or creates a directory), package sources in opts that
+// Build would refuse: a package not installed, a venv of another Python, a
+// wheelhouse without pip. It returns nil when opts names none.
+func CheckPackageSources(ctx context.Context, opts BuildOptions) error {
+	if len(opts.SystemPackages) == 0 && opts.Venv == "" && opts.Wheels == "" && opts.Requirements == "" {
+		return nil
+	}
+	python, err := buildPython(opts.Python)
+	if err != nil {
+		return err
+	}
+	info, err := queryPython(ctx, python)
+	if err != nil {
+		return err
+	}
+	_, err = planPackages(ctx, opts, python, info)
+	return err
+}
+
+// packageList is what the manifest records of the planned sources (none
+// for a plain build).
+func (plan *packagePlan) packageList() []Package {
+	if plan == nil {
+		return nil
+	}
+	return append([]Package(nil), plan.packages...)
+}
