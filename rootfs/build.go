@@ -325,6 +325,9 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 	} else if n == 0 {
 		logf("no ld.so.cache for this machine's libraries: the jail's loader searches its directories for each")
 	}
+	if err := addNetbase(t, hostNetbase, logf); err != nil {
+		return err
+	}
 	// glibc's C.UTF-8 locale, so LANG=C.UTF-8 (what the jail sets) is a real locale and
 	// setlocale(LC_ALL, "") works. 400 kB.
 	if fi, err := os.Stat("/usr/lib/locale/C.utf8"); err == nil && fi.IsDir() {

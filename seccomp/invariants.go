@@ -37,6 +37,12 @@ var checkedCalls = map[string]checkedCall{
 	"ioctl":       {[]uint{1}, "only the terminal and descriptor commands CPython uses"},
 	"setsockopt":  {[]uint{1, 2}, "only the socket, TCP and IP options CPython and common clients use"},
 	"fcntl":       {[]uint{1, 2}, "no leases, directory notifications, signal-driven I/O or pipes above 1 MiB"},
+	"setuid":      {[]uint{0}, "no-op forms only: the jail's own id 1000"},
+	"setgid":      {[]uint{0}, "no-op forms only: the jail's own id 1000"},
+	"setreuid":    {[]uint{0, 1}, "no-op forms only: -1 or the jail's own id 1000"},
+	"setregid":    {[]uint{0, 1}, "no-op forms only: -1 or the jail's own id 1000"},
+	"setresuid":   {[]uint{0, 1, 2}, "no-op forms only: -1 or the jail's own id 1000"},
+	"setresgid":   {[]uint{0, 1, 2}, "no-op forms only: -1 or the jail's own id 1000"},
 }
 
 // CheckedCalls returns the calls whose arguments every embedded profile
