@@ -41,6 +41,11 @@ type BuildOptions struct {
 	// NoCommands leaves out the common commands (busybox's applets and GNU
 	// timeout, commands.go): the rootfs then has python3 and /bin/sh only.
 	NoCommands bool
+	// TestSuites keeps CPython's own regression tests (Debian's
+	// libpython3.11-testsuite) and the test-only extension modules
+	// (testsuites.go): a rootfs for comparing the jail with a plain
+	// machine, not for running model code.
+	TestSuites bool
 }
 
 // Build creates the Python rootfs at opts.Out from the host interpreter, replacing a
@@ -93,11 +98,11 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 	}()
 
 	t := newTree(tmp, opts.Log)
-	if err := assemble(ctx, t, python, info, !opts.NoCommands, logf); err != nil {
+	if err := assemble(ctx, t, python, info, !opts.NoCommands, stdlibFilter(opts.TestSuites), logf); err != nil {
 		return Manifest{}, err
 	}
 	logf("compiling bytecode")
-	if err := compileBytecode(ctx, t, python, info); err != nil {
+	if err := compileBytecode(ctx, t, python, info, opts.TestSuites); err != nil {
 		return Manifest{}, err
 	}
 	if err := normalize(ctx, tmp); err != nil {
@@ -234,7 +239,7 @@ var runtimeLibraries = []string{"libgcc_s.so.1"}
 
 // assemble copies the interpreter, its standard library and every library they load
 // into the tree.
-func assemble(ctx context.Context, t *tree, python string, info pythonInfo, commands bool, logf func(string, ...any)) error {
+func assemble(ctx context.Context, t *tree, python string, info pythonInfo, commands bool, excluded func(string, bool) bool, logf func(string, ...any)) error {
 	logf("copying the standard library")
 	var modules []string
 	for _, dir := range info.libraryDirs() {
@@ -242,7 +247,7 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 		if err != nil {
 			return fmt.Errorf("copy standard library: %w", err)
 		}
-		sos, err := t.copyDir(ctx, real, excludedFromStdlib)
+		sos, err := t.copyDir(ctx, real, excluded)
 		if err != nil {
 			return fmt.Errorf("copy standard library: %w", err)
 		}
@@ -461,7 +466,7 @@ func mirrorTopLevelLinks(t *tree) error {
 // checked against the source (unchecked-hash: the tree cannot change under it), its
 // co_filename is the path inside the jail (-d), and one worker in a fixed environment
 // compiles the files in sorted order, so the output is the same on every build.
-func compileBytecode(ctx context.Context, t *tree, python string, info pythonInfo) error {
+func compileBytecode(ctx context.Context, t *tree, python string, info pythonInfo, tests bool) error {
 	for _, dir := range info.libraryDirs() {
 		real, err := filepath.EvalSymlinks(dir)
 		if err != nil {
@@ -469,9 +474,13 @@ func compileBytecode(ctx context.Context, t *tree, python string, info pythonInf
 		}
 		// -s: no user site; -S: nothing of site-packages loaded into the compiler's
 		// process; -B: the host's own __pycache__ stays untouched.
-		cmd := exec.CommandContext(ctx, python, "-s", "-S", "-B", "-m", "compileall",
+		args := []string{"-s", "-S", "-B", "-m", "compileall",
 			"-q", "-f", "-j", "1", "--invalidation-mode", "unchecked-hash",
-			"-d", dir, t.in(real))
+			"-d", dir}
+		if tests {
+			args = append(args, "-x", testSuiteDirs)
+		}
+		cmd := exec.CommandContext(ctx, python, append(args, t.in(real))...)
 		cmd.Env = pythonEnv
 		cmd.WaitDelay = 5 * time.Second
 		if outb, err := cmd.CombinedOutput(); err != nil {
@@ -480,7 +489,7 @@ func compileBytecode(ctx context.Context, t *tree, python string, info pythonInf
 			}
 			return fmt.Errorf("compile %s: %w: %s", dir, err, tail(outb, 2000))
 		}
-		if err := checkBytecode(t.in(real), info.CacheTag); err != nil {
+		if err := checkBytecode(t.in(real), info.CacheTag, tests); err != nil {
 			return fmt.Errorf("compile %s: %w", dir, err)
 		}
 	}
@@ -488,7 +497,7 @@ func compileBytecode(ctx context.Context, t *tree, python string, info pythonInf
 }
 
 // checkBytecode makes sure every .py under dir has its compiled form for this cache tag.
-func checkBytecode(dir, cacheTag string) error {
+func checkBytecode(dir, cacheTag string, tests bool) error {
 	var missing []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -496,6 +505,9 @@ func checkBytecode(dir, cacheTag string) error {
 		}
 		name := d.Name()
 		if d.IsDir() || !strings.HasSuffix(name, ".py") {
+			return nil
+		}
+		if tests && inTestSuite(p) {
 			return nil
 		}
 		pyc := filepath.Join(filepath.Dir(p), "__pycache__", strings.TrimSuffix(name, ".py")+"."+cacheTag+".pyc")

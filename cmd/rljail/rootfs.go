@@ -33,6 +33,7 @@ func rootfsCommand() *cli.Command {
 					dirFlag,
 					&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 					&cli.BoolFlag{Name: "no-commands", Usage: "leave out the common commands (timeout, ls, cat, grep... from busybox; GNU timeout): python3 and /bin/sh only"},
+					&cli.BoolFlag{Name: "test-suites", Usage: "keep CPython's own regression tests and test-only modules (for comparing the jail with a plain machine, not for model code)"},
 				},
 				Action: func(c *cli.Context) error {
 					dir, err := rootfsDir(c.String("rootfs"))
@@ -44,7 +45,7 @@ func rootfsCommand() *cli.Command {
 							fmt.Fprintln(c.App.ErrWriter, "rljail: "+msg)
 						}
 					}
-					m, err := buildLocked(c.Context, rootfs.BuildOptions{Out: dir, Python: c.String("python"), Log: logf, NoCommands: c.Bool("no-commands")}, nil)
+					m, err := buildLocked(c.Context, rootfs.BuildOptions{Out: dir, Python: c.String("python"), Log: logf, NoCommands: c.Bool("no-commands"), TestSuites: c.Bool("test-suites")}, nil)
 					if err != nil {
 						return setupError("build the rootfs in %s: %v", dir, err)
 					}
