@@ -15,7 +15,10 @@ STAGE     := jail/zstage_linux_amd64.syso
 STATICCHECK_VERSION := v0.8.2
 # Debian packages the build and the tests need.
 # qemu-system-x86 and busybox-static run the cgroup v2 tests in a VM (test-vm).
-APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system-x86 busybox-static
+# libpython3.11-testsuite and netbase: CPython's regression tests compared bare and in
+# the jail (integration/cpython_test.go), and the /etc/services and /etc/protocols the
+# rootfs copies.
+APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system-x86 busybox-static libpython3.11-testsuite netbase
 # Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
 export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
 
@@ -56,11 +59,13 @@ build: deps generate $(STAGE)
 
 # rootfs builds the Python root filesystem once (rljail would on first use too),
 # and again over one an older rljail built without the loader cache, /bin/sh,
-# the time zone database or the common commands (timeout; busybox's applets).
+# the time zone database, the common commands (timeout; busybox's applets) or the
+# network tables (/etc/services and /etc/protocols, rootfs/netbase.go).
 rootfs: build
 	@{ $(BIN) rootfs info 2>/dev/null | grep -q '^loader: *ld.so.cache' && test -L "$(RLJAIL_ROOTFS)/usr/bin/sh" && \
 	   { test -d "$(RLJAIL_ROOTFS)/usr/share/zoneinfo" || ! test -d /usr/share/zoneinfo; } && \
-	   test -e "$(RLJAIL_ROOTFS)/usr/bin/timeout" && { test -e "$(RLJAIL_ROOTFS)/usr/bin/busybox" || ! test -x /bin/busybox; }; } || $(BIN) rootfs build
+	   test -e "$(RLJAIL_ROOTFS)/usr/bin/timeout" && { test -e "$(RLJAIL_ROOTFS)/usr/bin/busybox" || ! test -x /bin/busybox; } && \
+	   test -f "$(RLJAIL_ROOTFS)/usr/lib/rljail/services" && test -f "$(RLJAIL_ROOTFS)/usr/lib/rljail/protocols"; } || $(BIN) rootfs build
 
 demo: rootfs
 	@echo '--- rljail -- python3 examples/demo.py'
@@ -106,7 +111,7 @@ soak: rootfs
 # integration runs the black-box tests on this host (not ./integration/...,
 # which would boot the VM a second time).
 integration: rootfs
-	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./integration/
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m ./integration/
 
 # vm-kernel unpacks the /boot of Debian's linux-image-amd64 (the versioned
 # package it depends on) into a cache: /var/cache/rljail-vm for root, else
