@@ -59,13 +59,15 @@ build: deps generate $(STAGE)
 
 # rootfs builds the Python root filesystem once (rljail would on first use too),
 # and again over one an older rljail built without the loader cache, /bin/sh,
-# the time zone database, the common commands (timeout; busybox's applets) or the
-# network tables (/etc/services and /etc/protocols, rootfs/netbase.go).
+# the time zone database, the common commands (timeout; busybox's applets), the
+# network tables (/etc/services and /etc/protocols, rootfs/netbase.go) or ldconfig
+# (ctypes.util.find_library, rootfs/ldconfig.go).
 rootfs: build
 	@{ $(BIN) rootfs info 2>/dev/null | grep -q '^loader: *ld.so.cache' && test -L "$(RLJAIL_ROOTFS)/usr/bin/sh" && \
 	   { test -d "$(RLJAIL_ROOTFS)/usr/share/zoneinfo" || ! test -d /usr/share/zoneinfo; } && \
 	   test -e "$(RLJAIL_ROOTFS)/usr/bin/timeout" && { test -e "$(RLJAIL_ROOTFS)/usr/bin/busybox" || ! test -x /bin/busybox; } && \
-	   test -f "$(RLJAIL_ROOTFS)/usr/lib/rljail/services" && test -f "$(RLJAIL_ROOTFS)/usr/lib/rljail/protocols"; } || $(BIN) rootfs build
+	   test -f "$(RLJAIL_ROOTFS)/usr/lib/rljail/services" && test -f "$(RLJAIL_ROOTFS)/usr/lib/rljail/protocols" && \
+	   { test -e "$(RLJAIL_ROOTFS)/sbin/ldconfig" || ! test -x /sbin/ldconfig; }; } || $(BIN) rootfs build
 
 demo: rootfs
 	@echo '--- rljail -- python3 examples/demo.py'

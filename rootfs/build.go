@@ -301,6 +301,11 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 		}
 		libs = append(libs, cmdLibs...)
 	}
+	ldLibs, err := addLdconfig(t, r, hostLdconfig)
+	if err != nil {
+		logf("no ldconfig in the rootfs (ctypes.util.find_library finds nothing): %v", err)
+	}
+	libs = append(libs, ldLibs...)
 	extra, err := r.dlopenClosure(prog, "glibc", &elfObject{needed: runtimeLibraries})
 	if err != nil {
 		logf("not adding %s: %v", strings.Join(runtimeLibraries, ", "), err)
