@@ -70,7 +70,7 @@ const cpythonTestSuite = "/usr/lib/python3.11/test/__init__.py"
 // (the defaults, 64 processes, 256 descriptors, 64 MB of /tmp, are for
 // model code).
 var cpythonJailFlags = []string{
-	"--timeout", "10m", "--memory", "3g", "--pids-limit", "1024", "--cpus", "2",
+	"--timeout", "10m", "--memory", "8g", "--pids-limit", "1024", "--cpus", "2",
 	"--nofile", "4096", "--tmp-size", "2g", "--file-size", "16g",
 }
 
