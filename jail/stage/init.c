@@ -793,22 +793,36 @@ static void mount_proc(int root, int empty)
 
 static void mount_devpts(int root)
 {
-	int fs = (int)syscall(SYS_fsopen, "devpts", FSOPEN_CLOEXEC);
-	if (fs < 0)
-		die(125, "fsopen devpts: %s", errstr(errno));
 	static const char *opts[][2] = {{"ptmxmode", "0666"}, {"mode", "0620"}, {"max", DEVPTS_MAX}};
-	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "newinstance", NULL, 0) < 0)
-		die(125, "devpts option newinstance: %s", errstr(errno));
-	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
-		if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, opts[i][0], opts[i][1], 0) < 0)
-			die(125, "devpts option %s=%s: %s", opts[i][0], opts[i][1], errstr(errno));
+	const char *step = "fsopen";
+	int m = -1;
+	int fs = (int)syscall(SYS_fsopen, "devpts", FSOPEN_CLOEXEC);
+	if (fs >= 0) {
+		step = "newinstance";
+		int ok = syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "newinstance", NULL, 0) == 0;
+		for (size_t i = 0; ok && i < sizeof opts / sizeof opts[0]; i++) {
+			step = opts[i][0];
+			ok = syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, opts[i][0], opts[i][1], 0) == 0;
+		}
+		if (ok) {
+			step = "create";
+			ok = syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0;
+		}
+		if (ok) {
+			step = "fsmount";
+			m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+		}
+		int saved = errno;
+		close(fs);
+		errno = saved;
 	}
-	if (syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-		die(125, "create devpts: %s", errstr(errno));
-	int m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
-	if (m < 0)
-		die(125, "fsmount devpts: %s", errstr(errno));
-	close(fs);
+	if (m < 0) {
+		// A kernel or a security module (an AppArmor or SELinux policy
+		// without devpts mounts) that refuses it costs the jail its
+		// ptys only: said, and the run goes on.
+		warn("no pseudo-terminals in the jail (pty.openpty fails): devpts %s: %s", step, errstr(errno));
+		return;
+	}
 	attach_at(root, m, "/dev/pts", 1);
 	int dev = resolve_in_root(root, "/dev", O_DIRECTORY | O_RDONLY);
 	if (dev < 0)
