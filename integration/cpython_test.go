@@ -35,8 +35,12 @@ import (
 // method of macOS and Windows, and the one that starts a fresh interpreter
 // for every process) to its processes, pools, queues and shared memory,
 // 40 s instead of 9 minutes. Debian's test package has no test_sqlite3.
+// test_socket's UDP-Lite tests are left out on both sides (-i): seccomp
+// denies the protocol, and the server's failing setUp races the client
+// thread it starts, which now and then crashes the whole module in the
+// jail (no result for any of its tests).
 var cpythonSuites = []cpythonSuite{
-	{name: "modules", args: []string{"-j2",
+	{name: "modules", args: []string{"-j2", "-i", "*UDPLITE*",
 		"test_os", "test_posix", "test_subprocess", "test_socket", "test_io", "test_fileio",
 		"test_threading", "test_threadsignals", "test_asyncio.test_events", "test_asyncio.test_tasks",
 		"test_asyncio.test_subprocess", "test_asyncio.test_streams", "test_asyncio.test_unix_events",
@@ -402,7 +406,7 @@ func TestCPythonRegressionTests(t *testing.T) {
 		jail := runs[1+i].outcomes
 		var differ []string
 		for id, o := range bare {
-			if o == cpyPassed && jail[id] != cpyPassed {
+			if got, ok := jail[id]; o == cpyPassed && (!ok || got != cpyPassed) {
 				differ = append(differ, id)
 			}
 		}
@@ -435,7 +439,9 @@ func TestCPythonRegressionTests(t *testing.T) {
 				continue
 			}
 			unexplained++
-			t.Errorf("%s: %s passes bare, %s in the jail, and README.md's table does not say why", m, id, state)
+			if unexplained <= 100 {
+				t.Errorf("%s: %s passes bare, %s in the jail, and README.md's table does not say why", m, id, state)
+			}
 		}
 		t.Logf("%s: %d of %d tests that pass bare pass in the jail; %d differ (%d not in README)", m, passedBare-len(differ), passedBare, len(differ), unexplained)
 		if unexplained > 0 {
