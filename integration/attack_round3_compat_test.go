@@ -28,6 +28,10 @@ func init() {
 			mechanism: "rljail's stdin is a host terminal; the payload opens a pty of its own and pushes input with TIOCSTI into it, into its stdin, stdout and stderr, /dev/tty and the host's /dev/pts/N, writes to what it can open, and looks for the host's terminals in /dev/pts",
 			layer:     "seccomp denies TIOCSTI and TIOCLINUX whatever the descriptor; the jail's /dev/pts is a devpts instance of its own (newinstance) that holds none of the host's terminals; stdin reaches the payload through a pipe",
 			run:       attackPtyTIOCSTI},
+		attackCase{name: "pty_exhaustion", group: groupDoS,
+			mechanism: "open pseudo-terminals until the kernel refuses, and hold them: all non-initial devpts instances share kernel.pty.max less kernel.pty.reserve (3072), so one jail could leave other containers none",
+			layer:     "the jail's devpts instance is mounted with max=64",
+			run:       attackPtyExhaustion},
 		attackCase{name: "identity_calls_change_ids", group: groupProcesses,
 			mechanism: "after the no-op identity calls that now succeed (setuid(getuid()), setreuid(-1, -1), setresgid(-1, -1, -1)...), try every real change: setuid(0), setresuid(0, 0, 0), seteuid(0), setreuid(-1, 0), setgid(0), setresgid(-1, 0, -1), setgroups([0]), setgroups([]), and the host's nobody",
 			layer:     "the python profile allows the set*id calls only with -1 or the jail's id 1000 in each place (any other value is EPERM before the kernel sees it), setgroups not at all; the payload has no capabilities, so the kernel would refuse a change too",
@@ -289,5 +293,62 @@ func attackIdentityCalls(t *testing.T, m mode) {
 	}
 	if p.exit != 0 {
 		t.Errorf("the payload exited %d: %s", p.exit, p)
+	}
+}
+
+// ptyNr is the host's count of allocated ptys, every devpts instance's.
+func ptyNr(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/pty/nr")
+	if err != nil {
+		t.Fatalf("read kernel.pty.nr: %v", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("kernel.pty.nr %q: %v", b, err)
+	}
+	return n
+}
+
+func attackPtyExhaustion(t *testing.T, m mode) {
+	// Other cases may open a few host ptys meanwhile: the slack allows
+	// for them, far below what an unbounded jail takes (thousands).
+	const jailMax, slack = 64, 16
+	before := ptyNr(t)
+	const code = `
+import os, sys
+fds = []
+try:
+    while len(fds) < 4000:
+        fds.append(os.openpty())
+except OSError as e:
+    print("STOPPED", len(fds), e.errno, flush=True)
+print("READY", flush=True)
+sys.stdin.readline()
+`
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	p, _ := startWatched(t, m, runOpts{stdinFile: r}, "READY", code, "--nofile", "16384")
+	r.Close()
+	held := ptyNr(t) - before
+	w.Close()
+	p.wait()
+	t.Logf("the payload: %s; kernel.pty.nr rose by %d while it held them", strings.TrimSpace(p.stdout.String()), held)
+	if held > jailMax+slack {
+		t.Errorf("EXHAUSTED: the jail held %d of the host's ptys (kernel.pty.nr), want at most %d", held, jailMax)
+	}
+	if held < jailMax/2 {
+		t.Errorf("the jail held only %d ptys: its own devpts does not serve them (%s)", held, p.stdout.String())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ptyNr(t) > before+slack && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if after := ptyNr(t); after > before+slack {
+		t.Errorf("kernel.pty.nr is %d after the run, %d before: the jail's ptys outlived it", after, before)
 	}
 }
