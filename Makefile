@@ -17,6 +17,10 @@ STATICCHECK_VERSION := v0.8.2
 # qemu-system-x86 and busybox-static run the cgroup v2 tests in a VM (test-vm);
 # debootstrap and cpio build the systemd VM's image (vm-systemd-image).
 APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system-x86 busybox-static debootstrap cpio
+# libpython3.11-testsuite and netbase: CPython's regression tests compared bare and in
+# the jail (integration/cpython_test.go), and the /etc/services and /etc/protocols the
+# rootfs copies.
+APT_PACKAGES += libpython3.11-testsuite netbase
 # The data rootfs of the data-stack tests (integration/datastack_test.go) is
 # built from these Debian packages (rljail rootfs build --system-packages).
 DATA_PACKAGES := python3-numpy python3-pandas python3-scipy python3-matplotlib python3-pytest python3-hypothesis
@@ -77,14 +81,18 @@ build: deps generate $(STAGE)
 
 # rootfs builds the Python root filesystem once (rljail would on first use too),
 # and again over one an older rljail built without the loader cache, /bin/sh,
-# the time zone database or the common commands (timeout; busybox's applets),
+# the time zone database, the common commands (timeout; busybox's applets), the
+# network tables (/etc/services and /etc/protocols, rootfs/netbase.go) or ldconfig
+# (ctypes.util.find_library, rootfs/ldconfig.go),
 # one of an older format (info fails: format 2 added the per-file list and the
 # fingerprint runs check), or one that changed since its build (verify fails:
 # every run would refuse it).
 rootfs: build
 	@{ $(BIN) rootfs info 2>/dev/null | grep -q '^loader: *ld.so.cache' && $(BIN) rootfs verify >/dev/null 2>&1 && test -L "$(RLJAIL_ROOTFS)/usr/bin/sh" && \
 	   { test -d "$(RLJAIL_ROOTFS)/usr/share/zoneinfo" || ! test -d /usr/share/zoneinfo; } && \
-	   test -e "$(RLJAIL_ROOTFS)/usr/bin/timeout" && { test -e "$(RLJAIL_ROOTFS)/usr/bin/busybox" || ! test -x /bin/busybox; }; } || $(BIN) rootfs build
+	   test -e "$(RLJAIL_ROOTFS)/usr/bin/timeout" && { test -e "$(RLJAIL_ROOTFS)/usr/bin/busybox" || ! test -x /bin/busybox; } && \
+	   test -f "$(RLJAIL_ROOTFS)/usr/lib/rljail/services" && test -f "$(RLJAIL_ROOTFS)/usr/lib/rljail/protocols" && \
+	   { test -e "$(RLJAIL_ROOTFS)/sbin/ldconfig" || ! test -x /sbin/ldconfig; }; } || $(BIN) rootfs build
 
 # data-rootfs builds the data rootfs once, and again only when it is missing
 # or its inputs changed: rljail's rootfs code (rootfs/*.go), the package
@@ -146,7 +154,7 @@ soak: rootfs
 # integration runs the black-box tests on this host (not ./integration/...,
 # which would boot the VM a second time).
 integration: rootfs data-rootfs
-	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./integration/
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./integration/
 
 # vm-kernel unpacks the /boot of Debian's linux-image-amd64 (the versioned
 # package it depends on) into a cache: /var/cache/rljail-vm for root, else

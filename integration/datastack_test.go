@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"image/png"
@@ -250,11 +249,11 @@ func TestDataStackNumpySuite(t *testing.T) {
 	if exit != 0 {
 		t.Fatalf("jailed numpy.test(): exit %d\nstdout: %s\nstderr: %s", exit, lastChars(stdout, 3000), lastChars(stderr, 3000))
 	}
-	bareRes, err := readJUnit(filepath.Join(bareOut, "bare.xml"))
+	bareRes, err := readPytestJUnit(filepath.Join(bareOut, "bare.xml"))
 	if err != nil {
 		t.Fatalf("bare results: %v", err)
 	}
-	jailRes, err := readJUnit(filepath.Join(out, "jail.xml"))
+	jailRes, err := readPytestJUnit(filepath.Join(out, "jail.xml"))
 	if err != nil {
 		t.Fatalf("jail results: %v", err)
 	}
@@ -304,51 +303,20 @@ func lastChars(s string, n int) string {
 	return s
 }
 
-// readJUnit reads pytest's JUnit XML into test id -> "passed", "failed",
-// "error" or "skipped".
-func readJUnit(path string) (map[string]string, error) {
+// readPytestJUnit reads pytest's --junit-xml into outcomes ("passed",
+// "skipped", "failed") by class::name.
+func readPytestJUnit(path string) (map[string]string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	type outcome struct {
-		XMLName xml.Name
-	}
-	type testcase struct {
-		Classname string    `xml:"classname,attr"`
-		Name      string    `xml:"name,attr"`
-		Children  []outcome `xml:",any"`
-	}
-	var doc struct {
-		Suites []struct {
-			Cases []testcase `xml:"testcase"`
-		} `xml:"testsuite"`
-	}
-	if err := xml.Unmarshal(raw, &doc); err != nil {
+	o, err := parseJUnit(raw, func(c junitCase) string { return c.Classname + "::" + c.Name })
+	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
-	res := map[string]string{}
-	for _, s := range doc.Suites {
-		for _, c := range s.Cases {
-			o := "passed"
-			for _, ch := range c.Children {
-				switch ch.XMLName.Local {
-				case "failure":
-					o = "failed"
-				case "error":
-					o = "error"
-				case "skipped":
-					if o == "passed" {
-						o = "skipped"
-					}
-				}
-			}
-			id := c.Classname + "::" + c.Name
-			if prev, ok := res[id]; ok && prev != "passed" {
-				continue // a duplicate id (a setup error beside the call) keeps the worse
-			}
-			res[id] = o
-		}
+	res := make(map[string]string, len(o))
+	for id, v := range o {
+		res[id] = v.String()
 	}
 	return res, nil
 }

@@ -493,14 +493,21 @@ print("IFACES", ",".join(sorted(names)))
 		out := jailOK(t, m, runOpts{}, nil, `
 import os
 print("DEV", ",".join(sorted(os.listdir("/dev"))))
+print("PTS", ",".join(sorted(os.listdir("/dev/pts"))), os.readlink("/dev/ptmx"))
 print("SYS", os.path.exists("/sys/kernel") or os.path.exists("/sys/fs"))
 with open("/dev/null", "w") as f:
     f.write("x")
 print("ZERO", len(open("/dev/zero", "rb").read(16)), "URANDOM", len(open("/dev/urandom", "rb").read(16)))
 `)
-		want := "fd,full,null,random,shm,stderr,stdin,stdout,urandom,zero"
+		// ptmx and pts: the jail's own devpts (issue 23), which holds no
+		// pty of the host's (attack case pty_tiocsti_host_terminal looks
+		// from the host).
+		want := "fd,full,null,ptmx,pts,random,shm,stderr,stdin,stdout,urandom,zero"
 		if v, _ := lineValue(out, "DEV "); v != want {
 			t.Errorf("/dev in the jail holds %q, want %q", v, want)
+		}
+		if v, _ := lineValue(out, "PTS "); v != "ptmx pts/ptmx" {
+			t.Errorf("/dev/pts in the jail holds %q (and /dev/ptmx leads there), want its ptmx only", v)
 		}
 		if !strings.Contains(out, "SYS False") {
 			t.Errorf("/sys of the host is visible in the jail:\n%s", out)

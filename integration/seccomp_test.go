@@ -824,7 +824,7 @@ print("SOCKETPAIR", b.recv(2).decode(), flush=True)
 func TestSeccompAddRemove(t *testing.T) {
 	t.Parallel()
 	probe := seccompProbeLib + `
-print("SETUID", result(lambda: sc(105, os.getuid())))
+print("SETFSUID", result(lambda: sc(122, os.getuid())))
 print("GETPPID", result(lambda: sc(110)))
 print("READ", len(open("/proc/self/stat").read()) > 0)
 print("GETTID", result(lambda: sc(186)))
@@ -836,24 +836,24 @@ print("UNIX", result(lambda: sock(1, 1)))
 			t.Parallel()
 			t.Run("default", func(t *testing.T) {
 				out := jailOK(t, m, runOpts{}, nil, probe)
-				for _, want := range []string{"SETUID EPERM", "GETPPID OK", "READ True", "GETTID OK", "NETLINK EPERM", "UNIX OK"} {
+				for _, want := range []string{"SETFSUID EPERM", "GETPPID OK", "READ True", "GETTID OK", "NETLINK EPERM", "UNIX OK"} {
 					if !strings.Contains(out, want) {
 						t.Errorf("the default profile: want %q in\n%s", want, out)
 					}
 				}
 			})
-			t.Run("add_setuid", func(t *testing.T) {
-				stdout, stderr, exit, res := runJail(t, m, runOpts{}, append([]string{"--seccomp-add", "setuid"}, python(probe)...)...)
+			t.Run("add_setfsuid", func(t *testing.T) {
+				stdout, stderr, exit, res := runJail(t, m, runOpts{}, append([]string{"--seccomp-add", "setfsuid"}, python(probe)...)...)
 				if exit != 0 {
 					t.Fatalf("exit %d\n%s%s", exit, stdout, stderr)
 				}
-				for _, want := range []string{"SETUID OK", "GETPPID OK", "READ True", "GETTID OK", "NETLINK EPERM", "UNIX OK"} {
+				for _, want := range []string{"SETFSUID OK", "GETPPID OK", "READ True", "GETTID OK", "NETLINK EPERM", "UNIX OK"} {
 					if !strings.Contains(stdout, want) {
-						t.Errorf("--seccomp-add setuid: want %q in\n%s", want, stdout)
+						t.Errorf("--seccomp-add setfsuid: want %q in\n%s", want, stdout)
 					}
 				}
-				if got := fmt.Sprint(seccompReport(res)["added"]); got != "[setuid]" {
-					t.Errorf("result seccomp.added = %s, want [setuid] (report %v)", got, seccompReport(res))
+				if got := fmt.Sprint(seccompReport(res)["added"]); got != "[setfsuid]" {
+					t.Errorf("result seccomp.added = %s, want [setfsuid] (report %v)", got, seccompReport(res))
 				}
 			})
 			// Adding a call the profile allows already changes nothing: the
@@ -863,7 +863,7 @@ print("UNIX", result(lambda: sock(1, 1)))
 				if exit != 0 {
 					t.Fatalf("exit %d\n%s%s", exit, stdout, stderr)
 				}
-				for _, want := range []string{"SETUID EPERM", "GETPPID OK", "READ True", "GETTID OK", "NETLINK EPERM", "UNIX OK"} {
+				for _, want := range []string{"SETFSUID EPERM", "GETPPID OK", "READ True", "GETTID OK", "NETLINK EPERM", "UNIX OK"} {
 					if !strings.Contains(stdout, want) {
 						t.Errorf("--seccomp-add getppid: want %q in\n%s", want, stdout)
 					}
@@ -877,7 +877,7 @@ print("UNIX", result(lambda: sock(1, 1)))
 				if exit != 0 {
 					t.Fatalf("exit %d\n%s%s", exit, stdout, stderr)
 				}
-				for _, want := range []string{"SETUID EPERM", "GETPPID EPERM", "READ True", "GETTID OK", "NETLINK EPERM", "UNIX OK"} {
+				for _, want := range []string{"SETFSUID EPERM", "GETPPID EPERM", "READ True", "GETTID OK", "NETLINK EPERM", "UNIX OK"} {
 					if !strings.Contains(stdout, want) {
 						t.Errorf("--seccomp-remove getppid: want %q in\n%s", want, stdout)
 					}
@@ -954,16 +954,16 @@ func TestSeccompLearn(t *testing.T) {
 	t.Parallel()
 	program := seccompProbeLib + `
 for i in range(3):
-    print("SETUID", result(lambda: sc(105, os.getuid())))
+    print("SETFSUID", result(lambda: sc(122, os.getuid())))
 print("NETLINK", result(lambda: sock(16, 3)))
 for i in range(2):
     print("PTRACE", result(lambda: sc(101, 0, 0, 0, 0)))
 print("GETPID", result(lambda: sc(39)))
 `
-	denied := []string{"SETUID EPERM", "SETUID EPERM", "SETUID EPERM", "NETLINK EPERM", "PTRACE EPERM", "PTRACE EPERM", "GETPID OK"}
+	denied := []string{"SETFSUID EPERM", "SETFSUID EPERM", "SETFSUID EPERM", "NETLINK EPERM", "PTRACE EPERM", "PTRACE EPERM", "GETPID OK"}
 	// netlink breaks an invariant of the profile (its socket families):
 	// the snippet says it stays denied, as ptrace does.
-	allowed := []string{"SETUID OK", "SETUID OK", "SETUID OK", "NETLINK EPERM", "PTRACE EPERM", "PTRACE EPERM", "GETPID OK"}
+	allowed := []string{"SETFSUID OK", "SETFSUID OK", "SETFSUID OK", "NETLINK EPERM", "PTRACE EPERM", "PTRACE EPERM", "GETPID OK"}
 	lines := func(out string) string { return strings.TrimSpace(out) }
 	want := func(l []string) string { return strings.Join(l, "\n") }
 	for _, m := range bothModes {
@@ -979,7 +979,7 @@ print("GETPID", result(lambda: sc(39)))
 			if !strings.Contains(stderr, "rljail: learn: the profile python denied:") {
 				t.Errorf("stderr lacks the learn header:\n%s", stderr)
 			}
-			for _, re := range []string{`(?m)^\s+3\s+setuid\s*$`, `(?m)^\s+1\s+socket arg0=0x10 `, `(?m)^\s+2\s+ptrace\s*$`} {
+			for _, re := range []string{`(?m)^\s+3\s+setfsuid\s*$`, `(?m)^\s+1\s+socket arg0=0x10 `, `(?m)^\s+2\s+ptrace\s*$`} {
 				if !regexp.MustCompile(re).MatchString(stderr) {
 					t.Errorf("learn output does not match %s:\n%s", re, stderr)
 				}
@@ -992,7 +992,7 @@ print("GETPID", result(lambda: sc(39)))
 				t.Errorf("result seccomp.mode = %v, want learn", sc["mode"])
 			}
 			list := deniedList(res)
-			for _, w := range []deniedEntry{{syscall: "setuid", count: 3}, {syscall: "socket", args: map[string]uint64{"arg0": 16}, count: 1}, {syscall: "ptrace", count: 2}} {
+			for _, w := range []deniedEntry{{syscall: "setfsuid", count: 3}, {syscall: "socket", args: map[string]uint64{"arg0": 16}, count: 1}, {syscall: "ptrace", count: 2}} {
 				d, ok := findDenied(list, w.syscall, w.args)
 				if !ok || d.count != w.count {
 					t.Errorf("result seccomp.denied lacks %s %v x%d: %v", w.syscall, w.args, w.count, list)

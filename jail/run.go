@@ -62,6 +62,16 @@ func packageEtcLinks(rootfsDir string) []rootSymlink {
 	return links
 }
 
+// rootfsEtcFiles are the files of the jail's /etc that lead into the
+// rootfs, each linked when the rootfs has it (a rootfs of an older rljail
+// may lack them): the loader's cache and netbase's network tables
+// (rootfs.LoaderCachePath, ServicesPath, ProtocolsPath).
+var rootfsEtcFiles = []rootSymlink{
+	{Name: "etc/ld.so.cache", Target: loaderCachePath},
+	{Name: "etc/services", Target: "/usr/lib/rljail/services"},
+	{Name: "etc/protocols", Target: "/usr/lib/rljail/protocols"},
+}
+
 // Run runs spec.Command in a new jail and waits for it. The returned Result
 // is always filled in; err is non-nil only when rljail itself failed
 // (Result.Status is then StatusSetupError and Result.ExitCode 125, 126 or
@@ -300,8 +310,11 @@ func prepareConfig(spec *Spec, root bool, host hostIDs, warn func(string)) (*ini
 	// The rootfs's ld.so.cache (rootfs.LoaderCachePath), where the loader looks
 	// for it: the jail's /etc is init's own. A rootfs built before rljail
 	// wrote one has none, and the loader searches its directories as before.
-	if fi, err := os.Lstat(filepath.Join(spec.Rootfs, loaderCachePath)); err == nil && fi.Mode().IsRegular() {
-		cfg.Symlinks = append(cfg.Symlinks, rootSymlink{Name: "etc/ld.so.cache", Target: loaderCachePath})
+	// The same for the network tables (rootfs.ServicesPath, ProtocolsPath).
+	for _, f := range rootfsEtcFiles {
+		if fi, err := os.Lstat(filepath.Join(spec.Rootfs, f.Target)); err == nil && fi.Mode().IsRegular() {
+			cfg.Symlinks = append(cfg.Symlinks, f)
+		}
 	}
 	cfg.Symlinks = append(cfg.Symlinks, packageEtcLinks(spec.Rootfs)...)
 	if spec.Workspace != "" {

@@ -59,6 +59,12 @@ type BuildOptions struct {
 	Wheels         string
 	Requirements   string
 	WithPip        bool
+
+	// TestSuites keeps CPython's own regression tests (Debian's
+	// libpython3.11-testsuite) and the test-only extension modules
+	// (testsuites.go): a rootfs for comparing the jail with a plain
+	// machine, not for running model code.
+	TestSuites bool
 }
 
 // Build creates the Python rootfs at opts.Out from the host interpreter, replacing a
@@ -115,12 +121,12 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 	}()
 
 	t := newTree(tmp, opts.Log)
-	pkgRoots, err := assemble(ctx, t, python, info, !opts.NoCommands, plan, logf)
+	pkgRoots, err := assemble(ctx, t, python, info, !opts.NoCommands, stdlibFilter(opts.TestSuites), plan, logf)
 	if err != nil {
 		return Manifest{}, err
 	}
 	logf("compiling bytecode")
-	if err := compileBytecode(ctx, t, python, info); err != nil {
+	if err := compileBytecode(ctx, t, python, info, opts.TestSuites); err != nil {
 		return Manifest{}, err
 	}
 	if err := compilePackages(ctx, t, python, info, pkgRoots, logf); err != nil {
@@ -277,7 +283,7 @@ var runtimeLibraries = []string{"libgcc_s.so.1"}
 // assemble copies the interpreter, its standard library, the planned packages and
 // every library they load into the tree. It returns the package directories to
 // compile.
-func assemble(ctx context.Context, t *tree, python string, info pythonInfo, commands bool, plan *packagePlan, logf func(string, ...any)) ([]string, error) {
+func assemble(ctx context.Context, t *tree, python string, info pythonInfo, commands bool, excluded func(string, bool) bool, plan *packagePlan, logf func(string, ...any)) ([]string, error) {
 	logf("copying the standard library")
 	var modules []string
 	for _, dir := range info.libraryDirs() {
@@ -285,7 +291,7 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 		if err != nil {
 			return nil, fmt.Errorf("copy standard library: %w", err)
 		}
-		sos, err := t.copyDir(ctx, real, excludedFromStdlib)
+		sos, err := t.copyDir(ctx, real, excluded)
 		if err != nil {
 			return nil, fmt.Errorf("copy standard library: %w", err)
 		}
@@ -344,6 +350,11 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 		}
 		libs = append(libs, cmdLibs...)
 	}
+	ldLibs, err := addLdconfig(t, r, hostLdconfig)
+	if err != nil {
+		logf("no ldconfig in the rootfs (ctypes.util.find_library finds nothing): %v", err)
+	}
+	libs = append(libs, ldLibs...)
 	extra, err := r.dlopenClosure(prog, "glibc", &elfObject{needed: runtimeLibraries})
 	if err != nil {
 		logf("not adding %s: %v", strings.Join(runtimeLibraries, ", "), err)
@@ -372,6 +383,9 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 		return nil, err
 	} else if n == 0 {
 		logf("no ld.so.cache for this machine's libraries: the jail's loader searches its directories for each")
+	}
+	if err := addNetbase(t, hostNetbase, logf); err != nil {
+		return nil, err
 	}
 	// glibc's C.UTF-8 locale, so LANG=C.UTF-8 (what the jail sets) is a real locale and
 	// setlocale(LC_ALL, "") works. 400 kB.
@@ -506,7 +520,7 @@ func mirrorTopLevelLinks(t *tree) error {
 // checked against the source (unchecked-hash: the tree cannot change under it), its
 // co_filename is the path inside the jail (-d), and one worker in a fixed environment
 // compiles the files in sorted order, so the output is the same on every build.
-func compileBytecode(ctx context.Context, t *tree, python string, info pythonInfo) error {
+func compileBytecode(ctx context.Context, t *tree, python string, info pythonInfo, tests bool) error {
 	for _, dir := range info.libraryDirs() {
 		real, err := filepath.EvalSymlinks(dir)
 		if err != nil {
@@ -514,9 +528,13 @@ func compileBytecode(ctx context.Context, t *tree, python string, info pythonInf
 		}
 		// -s: no user site; -S: nothing of site-packages loaded into the compiler's
 		// process; -B: the host's own __pycache__ stays untouched.
-		cmd := exec.CommandContext(ctx, python, "-s", "-S", "-B", "-m", "compileall",
+		args := []string{"-s", "-S", "-B", "-m", "compileall",
 			"-q", "-f", "-j", "1", "--invalidation-mode", "unchecked-hash",
-			"-d", dir, t.in(real))
+			"-d", dir}
+		if tests {
+			args = append(args, "-x", testSuiteDirs)
+		}
+		cmd := exec.CommandContext(ctx, python, append(args, t.in(real))...)
 		cmd.Env = pythonEnv
 		cmd.WaitDelay = 5 * time.Second
 		if outb, err := cmd.CombinedOutput(); err != nil {
@@ -525,7 +543,7 @@ func compileBytecode(ctx context.Context, t *tree, python string, info pythonInf
 			}
 			return fmt.Errorf("compile %s: %w: %s", dir, err, tail(outb, 2000))
 		}
-		if err := checkBytecode(t.in(real), info.CacheTag); err != nil {
+		if err := checkBytecode(t.in(real), info.CacheTag, tests); err != nil {
 			return fmt.Errorf("compile %s: %w", dir, err)
 		}
 	}
@@ -533,7 +551,7 @@ func compileBytecode(ctx context.Context, t *tree, python string, info pythonInf
 }
 
 // checkBytecode makes sure every .py under dir has its compiled form for this cache tag.
-func checkBytecode(dir, cacheTag string) error {
+func checkBytecode(dir, cacheTag string, tests bool) error {
 	var missing []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -541,6 +559,9 @@ func checkBytecode(dir, cacheTag string) error {
 		}
 		name := d.Name()
 		if d.IsDir() || !strings.HasSuffix(name, ".py") {
+			return nil
+		}
+		if tests && inTestSuite(p) {
 			return nil
 		}
 		pyc := filepath.Join(filepath.Dir(p), "__pycache__", strings.TrimSuffix(name, ".py")+"."+cacheTag+".pyc")

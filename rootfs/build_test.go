@@ -309,6 +309,13 @@ os.execvp("python", ["python", "-c", "import sys; print('via PATH', sys.version_
 			want: []string{"timeout=124\n1\n3\ny\n3\n"},
 		},
 		{
+			// ldconfig.go: ctypes.util.find_library's `ldconfig -p`, here of the
+			// tree's own cache (the jail links /etc/ld.so.cache to it).
+			name: "ldconfig lists the loader cache",
+			argv: []string{"/sbin/ldconfig", "-p", "-C", LoaderCachePath},
+			want: []string{"libc.so.6 (libc6,x86-64) => /"},
+		},
+		{
 			name: "no environment at all",
 			env:  []string{},
 			argv: []string{"/usr/bin/python", "-c", `import sys; print(sys.flags.utf8_mode, sys.getfilesystemencoding())`},

@@ -695,7 +695,7 @@ func compilePackages(ctx context.Context, t *tree, python string, info pythonInf
 			if !errors.As(err, new(*exec.ExitError)) {
 				return fmt.Errorf("compile %s: %w", dir, err)
 			}
-			if err := checkBytecode(t.in(dir), info.CacheTag); err != nil {
+			if err := checkBytecode(t.in(dir), info.CacheTag, false); err != nil {
 				logf("compile %s: %v", dir, err)
 			}
 			logf("compile %s: some files are not Python 3 and have no bytecode: %s", dir, tail(out, 300))

@@ -62,6 +62,7 @@ func rootfsCommand() *cli.Command {
 					&cli.StringFlag{Name: "wheels", Usage: "add an offline pip install (no index) from this wheelhouse directory, with --requirements"},
 					&cli.StringFlag{Name: "requirements", Usage: "requirements file for --wheels"},
 					&cli.BoolFlag{Name: "with-pip", Usage: "keep pip where a package source has it (left out otherwise)"},
+					&cli.BoolFlag{Name: "test-suites", Usage: "keep CPython's own regression tests and test-only modules (for comparing the jail with a plain machine, not for model code)"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() > 0 {
@@ -86,7 +87,7 @@ func rootfsCommand() *cli.Command {
 							fmt.Fprintln(c.App.ErrWriter, "rljail: "+msg)
 						}
 					}
-					opts := rootfs.BuildOptions{Out: dir, Python: c.String("python"), Log: logf, NoCommands: c.Bool("no-commands")}
+					opts := rootfs.BuildOptions{Out: dir, Python: c.String("python"), Log: logf, NoCommands: c.Bool("no-commands"), TestSuites: c.Bool("test-suites")}
 					opts.SystemPackages, opts.Venv, opts.WithPip = c.StringSlice("system-packages"), c.String("venv"), c.Bool("with-pip")
 					opts.Wheels, opts.Requirements = c.String("wheels"), c.String("requirements")
 					// Refused before the build lock is taken or a directory made.

@@ -776,6 +776,62 @@ static void mount_proc(int root, int empty)
 	mask_files(root, proc_masked_late);
 }
 
+// The jail's own pseudo-terminals (pty.openpty, os.forkpty): a devpts
+// instance of the jail's (newinstance is implied since Linux 4.7, and
+// devpts may be mounted in a user namespace), so that the jail's ptys are
+// numbered from 0 in it and the host's /dev/pts entries are not there at
+// all: a payload cannot open, or even list, a terminal of the host.
+// ptmxmode=0666 lets the jail's user open pts/ptmx, which /dev/ptmx leads
+// to; mode=620 is the mode of each new slave (its owner the opener).
+// max bounds this instance's ptys: all non-initial devpts instances share
+// the host's kernel.pty.max less kernel.pty.reserve (3072 by default), and
+// a jail may not take them from other containers. 64 is far more than a
+// program uses (CPython's test_pty opens a few at a time). TIOCSTI and
+// TIOCLINUX stay denied by seccomp (seccomp/compile.go), TIOCCONS and
+// TIOCSETD (line disciplines) are in no profile's ioctl list.
+#define DEVPTS_MAX "64"
+
+static void mount_devpts(int root)
+{
+	static const char *opts[][2] = {{"ptmxmode", "0666"}, {"mode", "0620"}, {"max", DEVPTS_MAX}};
+	const char *step = "fsopen";
+	int m = -1;
+	int fs = (int)syscall(SYS_fsopen, "devpts", FSOPEN_CLOEXEC);
+	if (fs >= 0) {
+		step = "newinstance";
+		int ok = syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "newinstance", NULL, 0) == 0;
+		for (size_t i = 0; ok && i < sizeof opts / sizeof opts[0]; i++) {
+			step = opts[i][0];
+			ok = syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, opts[i][0], opts[i][1], 0) == 0;
+		}
+		if (ok) {
+			step = "create";
+			ok = syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0;
+		}
+		if (ok) {
+			step = "fsmount";
+			m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+		}
+		int saved = errno;
+		close(fs);
+		errno = saved;
+	}
+	if (m < 0) {
+		// A kernel or a security module (an AppArmor or SELinux policy
+		// without devpts mounts) that refuses it costs the jail its
+		// ptys only: said, and the run goes on.
+		warn("no pseudo-terminals in the jail (pty.openpty fails): devpts %s: %s", step, errstr(errno));
+		return;
+	}
+	attach_at(root, m, "/dev/pts", 1);
+	int dev = resolve_in_root(root, "/dev", O_DIRECTORY | O_RDONLY);
+	if (dev < 0)
+		die(125, "open /dev: %s", errstr(errno));
+	if (symlinkat("pts/ptmx", dev, "ptmx") < 0)
+		die(125, "create /dev/ptmx: %s", errstr(errno));
+	close(dev);
+}
+
 // skeleton is the jail's root while init builds it.
 struct skeleton {
 	int host_tmp; // the host's SKELETON, opened before the stage covered it
@@ -841,6 +897,7 @@ static void prepare_root(struct skeleton *s)
 			die(125, "create /dev/%s: %s", links[i][1], errstr(errno));
 	}
 	close(dev);
+	mount_devpts(s->root);
 	mount_proc(s->root, s->empty);
 }
 
