@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -47,8 +48,10 @@ func dataRootfs(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("rootfs info --rootfs %s: %v\n%s", dir, err, out)
 	}
-	for _, p := range []string{"python3-numpy=", "python3-pandas=", "python3-scipy=", "python3-matplotlib=", "python3-pytest=", "python3-hypothesis="} {
-		if !strings.Contains(string(out), p) {
+	// `rootfs info` lists each added package on a line of its own:
+	// "  NAME VERSION (SOURCE)".
+	for _, p := range []string{"python3-numpy", "python3-pandas", "python3-scipy", "python3-matplotlib", "python3-pytest", "python3-hypothesis"} {
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(p) + ` \S+ \(system\)$`).Match(out) {
 			t.Fatalf("the data rootfs %s lacks %s...: rebuild it with `make data-rootfs`\n%s", dir, p, out)
 		}
 	}
