@@ -21,6 +21,8 @@ APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system
 # the jail (integration/cpython_test.go), and the /etc/services and /etc/protocols the
 # rootfs copies.
 APT_PACKAGES += libpython3.11-testsuite netbase
+# curl and xz-utils: AppArmor 4's parser, fetched once for test-apparmor.
+APT_PACKAGES += curl xz-utils
 # The data rootfs of the data-stack tests (integration/datastack_test.go) is
 # built from these Debian packages (rljail rootfs build --system-packages).
 DATA_PACKAGES := python3-numpy python3-pandas python3-scipy python3-matplotlib python3-pytest python3-hypothesis
@@ -32,7 +34,7 @@ export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/p
 export RLJAIL_DATA_ROOTFS ?= $(dir $(RLJAIL_ROOTFS))data
 
 .PHONY: all build deps generate syscall-table rootfs data-rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
-.PHONY: install uninstall deb vm-systemd-image test-systemd-vm
+.PHONY: install uninstall deb vm-systemd-image test-systemd-vm test-apparmor
 
 # install: the binary, the systemd units and tmpfiles.d entry of contrib/,
 # and the AppArmor profile (packaging/install.sh says where each goes).
@@ -191,6 +193,11 @@ uninstall:
 
 # deb builds $(DEB_OUT)/rljail_$(DEB_VERSION)_amd64.deb from the files of
 # install (prefix /usr), reproducibly: the same commit gives the same bytes.
+# test-apparmor parses contrib/apparmor/rljail with AppArmor 4's parser (Debian
+# 13's, fetched once into the VM cache, never installed), which Debian 12 lacks.
+test-apparmor: deps
+	@sh packaging/apparmor-check.sh
+
 deb: build
 	@sh packaging/deb/build-deb.sh --bin $(BIN) --version '$(DEB_VERSION)' --out $(DEB_OUT)
 
@@ -200,7 +207,7 @@ deb: build
 python-test: rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) PYTHON=/usr/bin/python3 clients/python/test_all.sh
 
-test: build vet staticcheck unit python-test integration test-vm test-systemd-vm
+test: build vet staticcheck unit python-test test-apparmor integration test-vm test-systemd-vm
 
 # bench: start-up of a jailed python3 -c pass and true against bare runs
 # (the rootfs's own python3) and bubblewrap (ratios in the same run), and
