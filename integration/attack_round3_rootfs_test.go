@@ -31,6 +31,10 @@ func init() {
 			mechanism: "a file of the rootfs is rewritten while `rootfs verify --update-fingerprint` runs, just after Verify hashed it (inotify: IN_CLOSE_NOWRITE), so that the new fingerprint records the changed file and every later run takes it",
 			layer:     "rootfs.UpdateFingerprint records the fingerprint before Verify reads the tree and again after, and records nothing when the two differ",
 			run:       attackRootfsUpdateRace},
+		{name: "rootfs_remove_swapped_parent", group: groupFilesystem,
+			mechanism: "`rljail rootfs remove DIR/link/py` waits for the build lock beside py, which another user holds; meanwhile that user points link (theirs) at another directory holding a rootfs named py, and releases the lock: the removal lands on that one",
+			layer:     "removeLocked opens the directory holding the rootfs once and takes the lock, checks the manifest and renames through that descriptor",
+			run:       attackRootfsRemoveSwap},
 	}...)
 }
 
@@ -176,5 +180,82 @@ func attackRootfsUpdateRace(t *testing.T, m mode) {
 	// Host-side: the file really holds the attacker's bytes.
 	if b, err := os.ReadFile(target); err != nil || !bytes.Contains(b, []byte("# planted after the check")) {
 		t.Fatalf("the file does not hold the rewrite (%v): the case proves nothing", err)
+	}
+}
+
+func attackRootfsRemoveSwap(t *testing.T, m mode) {
+	meant := filepath.Dir(attackRootfsOwned(t, m))  // holds py: the rootfs the user removes
+	victim := filepath.Dir(attackRootfsOwned(t, m)) // holds another py
+	base := newDir(t)                               // the other user's: holds the link
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(meant, link); err != nil {
+		t.Fatal(err)
+	}
+	lockPath := filepath.Join(meant, ".py.lock")
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if m == asRootless {
+		if err := lock.Chown(testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(lock.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		out, stderr string
+		exit        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, stderr, exit := attackExec(t, m, exec.Command(testBin, "rootfs", "remove", filepath.Join(link, "py")))
+		done <- result{out, stderr, exit}
+	}()
+	// Wait until the removal is blocked on the lock (/proc/locks shows a
+	// waiter, "->", on the lock file's inode), then swap the link.
+	waiting := false
+	for deadline := time.Now().Add(20 * time.Second); !waiting && time.Now().Before(deadline); {
+		b, _ := os.ReadFile("/proc/locks")
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "->") && strings.Contains(line, ":"+strconv.FormatUint(st.Ino, 10)+" ") {
+				waiting = true
+			}
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the removal ended before it waited for the lock: exit %d: %s%s", r.exit, r.out, r.stderr)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if !waiting {
+		t.Fatal("the removal never waited for the build lock: the case proves nothing")
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the removal did not end")
+	}
+	// Host-side: the other directory's rootfs is whole.
+	if _, err := os.Lstat(filepath.Join(victim, "py", ".rljail-rootfs.json")); err != nil {
+		t.Errorf("rljail rootfs remove %s/py removed the rootfs of the directory the link was pointed at while it waited (%v); exit %d: %s%s", link, err, r.exit, r.out, r.stderr)
+	}
+	// The one it was asked to remove, through the link as it was, is gone.
+	if _, err := os.Lstat(filepath.Join(meant, "py")); err == nil || r.exit != 0 {
+		t.Errorf("the rootfs the removal was asked for: still there (%v) or exit %d: %s%s", err, r.exit, r.out, r.stderr)
 	}
 }

@@ -500,17 +500,28 @@ func lockRootfs(dir string) (func(), error) {
 }
 
 // removeLocked removes the rootfs at dir under its build lock, so that a
-// build into the same place cannot interleave with it.
+// build into the same place cannot interleave with it. The directory that
+// holds it is opened once, and the lock, the checks and the rename all go
+// through that descriptor: a directory of the path that someone else owns,
+// repointed while the lock is awaited, cannot move the removal onto another
+// rootfs of the same name.
 func removeLocked(dir string) error {
-	if _, err := os.Lstat(dir); err != nil {
+	parent, err := rootfs.OpenParent(dir)
+	if err != nil {
 		return fmt.Errorf("no rootfs at %s", dir)
 	}
-	unlock, err := lockRootfs(dir)
+	defer parent.Close()
+	name := filepath.Base(dir)
+	held := rootfs.InDir(parent, name)
+	if _, err := os.Lstat(held); err != nil {
+		return fmt.Errorf("no rootfs at %s", dir)
+	}
+	unlock, err := lockRootfs(held)
 	if err != nil {
-		return err
+		return errors.New(strings.ReplaceAll(err.Error(), filepath.Dir(held), filepath.Dir(dir)))
 	}
 	defer unlock()
-	return rootfs.Remove(dir)
+	return rootfs.RemoveIn(parent, name, dir)
 }
 
 // buildLocked builds the rootfs at opts.Out under an exclusive lock beside
