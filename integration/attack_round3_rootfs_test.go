@@ -35,6 +35,10 @@ func init() {
 			mechanism: "`rljail rootfs remove DIR/link/py` waits for the build lock beside py, which another user holds; meanwhile that user points link (theirs) at another directory holding a rootfs named py, and releases the lock: the removal lands on that one",
 			layer:     "removeLocked opens the directory holding the rootfs once and takes the lock, checks the manifest and renames through that descriptor",
 			run:       attackRootfsRemoveSwap},
+		{name: "rootfs_changed_name_escapes", group: groupFilesystem,
+			mechanism: "whoever changes the rootfs names the file it adds with terminal escapes and a newline, so that a run's refusal and `rootfs verify` write an escape sequence to the user's terminal and a forged line (\"rootfs ... is as built\")",
+			layer:     "rootfs.Difference.String writes a path that holds anything Go would escape quoted (DisplayPath); `rootfs info` lists usr/bin the same way",
+			run:       attackRootfsNameEscapes},
 	}...)
 }
 
@@ -258,4 +262,43 @@ func attackRootfsRemoveSwap(t *testing.T, m mode) {
 	if _, err := os.Lstat(filepath.Join(meant, "py")); err == nil || r.exit != 0 {
 		t.Errorf("the rootfs the removal was asked for: still there (%v) or exit %d: %s%s", err, r.exit, r.out, r.stderr)
 	}
+}
+
+func attackRootfsNameEscapes(t *testing.T, m mode) {
+	dir := attackRootfsOwned(t, m)
+	forged := "rootfs python is as built" // no slash: a name
+	name := "a\x1b]0;owned\x07\x1b[2J\n" + forged
+	for _, p := range []string{filepath.Join(dir, "usr/lib/python3.11", name), filepath.Join(dir, "usr/bin", name)} {
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if m == asRootless {
+			if err := os.Chown(p, testUID, testGID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	clean := func(what, out string) {
+		t.Helper()
+		if strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("%s wrote a terminal escape from a file name: %q", what, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, forged) {
+				t.Errorf("%s wrote a line that a file name forged: %q", what, out)
+			}
+		}
+	}
+	stderr, exit := attackRootfsRun(t, m, dir)
+	if exit != 125 {
+		t.Errorf("a run on the changed rootfs: exit %d, want 125", exit)
+	}
+	clean("a run's refusal", stderr)
+	out, vstderr, exit := attackExec(t, m, exec.Command(testBin, "rootfs", "verify", dir))
+	if exit != 1 {
+		t.Errorf("rootfs verify: exit %d, want 1", exit)
+	}
+	clean("rootfs verify", out+vstderr)
+	out, istderr, _ := attackExec(t, m, exec.Command(testBin, "rootfs", "info", dir))
+	clean("rootfs info", out+istderr)
 }

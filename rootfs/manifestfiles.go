@@ -188,7 +188,21 @@ type Difference struct {
 	What string
 }
 
-func (d Difference) String() string { return d.Path + ": " + d.What }
+// String is the difference as one line of plain text. A name in the tree may hold
+// any byte but NUL and '/': a path that holds a control character, a byte that is
+// not UTF-8 or anything else Go would escape is written quoted (strconv.Quote), so
+// that a file named like an escape sequence, or like a second line ("... is as
+// built"), reaches a terminal as neither.
+func (d Difference) String() string { return DisplayPath(d.Path) + ": " + d.What }
+
+// DisplayPath is p as it may be printed: itself when it is plain printable text,
+// else Go-quoted.
+func DisplayPath(p string) string {
+	if q := strconv.Quote(p); q[1:len(q)-1] != p {
+		return q
+	}
+	return p
+}
 
 // Verify compares every entry of the rootfs at dir with its per-file list: type, mode,
 // size, content digest or link target, and entries added or missing. It hashes every

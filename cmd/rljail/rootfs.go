@@ -160,7 +160,7 @@ func rootfsCommand() *cli.Command {
 					if names, err := os.ReadDir(filepath.Join(dir, "usr/bin")); err == nil {
 						var cmds []string
 						for _, e := range names {
-							cmds = append(cmds, e.Name())
+							cmds = append(cmds, rootfs.DisplayPath(e.Name()))
 						}
 						fmt.Fprintf(w, "usr/bin:  %s\n", strings.Join(cmds, " "))
 					}
