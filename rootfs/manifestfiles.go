@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -46,6 +47,9 @@ type fileEntry struct {
 	Perm fs.FileMode
 	// Size is a regular file's size, -1 for the other kinds.
 	Size int64
+	// Xattrs are the extended attributes found on the entry (scanTree only:
+	// a build writes none, so the list records none; see liveXattrs).
+	Xattrs []string
 	// Digest is a regular file's SHA-256 in hex, a symlink's target, "" for a
 	// directory.
 	Digest string
@@ -184,7 +188,21 @@ type Difference struct {
 	What string
 }
 
-func (d Difference) String() string { return d.Path + ": " + d.What }
+// String is the difference as one line of plain text. A name in the tree may hold
+// any byte but NUL and '/': a path that holds a control character, a byte that is
+// not UTF-8 or anything else Go would escape is written quoted (strconv.Quote), so
+// that a file named like an escape sequence, or like a second line ("... is as
+// built"), reaches a terminal as neither.
+func (d Difference) String() string { return DisplayPath(d.Path) + ": " + d.What }
+
+// DisplayPath is p as it may be printed: itself when it is plain printable text,
+// else Go-quoted.
+func DisplayPath(p string) string {
+	if q := strconv.Quote(p); q[1:len(q)-1] != p {
+		return q
+	}
+	return p
+}
 
 // Verify compares every entry of the rootfs at dir with its per-file list: type, mode,
 // size, content digest or link target, and entries added or missing. It hashes every
@@ -266,6 +284,9 @@ func compareEntries(want, got []fileEntry) []Difference {
 			if g.Perm != w.Perm {
 				diffs = append(diffs, Difference{w.Path, fmt.Sprintf("mode %04o, built %04o", g.Perm, w.Perm)})
 			}
+			if len(g.Xattrs) > 0 {
+				diffs = append(diffs, Difference{w.Path, "extended attributes " + strings.Join(g.Xattrs, ", ") + " set, built with none"})
+			}
 			switch {
 			case w.Kind == 'f' && g.Size != w.Size:
 				diffs = append(diffs, Difference{w.Path, fmt.Sprintf("content changed (%d bytes, built %d)", g.Size, w.Size)})
@@ -306,7 +327,10 @@ func scanTree(dir string) ([]fileEntry, error) {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", p, err)
 		}
-		e := fileEntry{Path: rel, Perm: fi.Mode().Perm(), Size: -1}
+		e := fileEntry{Path: rel, Perm: unixPerm(fi.Mode()), Size: -1}
+		if e.Xattrs, err = liveXattrs(p); err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
 		switch mode := fi.Mode(); {
 		case mode.IsDir():
 			e.Kind = 'd'
@@ -327,6 +351,60 @@ func scanTree(dir string) ([]fileEntry, error) {
 		return nil
 	})
 	return out, err
+}
+
+// unixPerm is mode's permission bits with the setuid, setgid and sticky bits as
+// chmod(2) numbers them (04000, 02000, 01000). A build never sets those (normalize
+// gives every entry 0755 or 0644), so Verify must see them: fs.FileMode.Perm drops
+// them, and a setuid-root interpreter would otherwise be "as built" (on the host, where
+// the rootfs is not mounted nosuid, it would be root for every local user).
+func unixPerm(mode fs.FileMode) fs.FileMode {
+	perm := mode.Perm()
+	if mode&fs.ModeSetuid != 0 {
+		perm |= 0o4000
+	}
+	if mode&fs.ModeSetgid != 0 {
+		perm |= 0o2000
+	}
+	if mode&fs.ModeSticky != 0 {
+		perm |= 0o1000
+	}
+	return perm
+}
+
+// labelXattrs are extended attributes a host's security module or integrity
+// subsystem puts on every file it sees (a label, a measurement), never a build's or a
+// user's change to the tree: Verify does not count them.
+var labelXattrs = map[string]bool{"security.selinux": true, "security.SMACK64": true, "security.ima": true, "security.evm": true, "security.apparmor": true}
+
+// liveXattrs lists the extended attributes of the entry at p (not following a link),
+// but those of labelXattrs, sorted. A build writes none, so every one is a change since
+// the build that the fingerprint check saw only as a new ctime: a file capability
+// (security.capability), a POSIX ACL (system.posix_acl_*), an overlayfs attribute
+// (trusted.overlay.*, user.overlay.*) that changes what a stacked mount shows.
+func liveXattrs(p string) ([]string, error) {
+	buf := make([]byte, 1024)
+	for {
+		n, err := unix.Llistxattr(p, buf)
+		if errors.Is(err, unix.ERANGE) {
+			buf = make([]byte, 2*len(buf))
+			continue
+		}
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil, nil // a filesystem without extended attributes
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list extended attributes: %w", err)
+		}
+		var names []string
+		for _, name := range strings.Split(string(buf[:n]), "\x00") {
+			if name != "" && !labelXattrs[name] {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		return names, nil
+	}
 }
 
 // regularFileSHA256 hashes the regular file at p, refusing anything that replaced it

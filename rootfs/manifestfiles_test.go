@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestFileListRoundTrip(t *testing.T) {
@@ -59,6 +61,17 @@ func TestVerify(t *testing.T) {
 		{"mode", func(t *testing.T, root string) {
 			os.Chmod(filepath.Join(root, "usr/d00/s00/f002.py"), 0o600)
 		}, []string{"/usr/d00/s00/f002.py: mode 0600, built 0644"}},
+		{"setuid and setgid", func(t *testing.T, root string) {
+			unix.Chmod(filepath.Join(root, "usr/d00/s00/f005.py"), 0o6755)
+		}, []string{"/usr/d00/s00/f005.py: mode 6755, built 0644"}},
+		{"sticky directory", func(t *testing.T, root string) {
+			unix.Chmod(filepath.Join(root, "usr/d00/s01"), 0o1755)
+		}, []string{"/usr/d00/s01: mode 1755, built 0755"}},
+		{"an extended attribute", func(t *testing.T, root string) {
+			if err := unix.Lsetxattr(filepath.Join(root, "usr/d00/s00/f006.py"), "user.planted", []byte("1"), 0); err != nil {
+				t.Fatalf("set a user extended attribute: %v", err)
+			}
+		}, []string{"/usr/d00/s00/f006.py: extended attributes user.planted set, built with none"}},
 		{"added and removed", func(t *testing.T, root string) {
 			write(t, filepath.Join(root, "usr/d00/s01/new.py"), "")
 			os.Remove(filepath.Join(root, "usr/d00/s01/f001.py"))

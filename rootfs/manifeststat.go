@@ -713,7 +713,25 @@ func describeChange(tuple []byte, st *unix.Stat_t) string {
 // was copied (every inode and ctime differs), or whose times or owner something
 // changed while its files stayed as built. It refuses a rootfs with any other
 // difference, so it never makes a changed tree pass.
+//
+// The fingerprint it records is taken before Verify reads the tree, and taken
+// again after: a change made while Verify ran (to a file it had already hashed)
+// gives the second another ctime, and the update is refused. Recorded after
+// Verify alone, such a change would be recorded as built.
 func UpdateFingerprint(dir string) ([]Difference, error) {
+	// A new file beside the old one, renamed over it: a run sees the old
+	// fingerprint or the new one.
+	tmp := filepath.Join(dir, fingerprintName+".new")
+	os.Remove(tmp)
+	before, newest, coarse, err := recordFingerprint(dir)
+	if err != nil {
+		return nil, err
+	}
+	// Past the newest ctime recorded: a change from here on, while Verify
+	// reads, cannot carry a recorded timestamp.
+	if err := waitPast(newest, coarse); err != nil {
+		return nil, err
+	}
 	diffs, err := Verify(dir)
 	if err != nil {
 		return nil, err
@@ -727,18 +745,15 @@ func UpdateFingerprint(dir string) ([]Difference, error) {
 	if len(content) > 0 {
 		return content, nil
 	}
-	// A new file beside the old one, renamed over it: a run sees the old
-	// fingerprint or the new one.
-	tmp := filepath.Join(dir, fingerprintName+".new")
-	os.Remove(tmp)
-	sections, newest, coarse, err := recordFingerprint(dir)
+	after, _, _, err := recordFingerprint(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := waitPast(newest, coarse); err != nil {
-		return nil, err
+	record := encodeFingerprint(before)
+	if !bytes.Equal(record, encodeFingerprint(after)) {
+		return []Difference{{Path: "/", What: "changed while it was verified; nothing recorded (run rljail rootfs verify again)"}}, nil
 	}
-	if err := writeNewFile(tmp, encodeFingerprint(sections)); err != nil {
+	if err := writeNewFile(tmp, record); err != nil {
 		return nil, fmt.Errorf("write the fingerprint: %w", err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, fingerprintName)); err != nil {

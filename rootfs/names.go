@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -112,32 +113,74 @@ func listIn(base string) ([]Listed, error) {
 // complete or not, so that a mistyped path never deletes a user's directory. The
 // caller holds the build lock (a build into dir at the same time would be lost).
 func Remove(dir string) error {
-	exists, err := replaceable(dir)
+	parent, err := OpenParent(dir)
 	if err != nil {
 		return err
 	}
+	defer parent.Close()
+	return RemoveIn(parent, filepath.Base(dir), dir)
+}
+
+// OpenParent opens the directory that holds dir (following links once, as the
+// path names it), for RemoveIn and InDir.
+func OpenParent(dir string) (*os.File, error) {
+	fd, err := unix.Open(filepath.Dir(dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("no rootfs at %s: %w", dir, unwrapErrno(err))
+	}
+	return os.NewFile(uintptr(fd), filepath.Dir(dir)), nil
+}
+
+// InDir is a path that reaches name in the open directory parent however the path
+// that named parent changes since (a component swapped for a symlink to another
+// directory): /proc/self/fd/N/name.
+func InDir(parent *os.File, name string) string {
+	return "/proc/self/fd/" + strconv.Itoa(int(parent.Fd())) + "/" + name
+}
+
+// RemoveIn is Remove of the rootfs name in the open directory parent (OpenParent);
+// label names it in errors. Every step, the checks, the rename and the deletion, goes
+// through parent, so that the removal lands where the caller's lock and checks were,
+// even when a directory of the path belongs to someone else who repoints it while the
+// caller waits for the lock.
+func RemoveIn(parent *os.File, name, label string) error {
+	dir := InDir(parent, name)
+	exists, err := replaceable(dir)
+	if err != nil {
+		return errors.New(strings.ReplaceAll(err.Error(), dir, label))
+	}
 	if !exists {
-		return fmt.Errorf("no rootfs at %s", dir)
+		return fmt.Errorf("no rootfs at %s", label)
 	}
 	if fi, err := os.Lstat(filepath.Join(dir, manifestName)); err != nil || !fi.Mode().IsRegular() {
 		// replaceable also takes an empty directory, which is no rootfs.
-		return fmt.Errorf("%s has no %s: not an rljail rootfs, refusing to remove it", dir, manifestName)
+		return fmt.Errorf("%s has no %s: not an rljail rootfs, refusing to remove it", label, manifestName)
 	}
-	aside, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".removed-")
+	at := filepath.Dir(dir)
+	aside, err := os.MkdirTemp(at, "."+name+".removed-")
 	if err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
+		return fmt.Errorf("remove %s: %w", label, unwrapErrno(err))
 	}
 	// aside is an empty directory: rename(2) replaces it with dir in one step
 	// (os.Rename refuses to replace a directory).
 	if err := unix.Rename(dir, aside); err != nil {
 		os.Remove(aside)
-		return fmt.Errorf("remove %s: %w", dir, err)
+		return fmt.Errorf("remove %s: %w", label, err)
 	}
-	if err := syncDir(filepath.Dir(dir)); err != nil {
-		return fmt.Errorf("remove %s: %w", dir, err)
+	if err := syncDir(at); err != nil {
+		return fmt.Errorf("remove %s: %w", label, unwrapErrno(err))
 	}
 	if err := os.RemoveAll(aside); err != nil {
-		return fmt.Errorf("remove %s (now at %s): %w", dir, aside, err)
+		return fmt.Errorf("remove %s (now at %s): %w", label, filepath.Join(filepath.Dir(label), filepath.Base(aside)), unwrapErrno(err))
 	}
 	return nil
+}
+
+// unwrapErrno is the errno of a path error, whose path may be InDir's.
+func unwrapErrno(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -173,7 +173,7 @@ func rootfsCommand() *cli.Command {
 					if names, err := os.ReadDir(filepath.Join(dir, "usr/bin")); err == nil {
 						var cmds []string
 						for _, e := range names {
-							cmds = append(cmds, e.Name())
+							cmds = append(cmds, rootfs.DisplayPath(e.Name()))
 						}
 						fmt.Fprintf(w, "usr/bin:  %s\n", strings.Join(cmds, " "))
 					}
@@ -513,17 +513,28 @@ func lockRootfs(dir string) (func(), error) {
 }
 
 // removeLocked removes the rootfs at dir under its build lock, so that a
-// build into the same place cannot interleave with it.
+// build into the same place cannot interleave with it. The directory that
+// holds it is opened once, and the lock, the checks and the rename all go
+// through that descriptor: a directory of the path that someone else owns,
+// repointed while the lock is awaited, cannot move the removal onto another
+// rootfs of the same name.
 func removeLocked(dir string) error {
-	if _, err := os.Lstat(dir); err != nil {
+	parent, err := rootfs.OpenParent(dir)
+	if err != nil {
 		return fmt.Errorf("no rootfs at %s", dir)
 	}
-	unlock, err := lockRootfs(dir)
+	defer parent.Close()
+	name := filepath.Base(dir)
+	held := rootfs.InDir(parent, name)
+	if _, err := os.Lstat(held); err != nil {
+		return fmt.Errorf("no rootfs at %s", dir)
+	}
+	unlock, err := lockRootfs(held)
 	if err != nil {
-		return err
+		return errors.New(strings.ReplaceAll(err.Error(), filepath.Dir(held), filepath.Dir(dir)))
 	}
 	defer unlock()
-	return rootfs.Remove(dir)
+	return rootfs.RemoveIn(parent, name, dir)
 }
 
 // buildLocked builds the rootfs at opts.Out under an exclusive lock beside

@@ -83,6 +83,14 @@ GUEST_FLAGS=
 
 echo "rljail-vm: up $(cut -d' ' -f1 /proc/uptime) s; $(grep MemTotal /proc/meminfo), $(grep -c ^processor /proc/cpuinfo) CPUs"
 
+# Stage 1 copied the rootfs (cp -a onto tmpfs): every inode and ctime is
+# new, so runs refuse it until its fingerprint is recorded anew, which
+# first checks every file against the build's list (rljail rootfs verify).
+if ! /bin/rljail rootfs verify --update-fingerprint /rootfs/python >/tmp/rljail-vm-rootfs 2>&1; then
+	echo "rljail-vm: the rootfs copy is not as built:"
+	head -20 /tmp/rljail-vm-rootfs
+fi
+
 failed=
 ran=0
 while read -r name; do
