@@ -12,6 +12,9 @@
 # --compress gzip (fastest level) is for the VM tests, which build two
 # packages every run: xz takes some ten seconds each; a release is xz.
 #
+# DEB_MAINTAINER sets the Maintainer field (default: rljail developers
+# <rljail@localhost>, a placeholder for a distributor's own).
+#
 # Prints the path of the .deb (DIR/rljail_VERSION_amd64.deb) on stdout.
 set -eu
 umask 022
@@ -56,7 +59,8 @@ done
 	xargs md5sum) >"$root/DEBIAN/md5sums"
 chmod 0644 "$root/DEBIAN/md5sums"
 size=$(du -sk --apparent-size --exclude=DEBIAN "$root" | cut -f1)
-sed -e "s/@VERSION@/$version/" -e "s/@SIZE@/$size/" "$here/control" >"$root/DEBIAN/control"
+maint=${DEB_MAINTAINER:-rljail developers <rljail@localhost>}
+sed -e "s/@VERSION@/$version/" -e "s/@SIZE@/$size/" -e "s|@MAINTAINER@|$maint|" "$here/control" >"$root/DEBIAN/control"
 chmod 0644 "$root/DEBIAN/control"
 # Directories get their mode from install -d; the stage's own root too.
 chmod 0755 "$root"
