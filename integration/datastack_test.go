@@ -231,7 +231,8 @@ func TestDataStackNumpySuite(t *testing.T) {
 	start := time.Now()
 	bare := exec.Command(hostPython, script, filepath.Join(bareOut, "bare.xml"))
 	bare.Dir = bareOut
-	bare.Env = []string{"PATH=" + hostPath, "HOME=" + bareOut, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}
+	// TMPDIR: pytest's own temporary directories go into the test's, not /tmp.
+	bare.Env = []string{"PATH=" + hostPath, "HOME=" + bareOut, "TMPDIR=" + bareOut, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1"}
 	bare.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}}
 	if out, err := bare.CombinedOutput(); err != nil {
 		t.Fatalf("bare numpy.test(): %v\n%s", err, lastChars(string(out), 3000))
