@@ -312,13 +312,9 @@ func scanTree(dir string) ([]fileEntry, error) {
 		if err != nil {
 			return fmt.Errorf("walk %s: %w", p, err)
 		}
-		rel, err := filepath.Rel(dir, p)
+		rel, err := treeRel(dir, p)
 		if err != nil {
 			return err
-		}
-		rel = "/" + filepath.ToSlash(rel)
-		if rel == "/." {
-			rel = "/"
 		}
 		if isOwnFile(rel) {
 			return nil

@@ -436,13 +436,9 @@ func summarize(ctx context.Context, root string) (treeSummary, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(root, p)
+		rel, err := treeRel(root, p)
 		if err != nil {
 			return err
-		}
-		rel = "/" + filepath.ToSlash(rel)
-		if rel == "/." {
-			rel = "/"
 		}
 		if isOwnFile(rel) {
 			return nil
@@ -509,4 +505,17 @@ func fileSHA256(p string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// treeRel is p's path in the tree at root as the manifest spells it: "/"
+// for root itself, "/usr/bin/python3" below it.
+func treeRel(root, p string) (string, error) {
+	rel, err := filepath.Rel(root, p)
+	if err != nil {
+		return "", err
+	}
+	if rel == "." {
+		return "/", nil
+	}
+	return "/" + filepath.ToSlash(rel), nil
 }
