@@ -89,6 +89,11 @@ type Limits struct {
 	// /proc/PID/cgroup shows it; both empty and left out elsewhere.
 	SystemdScope string `json:"systemd_scope,omitempty"`
 	CgroupPath   string `json:"cgroup_path,omitempty"`
+	// ThreadPools is the size the jail's environment gave the numeric
+	// libraries' thread pools (OMP_NUM_THREADS and the like: --cpus rounded
+	// up, when fewer than the CPUs the jail may run on and the caller set
+	// none of them); 0, and left out, for none.
+	ThreadPools int `json:"thread_pools,omitempty"`
 }
 
 // setExit fills Status, ExitCode and Signal from the payload's wait status.

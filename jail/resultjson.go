@@ -116,6 +116,10 @@ func (l Limits) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"cgroup_path":`...)
 		b = appendString(b, l.CgroupPath)
 	}
+	if l.ThreadPools != 0 {
+		b = append(b, `,"thread_pools":`...)
+		b = strconv.AppendInt(b, int64(l.ThreadPools), 10)
+	}
 	return append(b, '}'), nil
 }
 

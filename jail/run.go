@@ -97,6 +97,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := spec.Validate(); err != nil {
 		return setupFailed(ExitSetupError, err)
 	}
+	spec.threadEnv, res.Limits.ThreadPools = threadHints(spec.Resources.CPUs, usableCPUs(), spec.Env)
 	root := os.Geteuid() == 0
 	warn := func(msg string) {
 		res.Warnings = append(res.Warnings, msg)
@@ -274,7 +275,7 @@ func prepareConfig(spec *Spec, root bool, host hostIDs, warn func(string)) (*ini
 	defer ids.close()
 	cfg := &initConfig{
 		Command: spec.Command,
-		Env:     payloadEnv(spec.Env),
+		Env:     payloadEnv(spec.threadEnv, spec.Env),
 		Workdir: spec.Workdir,
 		TmpSize: spec.TmpSize,
 	}
@@ -284,7 +285,7 @@ func prepareConfig(spec *Spec, root bool, host hostIDs, warn func(string)) (*ini
 	}
 	if spec.Egress != nil {
 		cfg.Egress = spec.Egress
-		cfg.Env = payloadEnv(append(spec.Egress.Env(), spec.Env...))
+		cfg.Env = payloadEnv(spec.threadEnv, append(spec.Egress.Env(), spec.Env...))
 	}
 	entries, err := os.ReadDir(spec.Rootfs)
 	if err != nil {

@@ -132,10 +132,44 @@ func TestValidate(t *testing.T) {
 }
 
 func TestPayloadEnv(t *testing.T) {
-	got := payloadEnv([]string{"FOO=bar", "HOME=/x", "PATH=/opt/bin"})
-	want := []string{"PATH=/opt/bin", "HOME=/x", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "FOO=bar"}
+	got := payloadEnv([]string{"OMP_NUM_THREADS=1"}, []string{"FOO=bar", "HOME=/x", "PATH=/opt/bin"})
+	want := []string{"PATH=/opt/bin", "HOME=/x", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "OMP_NUM_THREADS=1", "FOO=bar"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("payloadEnv = %q, want %q", got, want)
+	}
+}
+
+func TestThreadHints(t *testing.T) {
+	all := func(n string) []string {
+		var out []string
+		for _, k := range threadPoolVars() {
+			out = append(out, k+"="+n)
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		cpus   float64
+		usable int
+		extra  []string
+		want   []string
+		n      int
+	}{
+		{"one of two", 1, 2, nil, all("1"), 1},
+		{"a fraction rounds up", 1.5, 4, []string{"FOO=1"}, all("2"), 2},
+		{"a small share is still one", 0.1, 2, nil, all("1"), 1},
+		{"every usable CPU: no hint", 2, 2, nil, nil, 0},
+		{"more than usable: no hint", 3, 2, nil, nil, 0},
+		{"the caller set one: no hint", 1, 8, []string{"OPENBLAS_NUM_THREADS=4"}, nil, 0},
+		{"the caller emptied one: no hint", 1, 8, []string{"OMP_NUM_THREADS="}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, n := threadHints(tt.cpus, tt.usable, tt.extra)
+			if !reflect.DeepEqual(got, tt.want) || n != tt.n {
+				t.Fatalf("threadHints(%g, %d, %q) = %q, %d; want %q, %d", tt.cpus, tt.usable, tt.extra, got, n, tt.want, tt.n)
+			}
+		})
 	}
 }
 
