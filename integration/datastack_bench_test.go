@@ -29,9 +29,12 @@ func BenchmarkImportNumpy(b *testing.B) {
 		// The same with one OpenBLAS thread on both sides: OpenBLAS's
 		// workers spin in sched_yield while they wait (some 800 calls and
 		// 40 ms of CPU per import on 2 cores), which a loaded machine and
-		// the jail's CPU quota (--cpus 1) stretch; without them the rows
-		// show what the jail itself adds to the import (its file lookups
-		// through the overlay, the loader, seccomp).
+		// a CPU quota stretch; without them the rows show what the jail
+		// itself adds to the import (its file lookups through the overlay,
+		// the loader, seccomp). The jail's default --cpus 1 gives
+		// rljail-numpy one OpenBLAS thread too (jail.threadHints), as bare
+		// numpy gets a thread per CPU: the -1t pair is then the jail
+		// against a bare run as lean.
 		"bare-numpy-1t":   {"/usr/bin/env", "OPENBLAS_NUM_THREADS=1", data + "/usr/bin/python3", "-c", "import numpy"},
 		"rljail-numpy-1t": {bin, "-q", "-e", "OPENBLAS_NUM_THREADS=1", "--rootfs", data, "--", "python3", "-c", "import numpy"},
 	}
