@@ -171,8 +171,12 @@ type attackRun struct {
 	exit    int
 	res     map[string]any
 	resRaw  []byte
-	payload proc   // the payload as seen in the host's /proc (pid 0: never seen)
-	ns      string // its PID namespace
+	payload proc // the payload as seen in the host's /proc (pid 0: never seen)
+	// ns is its PID namespace, held open for the rest of the test (by a
+	// cleanup's descriptor): a namespace's inode number is given to a new
+	// one once it is freed, so that a jail another test starts later would
+	// otherwise pass for a survivor of this one.
+	ns      string
 	tracked []proc // every process seen below rljail while it ran
 	hwmKiB  int64  // the supervisor's peak RSS, sampled
 }
@@ -255,6 +259,17 @@ watch:
 		if !found && w.marker != "" {
 			for _, q := range allProcs() {
 				if q.pid != p.cmd.Process.Pid && q.exe != testBin && strings.Contains(q.cmdline, w.marker) && q.pidNS != "" && q.pidNS != hostNS {
+					if f, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", q.pid)); err == nil {
+						// Only a namespace held while the process was still
+						// the payload (the same start time) is its own. (A
+						// payload gone before it was held leaves the number
+						// unheld, as it was before: a rare, short payload.)
+						if again, ok := readProc(q.pid); ok && again.key() == q.key() && again.pidNS == q.pidNS {
+							t.Cleanup(func() { f.Close() })
+						} else {
+							f.Close()
+						}
+					}
 					r.payload, r.ns, found = q, q.pidNS, true
 					track(q)
 					break
