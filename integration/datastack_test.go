@@ -129,7 +129,10 @@ func TestDataStackModelCode(t *testing.T) {
 	for _, m := range bothModes {
 		t.Run(string(m), func(t *testing.T) {
 			out := newOpenDir(t)
-			args := []string{"--rootfs", data, "--timeout", "100s", "-v", dir + ":/in:ro", "-v", out + ":/out:rw"}
+			// --cpus 2, so that OpenBLAS starts more than one thread (the
+			// jail sizes the pools to --cpus rounded up, jail.threadHints,
+			// where the host has more CPUs).
+			args := []string{"--rootfs", data, "--timeout", "100s", "--cpus", "2", "-v", dir + ":/in:ro", "-v", out + ":/out:rw"}
 			if m == asRootless {
 				// Rootless on this cgroup v1 host --memory falls back to
 				// RLIMIT_AS, which counts address space: numpy with
