@@ -202,3 +202,41 @@ func TestCombinedOutput(t *testing.T) {
 		t.Errorf("CombinedOutput = %q, %v", out, err)
 	}
 }
+
+// TestProfileFile: the profiles Start names are the ones contrib/apparmor/rljail
+// defines, Profile with userns and HostProfile without it (make
+// test-apparmor parses the file with AppArmor's parser).
+func TestProfileFile(t *testing.T) {
+	b, err := os.ReadFile("../contrib/apparmor/rljail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := map[string]string{}
+	var name string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "profile" {
+			name = f[1]
+		}
+		if name != "" {
+			blocks[name] += line
+			if strings.HasPrefix(line, "}") {
+				name = ""
+			}
+		}
+	}
+	if len(blocks) != 2 || blocks[Profile] == "" || blocks[HostProfile] == "" {
+		t.Fatalf("the file defines %d profiles (%v), want %s and %s", len(blocks), blocks, Profile, HostProfile)
+	}
+	if !strings.Contains(blocks[Profile], "\n  userns,\n") {
+		t.Errorf("the profile %s has no userns rule:\n%s", Profile, blocks[Profile])
+	}
+	if strings.Contains(blocks[HostProfile], "userns") {
+		t.Errorf("the profile %s allows userns:\n%s", HostProfile, blocks[HostProfile])
+	}
+	for n, blk := range blocks {
+		if !strings.Contains(strings.SplitN(blk, "\n", 2)[0], "flags=(unconfined)") {
+			t.Errorf("the profile %s is not in unconfined mode: %s", n, strings.SplitN(blk, "\n", 2)[0])
+		}
+	}
+}
