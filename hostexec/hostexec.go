@@ -204,8 +204,8 @@ func requestHostProfile(a attrFiles) (bool, error) {
 		return false, nil
 	}
 	if err := writeAttr(execFile, "exec "+HostProfile); err != nil {
-		return true, fmt.Errorf("run it without the AppArmor profile %s's userns permission: write \"exec %s\" to %s: %w (the profile %s of contrib/apparmor/rljail is not loaded? load the installed file with apparmor_parser -r)",
-			Profile, HostProfile, execFile, err, HostProfile)
+		return true, fmt.Errorf("refused: it would keep the AppArmor profile %s and its userns permission, and the kernel did not take the request to run it as %s (write \"exec %s\" to %s: %w); is %s loaded? the file that defines %s defines it too: apparmor_parser -r /etc/apparmor.d/rljail",
+			Profile, HostProfile, HostProfile, execFile, err, HostProfile, Profile)
 	}
 	return true, nil
 }
