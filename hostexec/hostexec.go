@@ -204,8 +204,8 @@ func requestHostProfile(a attrFiles) (bool, error) {
 		return false, nil
 	}
 	if err := writeAttr(execFile, "exec "+HostProfile); err != nil {
-		return true, fmt.Errorf("refused: it would keep the AppArmor profile %s and its userns permission, and the kernel did not take the request to run it as %s (write \"exec %s\" to %s: %w); is %s loaded? the file that defines %s defines it too: apparmor_parser -r /etc/apparmor.d/rljail",
-			Profile, HostProfile, HostProfile, execFile, err, HostProfile, Profile)
+		return true, fmt.Errorf("refused: it would keep the AppArmor profile %s and its userns permission, and the kernel did not take the request to run it as %s (\"exec %s\": %w); load %s, which the file of %s defines too: apparmor_parser -r /etc/apparmor.d/rljail",
+			Profile, HostProfile, HostProfile, err, HostProfile, Profile)
 	}
 	return true, nil
 }

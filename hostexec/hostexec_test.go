@@ -88,9 +88,9 @@ func TestRequestHostProfile(t *testing.T) {
 			wantLegacyExec: untouched},
 		{name: "no AppArmor", exec: untouched, wantExec: untouched},
 		{name: "fails closed", current: "rljail (unconfined)\n",
-			wantRequested: true, wantErr: `write "exec rljail-host"`},
+			wantRequested: true, wantErr: `"exec rljail-host": open `},
 		{name: "fails closed on the legacy attribute", legacyCurrent: "rljail (unconfined)\n",
-			wantRequested: true, wantErr: `write "exec rljail-host"`},
+			wantRequested: true, wantErr: `"exec rljail-host": open `},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := fakeAttrs(t, c.current, c.exec, c.legacyCurrent, c.legacyExec)

@@ -246,7 +246,10 @@ func queryPython(ctx context.Context, python string) (pythonInfo, error) {
 	cmd.Stderr = &stderr
 	outb, err := hostexec.Output(cmd)
 	if err != nil {
-		return pythonInfo{}, fmt.Errorf("ask %s for its layout: %w: %s", python, err, strings.TrimSpace(stderr.String()))
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
+		return pythonInfo{}, fmt.Errorf("ask %s for its layout: %w", python, err)
 	}
 	var info pythonInfo
 	if err := json.Unmarshal(outb, &info); err != nil {

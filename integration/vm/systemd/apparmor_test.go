@@ -18,6 +18,7 @@ package systemd
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -143,12 +144,21 @@ func TestAppArmorProfiles(t *testing.T) {
 	run(t, "cp", self, probe)
 	build := func(t *testing.T) (string, string) {
 		os.Remove(filepath.Join(probeDir, "label"))
-		out, err := output(rljailBin(), "rootfs", "build", "-q", "--python", probe, "--rootfs", filepath.Join(t.TempDir(), "rootfs"))
-		if err == nil {
-			t.Fatalf("rljail rootfs build with the probe as Python succeeded: %s", out)
+		out := filepath.Join(t.TempDir(), "rootfs")
+		b, err := exec.Command(rljailBin(), "rootfs", "build", "-q", "--python", probe, "--rootfs", out).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 125 {
+			t.Errorf("rljail rootfs build with the probe as Python: %v, want exit status 125\n%s", err, b)
 		}
-		b, _ := os.ReadFile(filepath.Join(probeDir, "label"))
-		return strings.TrimRight(string(b), "\x00\n"), out
+		if _, err := os.Lstat(out); err == nil {
+			t.Errorf("the failed build left %s", out)
+		}
+		msg := strings.TrimSpace(string(b))
+		if strings.Count(msg, "\n") > 0 {
+			t.Errorf("more than one line on stderr:\n%s", msg)
+		}
+		l, _ := os.ReadFile(filepath.Join(probeDir, "label"))
+		return strings.TrimRight(string(l), "\x00\n"), msg
 	}
 
 	t.Run("rootfs build's Python runs as rljail-host", func(t *testing.T) {
@@ -168,7 +178,7 @@ func TestAppArmorProfiles(t *testing.T) {
 		if got != "" {
 			t.Errorf("with rljail-host unloaded the probe still ran, as %q", got)
 		}
-		if !strings.Contains(out, `"exec rljail-host"`) {
+		if !strings.Contains(out, `the kernel did not take the request to run it as rljail-host ("exec rljail-host": write /proc/thread-self/attr/`) {
 			t.Errorf("rljail rootfs build's error is not the refused request for rljail-host: %s", out)
 		}
 		t.Logf("refused: %s", strings.TrimSpace(out))
