@@ -138,17 +138,32 @@ func TestAppArmorProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probeDir := filepath.Join(dir, "probe")
-	os.Mkdir(probeDir, 0o755)
+	// The probe's directory is the unprivileged user's too: the attack is a
+	// local user's, and the probe writes its label there. t.TempDir's
+	// parents are root's 0700, so under /tmp.
+	probeDir, err := os.MkdirTemp("/tmp", "aa-probe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(probeDir) })
+	os.Chmod(probeDir, 0o777)
 	probe := filepath.Join(probeDir, labelProbeName)
 	run(t, "cp", self, probe)
-	build := func(t *testing.T) (string, string) {
+	// build runs rljail rootfs build with the probe as its Python, as root
+	// or as the unprivileged user (runuser, no login session needed), and
+	// returns the probe's label ("" when it did not run) and rljail's output.
+	build := func(t *testing.T, asUser bool) (string, string) {
 		os.Remove(filepath.Join(probeDir, "label"))
-		out := filepath.Join(t.TempDir(), "rootfs")
-		b, err := exec.Command(rljailBin(), "rootfs", "build", "-q", "--python", probe, "--rootfs", out).CombinedOutput()
+		// Each user's own: the build's lock beside it is its builder's.
+		out := filepath.Join(probeDir, map[bool]string{false: "root-rootfs", true: "user-rootfs"}[asUser])
+		argv := []string{rljailBin(), "rootfs", "build", "-q", "--python", probe, "--rootfs", out}
+		if asUser {
+			argv = append([]string{"runuser", "-u", testUser, "--"}, argv...)
+		}
+		b, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 125 {
-			t.Errorf("rljail rootfs build with the probe as Python: %v, want exit status 125\n%s", err, b)
+			t.Errorf("%s: %v, want exit status 125\n%s", strings.Join(argv, " "), err, b)
 		}
 		if _, err := os.Lstat(out); err == nil {
 			t.Errorf("the failed build left %s", out)
@@ -161,12 +176,15 @@ func TestAppArmorProfiles(t *testing.T) {
 		return strings.TrimRight(string(l), "\x00\n"), msg
 	}
 
-	t.Run("rootfs build's Python runs as rljail-host", func(t *testing.T) {
-		got, out := build(t)
-		if got != "rljail-host (unconfined)" {
-			t.Errorf("the program rljail rootfs build --python started ran as %q, want \"rljail-host (unconfined)\" (\"rljail (unconfined)\": it kept rljail's userns)\nrljail: %s", got, out)
-		}
-	})
+	for _, asUser := range []bool{false, true} {
+		who := map[bool]string{false: "root", true: testUser}[asUser]
+		t.Run("rootfs build's Python runs as rljail-host, "+who, func(t *testing.T) {
+			got, out := build(t, asUser)
+			if got != "rljail-host (unconfined)" {
+				t.Errorf("the program rljail rootfs build --python started ran as %q, want \"rljail-host (unconfined)\" (\"rljail (unconfined)\": it kept rljail's userns)\nrljail: %s", got, out)
+			}
+		})
+	}
 
 	t.Run("refused without rljail-host", func(t *testing.T) {
 		hostOnly := filepath.Join(dir, "rljail-host")
@@ -174,7 +192,7 @@ func TestAppArmorProfiles(t *testing.T) {
 		if out, err := apparmorParser("-R", hostOnly); err != nil {
 			t.Fatalf("apparmor_parser -R rljail-host: %v\n%s", err, out)
 		}
-		got, out := build(t)
+		got, out := build(t, true)
 		if got != "" {
 			t.Errorf("with rljail-host unloaded the probe still ran, as %q", got)
 		}
