@@ -194,6 +194,18 @@ func TestCommandLookPath(t *testing.T) {
 	if err := Run(cmd); !errors.Is(err, exec.ErrNotFound) {
 		t.Errorf("a missing program: %v, want exec.ErrNotFound", err)
 	}
+	// A program in the caller's PATH alone is not found, and does not run.
+	marker := filepath.Join(t.TempDir(), "ran")
+	if err := os.WriteFile(filepath.Join(dir, "rljail-only-here"), []byte("#!/bin/sh\n: > "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd = Command(context.Background(), "rljail-only-here")
+	if err := Run(cmd); !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("a program only in the caller's PATH: %v, want exec.ErrNotFound", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the program in the caller's PATH ran")
+	}
 }
 
 func TestCombinedOutput(t *testing.T) {
