@@ -181,8 +181,9 @@ vm-systemd-image: deps vm-kernel
 # test-systemd-vm boots that root with systemd as PID 1 under qemu and runs
 # the cases of integration/vm/systemd in it: the .deb installed, upgraded
 # and removed, the packaged runner service, systemd-run wrappers, the
-# unprivileged user in a logind session.
-test-systemd-vm: rootfs vm-kernel vm-systemd-image
+# unprivileged user in a logind session, rljail's AppArmor profiles loaded
+# into its kernel with AppArmor 4.1's parser (test-apparmor fetches it).
+test-systemd-vm: rootfs vm-kernel vm-systemd-image test-apparmor
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -v -run '^TestSystemdVM$$' ./integration/vm/
 
 install: build

@@ -101,14 +101,17 @@ func (h usernsHost) causes() []usernsCause {
 	return cs
 }
 
-// apparmorProfileFix is a one-line command that installs an AppArmor
-// profile letting exe create user namespaces (Ubuntu 24.04).
+// apparmorProfileFix is a one-line command that installs the AppArmor
+// profiles of contrib/apparmor/rljail for exe (Ubuntu 24.04): rljail, which
+// lets exe create user namespaces, and rljail-host, without that, which the
+// programs rljail starts on the host run as (package hostexec; without it
+// rljail refuses to start them).
 func apparmorProfileFix(exe string) string {
 	if exe == "" {
 		exe = "/usr/local/bin/rljail"
 	}
 	return `printf 'abi <abi/4.0>,\ninclude <tunables/global>\nprofile rljail "` + exe +
-		`" flags=(unconfined) {\n  userns,\n}\n' > /etc/apparmor.d/rljail && apparmor_parser -r /etc/apparmor.d/rljail`
+		`" flags=(unconfined) {\n  userns,\n}\nprofile rljail-host flags=(unconfined) {\n}\n' > /etc/apparmor.d/rljail && apparmor_parser -r /etc/apparmor.d/rljail`
 }
 
 // sysctlSummary lists the restricting sysctls that exist on this host.

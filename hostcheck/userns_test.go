@@ -2,6 +2,7 @@ package hostcheck
 
 import (
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -115,5 +116,25 @@ func TestReadSysctlAbsent(t *testing.T) {
 	v, present, err = readSysctl("/proc/sys/kernel/ostype")
 	if !present || err != nil || v != "Linux" {
 		t.Errorf("readSysctl(kernel/ostype) = %q, %v, %v; want Linux", v, present, err)
+	}
+}
+
+// TestAppArmorProfileFix runs the fix's printf and checks the file it writes:
+// both profiles of contrib/apparmor/rljail, userns in rljail alone (without
+// rljail-host, rljail would refuse to start any host program).
+func TestAppArmorProfileFix(t *testing.T) {
+	fix := apparmorProfileFix("/opt/x/rljail")
+	printf, _, ok := strings.Cut(fix, " > /etc/apparmor.d/rljail && ")
+	if !ok {
+		t.Fatalf("the fix does not write /etc/apparmor.d/rljail: %s", fix)
+	}
+	out, err := exec.Command("sh", "-c", printf).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", printf, err)
+	}
+	got := string(out)
+	rljail, host, ok := strings.Cut(got, "profile rljail-host flags=(unconfined) {\n")
+	if !ok || !strings.Contains(rljail, "profile rljail \"/opt/x/rljail\" flags=(unconfined) {\n  userns,\n}\n") || strings.Contains(host, "userns") {
+		t.Errorf("the fix writes:\n%s\nwant the profiles rljail (with userns) and rljail-host (without)", got)
 	}
 }

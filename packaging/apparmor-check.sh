@@ -1,7 +1,9 @@
 #!/bin/sh
 # apparmor-check.sh: parse contrib/apparmor/rljail with AppArmor 4's own
 # parser, as a host that restricts unprivileged user namespaces would load it
-# (Debian 12's AppArmor 3 does not know the `userns,` rule). The parser and
+# (Debian 12's AppArmor 3 does not know the `userns,` rule). The file must
+# define exactly the profiles rljail (with `userns,`) and rljail-host (the one
+# hostexec moves host programs to: without it). The parser and
 # the C library it needs come from Debian 13's packages (apparmor,
 # libapparmor1, libc6), fetched once from deb.debian.org into the cache and
 # unpacked, never installed; the parser runs under that C library's own
@@ -45,8 +47,21 @@ sed 's|@BINDIR@|/usr/bin|' "$profile" > "$work/rljail"
 if ! out=$(parse "$work/rljail" 2>&1); then
 	echo "apparmor-check: AppArmor 4 refuses $profile:" >&2; echo "$out" >&2; exit 1
 fi
+names=$("$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$root/usr/sbin/apparmor_parser" \
+	-N --config-file /dev/null --base "$root/etc/apparmor.d" -I "$root/etc/apparmor.d" "$work/rljail" 2>/dev/null | sort | tr '\n' ' ' | sed 's/ $//')
+if [ "$names" != "rljail rljail-host" ]; then
+	echo "apparmor-check: $profile defines the profiles '$names', want 'rljail rljail-host'" >&2; exit 1
+fi
+# Each profile's own lines (from its "profile" line to the next "}").
+block() { awk -v p="$1" '$1=="profile"&&$2==p{on=1} on{print} on&&/^}/{exit}' "$work/rljail"; }
+if ! block rljail | grep -q '^ *userns,'; then
+	echo "apparmor-check: the profile rljail in $profile has no userns rule" >&2; exit 1
+fi
+if block rljail-host | grep -q 'userns'; then
+	echo "apparmor-check: the profile rljail-host in $profile allows userns: host programs would keep it" >&2; exit 1
+fi
 sed 's/^\( *\)userns,/\1usrns,/' "$work/rljail" > "$work/bad"
 if parse "$work/bad" >/dev/null 2>&1; then
 	echo "apparmor-check: the parser accepted a misspelt rule: this check cannot fail" >&2; exit 1
 fi
-echo "apparmor-check: $("$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$root/usr/sbin/apparmor_parser" --version 2>/dev/null | head -1) accepts $(basename "$profile"), refuses it misspelt"
+echo "apparmor-check: $("$lib/ld-linux-x86-64.so.2" --library-path "$lib" "$root/usr/sbin/apparmor_parser" --version 2>/dev/null | head -1) accepts $(basename "$profile") (profiles $names), refuses it misspelt"

@@ -11,7 +11,7 @@
 #   PREFIX/lib/systemd/system/rljail.slice         slice of the jails' units
 #   PREFIX/lib/systemd/system/rljail-runner@.service  one job as a service
 #   PREFIX/lib/tmpfiles.d/rljail.conf              /run/rljail at boot
-#   PREFIX/share/rljail/apparmor/rljail            the AppArmor profile (always)
+#   PREFIX/share/rljail/apparmor/rljail            the AppArmor profiles rljail and rljail-host (always)
 #   /etc/apparmor.d/rljail                         the same, where AppArmor 4 is
 #   PREFIX/share/doc/rljail/examples/rljail-runner.service
 #

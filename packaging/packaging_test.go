@@ -203,7 +203,8 @@ func TestInstallDestdir(t *testing.T) {
 			}
 			profile, err := os.ReadFile(dest + "/etc/apparmor.d/rljail")
 			if tc.profile {
-				if err != nil || !strings.Contains(string(profile), "profile rljail /usr/local/bin/rljail flags=(unconfined)") || !strings.Contains(string(profile), "userns,") {
+				if err != nil || !strings.Contains(string(profile), "profile rljail /usr/local/bin/rljail flags=(unconfined)") || !strings.Contains(string(profile), "userns,") ||
+					!strings.Contains(string(profile), "\nprofile rljail-host flags=(unconfined) {") {
 					t.Errorf("/etc/apparmor.d/rljail: %v\n%s", err, profile)
 				}
 			} else if err == nil {

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rljail/rljail/hostexec"
 	"golang.org/x/sys/unix"
 )
 
@@ -239,13 +240,16 @@ var pythonEnv = []string{"PATH=/usr/bin:/bin", "PYTHONHASHSEED=0"}
 
 // queryPython runs the host interpreter (isolated, without site) to learn its layout.
 func queryPython(ctx context.Context, python string) (pythonInfo, error) {
-	cmd := exec.CommandContext(ctx, python, "-I", "-S", "-c", queryPythonScript)
+	cmd := hostexec.Command(ctx, python, "-I", "-S", "-c", queryPythonScript)
 	cmd.Env = pythonEnv
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	outb, err := cmd.Output()
+	outb, err := hostexec.Output(cmd)
 	if err != nil {
-		return pythonInfo{}, fmt.Errorf("ask %s for its layout: %w: %s", python, err, strings.TrimSpace(stderr.String()))
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
+		return pythonInfo{}, fmt.Errorf("ask %s for its layout: %w", python, err)
 	}
 	var info pythonInfo
 	if err := json.Unmarshal(outb, &info); err != nil {
@@ -534,10 +538,10 @@ func compileBytecode(ctx context.Context, t *tree, python string, info pythonInf
 		if tests {
 			args = append(args, "-x", testSuiteDirs)
 		}
-		cmd := exec.CommandContext(ctx, python, append(args, t.in(real))...)
+		cmd := hostexec.Command(ctx, python, append(args, t.in(real))...)
 		cmd.Env = pythonEnv
 		cmd.WaitDelay = 5 * time.Second
-		if outb, err := cmd.CombinedOutput(); err != nil {
+		if outb, err := hostexec.CombinedOutput(cmd); err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return ctxErr
 			}

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rljail/rljail/hostexec"
 )
 
 // This file adds third-party Python packages to a rootfs, from where users
@@ -109,12 +111,12 @@ type dpkgPackage struct {
 // readDpkgDatabase lists the host's packages and what each provides, with
 // one dpkg-query.
 func readDpkgDatabase(ctx context.Context) (pkgs map[string]*dpkgPackage, provides map[string][]string, err error) {
-	cmd := exec.CommandContext(ctx, "dpkg-query", "-W", "-f",
+	cmd := hostexec.Command(ctx, "dpkg-query", "-W", "-f",
 		"${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Provides}\\t${Pre-Depends}, ${Depends}\\n")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := hostexec.Output(cmd)
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, nil, packageErrorf("--system-packages needs dpkg-query (a Debian or Ubuntu host)")
@@ -271,11 +273,11 @@ func resolveGroup(group []string, pkgs map[string]*dpkgPackage, provides map[str
 // packageFiles lists a package's regular files and symlinks (dpkg-query -L
 // also lists directories, which the tree creates as it needs them).
 func packageFiles(ctx context.Context, name string) ([]string, error) {
-	cmd := exec.CommandContext(ctx, "dpkg-query", "-L", name)
+	cmd := hostexec.Command(ctx, "dpkg-query", "-L", name)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := hostexec.Output(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("list the files of %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
 	}
@@ -406,9 +408,9 @@ func (plan *packagePlan) addWheels(ctx context.Context, dir, requirements, pytho
 	if fi, err := os.Stat(req); err != nil || !fi.Mode().IsRegular() {
 		return packageErrorf("--requirements %s is not a readable file", requirements)
 	}
-	cmd := exec.CommandContext(ctx, python, "-I", "-m", "pip", "--version")
+	cmd := hostexec.Command(ctx, python, "-I", "-m", "pip", "--version")
 	cmd.Env = pythonEnv
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := hostexec.CombinedOutput(cmd); err != nil {
 		return packageErrorf("--wheels needs pip in %s, which has none (%s): install it (Debian: apt-get install python3-pip) or use --venv", python, strings.TrimSpace(tail(out, 200)))
 	}
 	w := &wheelInstall{dir: abs, requirements: req}
@@ -651,10 +653,10 @@ func pipInstall(ctx context.Context, python string, w *wheelInstall, dryRun bool
 	if dryRun {
 		args = append(args, "--dry-run")
 	}
-	cmd := exec.CommandContext(ctx, python, args...)
+	cmd := hostexec.Command(ctx, python, args...)
 	cmd.Env = append(slices.Clone(pythonEnv), "PIP_NO_INPUT=1", "HOME="+staged, "SOURCE_DATE_EPOCH=315532800")
 	cmd.WaitDelay = 5 * time.Second
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := hostexec.CombinedOutput(cmd); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return staged, ctxErr
 		}
@@ -682,12 +684,12 @@ func compilePackages(ctx context.Context, t *tree, python string, info pythonInf
 		if _, err := os.Stat(t.in(dir)); err != nil {
 			continue
 		}
-		cmd := exec.CommandContext(ctx, python, "-s", "-S", "-B", "-m", "compileall",
+		cmd := hostexec.Command(ctx, python, "-s", "-S", "-B", "-m", "compileall",
 			"-q", "-f", "-j", "1", "--invalidation-mode", "unchecked-hash",
 			"-d", dir, t.in(dir))
 		cmd.Env = pythonEnv
 		cmd.WaitDelay = 5 * time.Second
-		out, err := cmd.CombinedOutput()
+		out, err := hostexec.CombinedOutput(cmd)
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return ctxErr
 		}

@@ -15,6 +15,8 @@ package vm
 //	/rljail-vm/src/                packaging/install.sh and contrib/ (make install)
 //	/rljail-vm/run-tests.sh        systemd/run-tests.sh, the tests' runner
 //	/rljail-vm/tests/<name>/       each `go test -c` binary, its testdata, run
+//	/rljail-vm/apparmor4/          AppArmor 4.1's parser, its C library and abi/tunables
+//	                               (packaging/apparmor-check.sh's cache), for apparmor_test.go
 //	/var/lib/rljail/rootfs/python  a copy of the Python rootfs (RLJAIL_ROOTFS)
 //
 // The image's rljail-vm-tests.service (after multi-user.target) runs
@@ -118,6 +120,7 @@ type systemdRun struct {
 	rootfs  string   // Python rootfs
 	modules []string // kernel modules init.sh loads
 	debs    []string // packages
+	aa4     string   // apparmor-check.sh's unpacked AppArmor 4 (root of usr/sbin/apparmor_parser)
 	repo    string   // the repository: packaging/install.sh and contrib/ go in
 	guests  []guest
 	conf    []byte
@@ -166,6 +169,16 @@ func (r systemdRun) write(out string) (err error) {
 	// What `make install` runs, for the install case.
 	c.hostFile("rljail-vm/src/packaging/install.sh", filepath.Join(r.repo, "packaging", "install.sh"), 0o755)
 	c.tree("rljail-vm/src/contrib", filepath.Join(r.repo, "contrib"))
+	// AppArmor 4.1's parser under its own loader, to load contrib/apparmor/rljail
+	// into the VM's kernel (apparmor_test.go): the parser, the C library, and the
+	// abi and tunables files the profile includes; some 4 MiB.
+	lib := "usr/lib/x86_64-linux-gnu/"
+	for _, f := range []string{"usr/sbin/apparmor_parser", lib + "ld-linux-x86-64.so.2", lib + "libc.so.6"} {
+		c.hostFile("rljail-vm/apparmor4/"+f, filepath.Join(r.aa4, f), 0o755)
+	}
+	for _, d := range []string{"etc/apparmor.d/abi", "etc/apparmor.d/tunables"} {
+		c.tree("rljail-vm/apparmor4/"+d, filepath.Join(r.aa4, d))
+	}
 	var order strings.Builder
 	for _, g := range r.guests {
 		dir := "rljail-vm/tests/" + g.name
@@ -233,6 +246,10 @@ func TestSystemdVM(t *testing.T) {
 	}
 	imageReal, _ := filepath.EvalSymlinks(image)
 	t.Logf("kernel %s, image %s, rljail %s, rootfs %s, budget %v", kernel, imageReal, h.rljail, h.rootfs, budget.Round(time.Second))
+	aa4 := filepath.Join(vmCacheDir(), "apparmor4", "root")
+	if !fileExists(filepath.Join(aa4, "usr", "sbin", "apparmor_parser")) {
+		t.Fatalf("no AppArmor 4 parser in %s: run `make test-apparmor` (packaging/apparmor-check.sh fetches it; `make test-systemd-vm` does)", aa4)
+	}
 
 	start := time.Now()
 	packages := systemdGuests
@@ -273,7 +290,7 @@ func TestSystemdVM(t *testing.T) {
 	run := systemdRun{
 		image: image, initSh: filepath.Join(dir, "init.sh"), runner: filepath.Join(dir, "run-tests.sh"),
 		busybox: h.busybox, rljail: h.rljail, rootfs: h.rootfs, modules: h.modules,
-		debs: debs, repo: h.repoRoot, guests: guests, conf: []byte(conf),
+		debs: debs, aa4: aa4, repo: h.repoRoot, guests: guests, conf: []byte(conf),
 	}
 	initrd := filepath.Join(work, "initrd.cpio")
 	if err := run.write(initrd); err != nil {

@@ -49,6 +49,9 @@ const (
 // TestMain refuses to run anywhere but in the systemd VM: the cases
 // install packages and start units as root.
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == labelProbeName {
+		labelProbe() // started by rljail rootfs build as its Python: apparmor_test.go
+	}
 	if os.Getenv("RLJAIL_IN_SYSTEMD_VM") != "1" {
 		fmt.Fprintln(os.Stderr, "these tests run only in the systemd VM (integration/vm TestSystemdVM, make test-systemd-vm)")
 		os.Exit(2)
