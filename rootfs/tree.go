@@ -469,56 +469,28 @@ func summarize(ctx context.Context, root string) (treeSummary, error) {
 	}
 	var recs []record
 	var sum treeSummary
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("walk %s: %w", p, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rel, err := treeRel(root, p)
-		if err != nil {
-			return err
-		}
-		if isOwnFile(rel) {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return fmt.Errorf("hash %s: %w", p, err)
-		}
-		var kind byte
-		var payload string
-		switch mode := fi.Mode(); {
-		case mode.IsDir():
-			kind = 'd'
-		case mode.IsRegular():
-			kind = 'f'
-			if payload, err = fileSHA256(p); err != nil {
-				return fmt.Errorf("hash %s: %w", p, err)
-			}
+	err := walkEntries(ctx, root, func(p string, fi fs.FileInfo, e fileEntry) error {
+		switch e.Kind {
+		case 'f':
 			sum.files++
-			sum.size += fi.Size()
-			if isProgram(rel) {
+			sum.size += e.Size
+			if isProgram(e.Path) {
 				if sum.programs == nil {
 					sum.programs = map[string]int64{}
 				}
-				sum.programs[rel] = fi.Size()
+				sum.programs[e.Path] = e.Size
 			}
-		case mode&fs.ModeSymlink != 0:
-			kind = 'l'
-			if payload, err = os.Readlink(p); err != nil {
-				return fmt.Errorf("hash %s: %w", p, err)
-			}
+		case 'l':
 			sum.files++
+		case 'd':
 		default:
-			return fmt.Errorf("hash %s: a %v has no place in the rootfs", p, mode)
+			return fmt.Errorf("hash %s: a %v has no place in the rootfs", p, fi.Mode())
 		}
-		e := fileEntry{Path: rel, Kind: kind, Perm: fi.Mode().Perm(), Size: -1, Digest: payload}
-		if kind == 'f' {
-			e.Size = fi.Size()
-		}
-		recs = append(recs, record{rel, fmt.Sprintf("%s\x00%c%04o\x00%s\x00", rel, kind, fi.Mode().Perm(), payload), e})
+		// The build's modes, without set-id or sticky bits (normalize leaves none):
+		// should one be there all the same, the list records the mode without it, so
+		// that Verify reports the bit rather than finding it as built.
+		e.Perm = e.Perm.Perm()
+		recs = append(recs, record{e.Path, fmt.Sprintf("%s\x00%c%04o\x00%s\x00", e.Path, e.Kind, e.Perm, e.Digest), e})
 		return nil
 	})
 	if err != nil {
@@ -532,19 +504,6 @@ func summarize(ctx context.Context, root string) (treeSummary, error) {
 	}
 	sum.sha256 = hex.EncodeToString(h.Sum(nil))
 	return sum, nil
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // treeRel is p's path in the tree at root as the manifest spells it: "/"

@@ -307,3 +307,61 @@ func TestCopyDirTo(t *testing.T) {
 		}
 	})
 }
+
+// TestSummarizeReadsAsScanTree checks that the build's record of a tree (summarize)
+// and Verify's reading of it (scanTree) agree entry for entry, that a set-id bit the
+// build should never leave is recorded without it (so that Verify reports it), and
+// that a FIFO is refused.
+func TestSummarizeReadsAsScanTree(t *testing.T) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := t.TempDir()
+	must(os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "usr/bin/python3"), []byte("elf"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "usr/a-b"), []byte("data"), 0o644))
+	must(os.Symlink("usr/bin", filepath.Join(root, "bin")))
+	must(os.WriteFile(filepath.Join(root, manifestName), []byte("{}"), 0o644))
+	sum, err := summarize(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := scanTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(got, func(a, b fileEntry) int { return strings.Compare(a.Path, b.Path) })
+	if !slices.EqualFunc(sum.entries, got, func(a, b fileEntry) bool {
+		return a.Path == b.Path && a.Kind == b.Kind && a.Perm == b.Perm && a.Size == b.Size && a.Digest == b.Digest
+	}) {
+		t.Errorf("summarize recorded\n%+v\nscanTree read\n%+v", sum.entries, got)
+	}
+	if sum.files != 3 || sum.size != 7 || sum.programs["/usr/bin/python3"] != 3 {
+		t.Errorf("files %d size %d programs %v, want 3 files of 7 bytes, /usr/bin/python3 a program", sum.files, sum.size, sum.programs)
+	}
+
+	must(os.Chmod(filepath.Join(root, "usr/bin/python3"), 0o755|os.ModeSetuid))
+	sum, err = summarize(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range sum.entries {
+		if e.Path == "/usr/bin/python3" && e.Perm != 0o755 {
+			t.Errorf("setuid python3 recorded as %04o, want 0755 (so that Verify reports the bit)", e.Perm)
+		}
+	}
+	if got, err = scanTree(root); err != nil {
+		t.Fatal(err)
+	}
+	if d := compareEntries(sum.entries, got); len(d) != 1 || d[0].Path != "/usr/bin/python3" || !strings.Contains(d[0].What, "mode 4755") {
+		t.Errorf("Verify's comparison of a setuid python3: %v, want its mode reported", d)
+	}
+
+	must(unix.Mkfifo(filepath.Join(root, "usr/fifo"), 0o644))
+	if _, err := summarize(context.Background(), root); err == nil || !strings.Contains(err.Error(), "no place in the rootfs") {
+		t.Errorf("summarize of a tree with a FIFO: %v, want refused", err)
+	}
+}
