@@ -386,3 +386,39 @@ func residentPages(t *testing.T, path string) int {
 	}
 	return n
 }
+
+// checkOOMStats checks c's statistics after the kernel OOM-killed a hog in it at limit
+// bytes: at least one OOM kill counted, and a peak near the limit (at least half of it;
+// the kernel may charge a few pages past it before it reclaims or kills).
+func checkOOMStats(t *testing.T, c *Cgroup, limit int64) {
+	t.Helper()
+	s, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats %+v", s)
+	if s.OOMKills < 1 {
+		t.Errorf("oom kills %d, want at least 1", s.OOMKills)
+	}
+	if s.MemoryPeakBytes < limit/2 || s.MemoryPeakBytes > limit+1<<20 {
+		t.Errorf("memory peak %d, want near the limit %d", s.MemoryPeakBytes, limit)
+	}
+}
+
+// decideCase runs decide for one case of a placement table. With wantErr it checks
+// that decide fails with an error containing it and returns false (the case is
+// done); otherwise it checks that decide succeeds and returns its plan.
+func decideCase(t *testing.T, h host, parent, wantErr string) (plan, bool) {
+	t.Helper()
+	p, err := decide(h, parent)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("decide: error %v, want one containing %q", err, wantErr)
+		}
+		return p, false
+	}
+	if err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	return p, true
+}
