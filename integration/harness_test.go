@@ -1108,20 +1108,3 @@ def sc(nr, *args):
     rc = libc.syscall(ctypes.c_long(nr), *[_arg(a) for a in args])
     return rc, ctypes.get_errno()
 `
-
-// memoryBombCode allocates 1 MiB chunks without end; when Python's
-// allocation fails (RLIMIT_AS), it prints "MemoryError after N MiB" and
-// exits 3. It is the same bomb for the limit tests and the attack suite,
-// so that the two judge one payload.
-const memoryBombCode = `
-import sys
-chunks = []
-try:
-    while True:
-        chunks.append(b"\x01" * (1 << 20))
-except MemoryError:
-    n = len(chunks)
-    chunks = None
-    print("MemoryError after", n, "MiB", flush=True)
-    sys.exit(3)
-`
