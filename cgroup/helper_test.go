@@ -422,3 +422,20 @@ func decideCase(t *testing.T, h host, parent, wantErr string) (plan, bool) {
 	}
 	return p, true
 }
+
+// checkForkStats checks c's statistics after a shell in it, limited to 8 tasks, tried
+// 16 background forks: pids.max was hit at least once and the peak stayed within 2 to 8.
+func checkForkStats(t *testing.T, c *Cgroup) {
+	t.Helper()
+	s, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats %+v", s)
+	if s.PidsMaxHits < 1 {
+		t.Errorf("pids.max hits %d after 16 forks under a limit of 8", s.PidsMaxHits)
+	}
+	if s.PidsPeak < 2 || s.PidsPeak > 8 {
+		t.Errorf("pids peak %d, want 2..8", s.PidsPeak)
+	}
+}
