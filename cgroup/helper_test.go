@@ -386,3 +386,56 @@ func residentPages(t *testing.T, path string) int {
 	}
 	return n
 }
+
+// checkOOMStats checks c's statistics after the kernel OOM-killed a hog in it at limit
+// bytes: at least one OOM kill counted, and a peak near the limit (at least half of it;
+// the kernel may charge a few pages past it before it reclaims or kills).
+func checkOOMStats(t *testing.T, c *Cgroup, limit int64) {
+	t.Helper()
+	s, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats %+v", s)
+	if s.OOMKills < 1 {
+		t.Errorf("oom kills %d, want at least 1", s.OOMKills)
+	}
+	if s.MemoryPeakBytes < limit/2 || s.MemoryPeakBytes > limit+1<<20 {
+		t.Errorf("memory peak %d, want near the limit %d", s.MemoryPeakBytes, limit)
+	}
+}
+
+// decideCase runs decide for one case of a placement table. With wantErr it checks
+// that decide fails with an error containing it and returns false (the case is
+// done); otherwise it checks that decide succeeds and returns its plan.
+func decideCase(t *testing.T, h host, parent, wantErr string) (plan, bool) {
+	t.Helper()
+	p, err := decide(h, parent)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("decide: error %v, want one containing %q", err, wantErr)
+		}
+		return p, false
+	}
+	if err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	return p, true
+}
+
+// checkForkStats checks c's statistics after a shell in it, limited to 8 tasks, tried
+// 16 background forks: pids.max was hit at least once and the peak stayed within 2 to 8.
+func checkForkStats(t *testing.T, c *Cgroup) {
+	t.Helper()
+	s, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stats %+v", s)
+	if s.PidsMaxHits < 1 {
+		t.Errorf("pids.max hits %d after 16 forks under a limit of 8", s.PidsMaxHits)
+	}
+	if s.PidsPeak < 2 || s.PidsPeak > 8 {
+		t.Errorf("pids peak %d, want 2..8", s.PidsPeak)
+	}
+}

@@ -303,15 +303,9 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := decide(tt.host(), tt.parent)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("decide: error %v, want one containing %q", err, tt.wantErr)
-				}
+			p, ok := decideCase(t, tt.host(), tt.parent, tt.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatalf("decide: %v", err)
 			}
 			if p.placement != tt.placement {
 				t.Errorf("placement %s, want %s", p.placement, tt.placement)

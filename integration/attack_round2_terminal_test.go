@@ -355,7 +355,7 @@ func runOnTerminal(t *testing.T, m mode, o terminalOpts, args ...string) termina
 	}
 	var master, slave *os.File
 	var screen syncBuffer
-	readerDone := make(chan struct{})
+	var readerDone <-chan struct{} // waited for only with a terminal (slave)
 	if o.stdin || o.stdout || o.stderr {
 		var err error
 		if master, slave, err = openPty(); err != nil {
@@ -399,22 +399,7 @@ func runOnTerminal(t *testing.T, m mode, o terminalOpts, args ...string) termina
 		if o.stderr {
 			cmd.Stderr = slave
 		}
-		go func() {
-			defer close(readerDone)
-			b := make([]byte, 4096)
-			for {
-				n, err := master.Read(b)
-				screen.Write(b[:n])
-				if n > 0 && o.answer != nil {
-					o.answer(master, []byte(screen.String()))
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-	} else {
-		close(readerDone)
+		readerDone = readTerminal(master, &screen, o.answer)
 	}
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {

@@ -100,18 +100,7 @@ func attackPtyTIOCSTI(t *testing.T, m mode) {
 	// Everything the host's terminal shows: what is written to the slave,
 	// and the echo of what enters its input queue (a fresh pty echoes).
 	var screen syncBuffer
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		b := make([]byte, 4096)
-		for {
-			n, err := master.Read(b)
-			screen.Write(b[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
+	readerDone := readTerminal(master, &screen, nil)
 	marker := randomToken("STI")
 	p := startJail(t, m, runOpts{stdinFile: slave}, attackPython(nil, ptyAttackCode, marker, marker, hostN)...)
 	t.Cleanup(func() {

@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rljail/rljail/integration/bombs"
 	"golang.org/x/sys/unix"
 )
 
@@ -3497,7 +3498,7 @@ ev.set()
 
 func attackMemoryBomb(t *testing.T, m mode) {
 	c := attackStartCanary(t)
-	r := attackPy(t, m, runOpts{}, []string{"--timeout", "60s"}, memoryBombCode)
+	r := attackPy(t, m, runOpts{}, []string{"--timeout", "60s"}, bombs.Memory)
 	peak, _ := jsonInt(r.res, "memory_peak_bytes")
 	t.Logf("exit %d, status %s, memory peak %.1f MiB, oom_kills %v, wall %v", r.exit, r.status(), float64(peak)/mib, r.res["oom_kills"], r.p.wall.Round(time.Millisecond))
 	if m == asRoot {
@@ -3574,23 +3575,7 @@ spin()
 
 func attackTmpFill(t *testing.T, m mode) {
 	rootBefore, shmBefore := freeBytes(t, "/"), freeBytes(t, "/dev/shm")
-	r := attackPyOK(t, m, runOpts{}, nil, `
-import errno, os, sys
-chunk = b"z" * (1 << 20)
-for d in ("/tmp", "/dev/shm"):
-    total, err, i = 0, "none", 0
-    try:
-        while total < (256 << 20):
-            with open(os.path.join(d, "fill%03d" % i), "wb", buffering=0) as f:
-                for _ in range(4):
-                    total += f.write(chunk)
-            i += 1
-    except OSError as e:
-        err = errno.errorcode.get(e.errno, str(e.errno))
-    print("FILL", d, err, total, flush=True)
-    for f in os.listdir(d):
-        os.unlink(os.path.join(d, f))
-`)
+	r := attackPyOK(t, m, runOpts{}, nil, bombs.TmpFill, "/tmp", "/dev/shm")
 	for _, d := range []string{"/tmp", "/dev/shm"} {
 		v, _ := lineValue(r.stdout, "FILL "+d+" ")
 		var errName string

@@ -980,6 +980,30 @@ func openPty() (master, slave *os.File, err error) {
 	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(uintptr(sfd), name), nil
 }
 
+// readTerminal plays the terminal of a pty the test opened: it copies all
+// that reaches master (what the terminal shows) into screen until a read
+// fails (the slave closed everywhere), calling answer, when not nil, after
+// each read with all shown so far (a terminal that replies to queries).
+// The channel it returns is closed when it stops.
+func readTerminal(master *os.File, screen *syncBuffer, answer func(master *os.File, shown []byte)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b := make([]byte, 4096)
+		for {
+			n, err := master.Read(b)
+			screen.Write(b[:n])
+			if n > 0 && answer != nil {
+				answer(master, []byte(screen.String()))
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return done
+}
+
 // ptyRun is what one run of rljail on a terminal left behind.
 type ptyRun struct {
 	out    string // everything the terminal showed (read on the master side)
@@ -1013,16 +1037,7 @@ func runOnPty(t testing.TB, m mode, args ...string) ptyRun {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)}
 	}
 	var seen syncBuffer
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := master.Read(b)
-			seen.Write(b[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
+	readTerminal(master, &seen, nil)
 	if err := cmd.Start(); err != nil {
 		slave.Close()
 		t.Fatalf("start rljail on the terminal %s: %v", slave.Name(), err)
@@ -1092,21 +1107,4 @@ def sc(nr, *args):
     ctypes.set_errno(0)
     rc = libc.syscall(ctypes.c_long(nr), *[_arg(a) for a in args])
     return rc, ctypes.get_errno()
-`
-
-// memoryBombCode allocates 1 MiB chunks without end; when Python's
-// allocation fails (RLIMIT_AS), it prints "MemoryError after N MiB" and
-// exits 3. It is the same bomb for the limit tests and the attack suite,
-// so that the two judge one payload.
-const memoryBombCode = `
-import sys
-chunks = []
-try:
-    while True:
-        chunks.append(b"\x01" * (1 << 20))
-except MemoryError:
-    n = len(chunks)
-    chunks = None
-    print("MemoryError after", n, "MiB", flush=True)
-    sys.exit(3)
 `

@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rljail/rljail/integration/bombs"
 )
 
 const (
@@ -263,7 +265,7 @@ func TestLimits(t *testing.T) {
 func testMemoryBomb(t *testing.T, e limitEnv) {
 	const limit = 64 * mib
 	canary := startHostCanary(t, exec.Command("sleep", "600"))
-	r := e.run(t, runOpts{}, append([]string{"--memory", "64m", "--timeout", "60s"}, python(memoryBombCode)...)...)
+	r := e.run(t, runOpts{}, append([]string{"--memory", "64m", "--timeout", "60s"}, python(bombs.Memory)...)...)
 	checkEnv(t, e, r)
 	checkLimit(t, r, "memory_bytes", limit, e.mech["memory_bytes"])
 	peak, _ := jsonInt(r.res, "memory_peak_bytes")
@@ -290,33 +292,12 @@ func testMemoryBomb(t *testing.T, e limitEnv) {
 	t.Logf("memory peak %.1f MiB, oom_kills %v, wall %v", float64(peak)/mib, r.res["oom_kills"], r.p.wall.Round(time.Millisecond))
 }
 
-const forkBombCode = `
-import errno, os, time
-deadline = time.monotonic() + 2.0
-root = os.getpid()
-refused = 0
-while time.monotonic() < deadline:
-    try:
-        pid = os.fork()
-    except OSError as e:
-        if e.errno != errno.EAGAIN:
-            raise
-        refused += 1
-        time.sleep(0.01)
-        continue
-    if pid == 0:
-        refused = 0  # the child forks on: a fork bomb
-if os.getpid() == root:
-    print("refused", refused, flush=True)
-os._exit(0)
-`
-
 // testForkBomb: every process forks for 2 s. At --pids-limit 16 the jail
 // holds at most 16 tasks, forks are refused (status pids_limit), and the
 // host can fork meanwhile and afterwards.
 func testForkBomb(t *testing.T, e limitEnv) {
 	hostForks := startHostForkProbe()
-	r := e.run(t, runOpts{}, append([]string{"--pids-limit", "16", "--timeout", "30s"}, python(forkBombCode)...)...)
+	r := e.run(t, runOpts{}, append([]string{"--pids-limit", "16", "--timeout", "30s"}, python(bombs.Fork)...)...)
 	hostForks.finish()
 	checkEnv(t, e, r)
 	checkLimit(t, r, "pids", 16, e.mech["pids"])
@@ -341,7 +322,7 @@ func testForkBomb(t *testing.T, e limitEnv) {
 // ever seen at once in the jail's PID namespace.
 func testForkBombNproc(t *testing.T, e limitEnv) {
 	hostForks := startHostForkProbe()
-	p := startJail(t, e.mode, runOpts{}, append([]string{"--no-workspace", "--pids-limit", "16", "--timeout", "30s"}, python(forkBombCode)...)...)
+	p := startJail(t, e.mode, runOpts{}, append([]string{"--no-workspace", "--pids-limit", "16", "--timeout", "30s"}, python(bombs.Fork)...)...)
 	peak := watchJailTasks(p.cmd.Process.Pid, 5*time.Millisecond)
 	p.wait()
 	seen := peak()
@@ -492,28 +473,12 @@ func testCPUTime(t *testing.T, e limitEnv) {
 	t.Logf("exit %d, CPU %d ms, wall %d ms", r.exit, cpu, wall)
 }
 
-const tmpFillerCode = `
-import errno, os, sys
-chunk = b"z" * (1 << 20)
-for d in sys.argv[1:]:
-    total, err, i = 0, "none", 0
-    try:
-        while total < (256 << 20):
-            with open(os.path.join(d, "fill%03d" % i), "wb", buffering=0) as f:
-                for _ in range(4):
-                    total += f.write(chunk)
-            i += 1
-    except OSError as e:
-        err = errno.errorcode.get(e.errno, str(e.errno))
-    print("FILL", d, err, total, flush=True)
-`
-
 // testTmpFiller: files written to /tmp and /dev/shm until an error stop at
 // --tmp-size 8m with ENOSPC, and the host's disk and /dev/shm do not fill.
 // Unbounded, the filler would write 256 MiB to each.
 func testTmpFiller(t *testing.T, e limitEnv) {
 	rootBefore, shmBefore := freeBytes(t, "/"), freeBytes(t, "/dev/shm")
-	r := e.run(t, runOpts{}, append([]string{"--tmp-size", "8m"}, python(tmpFillerCode, "/tmp", "/dev/shm")...)...)
+	r := e.run(t, runOpts{}, append([]string{"--tmp-size", "8m"}, python(bombs.TmpFill, "/tmp", "/dev/shm")...)...)
 	rootAfter, shmAfter := freeBytes(t, "/"), freeBytes(t, "/dev/shm")
 	checkEnv(t, e, r)
 	checkStatus(t, r, "ok", 0)

@@ -3,6 +3,7 @@ package rootfs
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -308,11 +309,34 @@ func compareEntries(want, got []fileEntry) []Difference {
 // a link and without blocking on a planted FIFO.
 func scanTree(dir string) ([]fileEntry, error) {
 	var out []fileEntry
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := walkEntries(context.Background(), dir, func(p string, _ fs.FileInfo, e fileEntry) error {
+		var err error
+		if e.Xattrs, err = liveXattrs(p); err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// walkEntries calls fn with every entry of the tree at root but its own files
+// (isOwnFile), in WalkDir's order, with its lstat information and as the list
+// records it: the path in the tree, the
+// kind ('?' for a device, FIFO or socket: fn decides), the permission bits with any
+// set-id or sticky bit (unixPerm), a regular file's size and SHA-256 (read without
+// following a link or blocking: regularFileSHA256), a symlink's target. No link is
+// followed and no extended attribute read (fn's to do). summarize records a build with
+// it and scanTree reads the tree Verify compares, so that the two read an entry alike.
+func walkEntries(ctx context.Context, root string, fn func(p string, fi fs.FileInfo, e fileEntry) error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("walk %s: %w", p, err)
 		}
-		rel, err := treeRel(dir, p)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, err := treeRel(root, p)
 		if err != nil {
 			return err
 		}
@@ -324,9 +348,6 @@ func scanTree(dir string) ([]fileEntry, error) {
 			return fmt.Errorf("read %s: %w", p, err)
 		}
 		e := fileEntry{Path: rel, Perm: unixPerm(fi.Mode()), Size: -1}
-		if e.Xattrs, err = liveXattrs(p); err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
-		}
 		switch mode := fi.Mode(); {
 		case mode.IsDir():
 			e.Kind = 'd'
@@ -343,10 +364,8 @@ func scanTree(dir string) ([]fileEntry, error) {
 		default:
 			e.Kind = '?'
 		}
-		out = append(out, e)
-		return nil
+		return fn(p, fi, e)
 	})
-	return out, err
 }
 
 // unixPerm is mode's permission bits with the setuid, setgid and sticky bits as

@@ -275,43 +275,60 @@ func excludedFromStdlib(rel string, isDir bool) bool {
 }
 
 // copyDir copies the host directory dir (already mirrored, so its path in the tree is a
-// real directory) into the tree, leaving out what excluded says. Symlinks that stay
-// inside dir are kept as symlinks; one that leads elsewhere is replaced by a copy of the
-// file it names (the tree must not depend on host paths that are not in it). It returns
-// the copied files that look like shared objects, for the library closure.
+// real directory) to the same path in the tree: copyDirTo with to = dir. It returns the
+// host paths of the copied files that look like shared objects, for the library closure.
 func (t *tree) copyDir(ctx context.Context, dir string, excluded func(rel string, isDir bool) bool) ([]string, error) {
-	var sharedObjects []string
-	var links []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	sos, err := t.copyDirTo(ctx, dir, dir, excluded)
+	if err != nil {
+		return nil, err
+	}
+	for i, rel := range sos {
+		sos[i] = filepath.Join(dir, rel)
+	}
+	return sos, nil
+}
+
+// copyDirTo copies the host directory from into the tree at to (created with its
+// parents where missing), leaving out what excluded says (rel is slash-separated and
+// relative to from). Directories are created and regular files copied (copyFile: no
+// set-id bit or owner survives). A symlink that stays inside from is kept as a
+// symlink; one that leads elsewhere is replaced by a copy of the regular file it
+// names (the tree must not depend on host paths that are not in it), or left out when
+// it names none. A device, FIFO or socket is an error. A kept symlink whose target was
+// left out is removed afterwards: it would dangle in the jail. It returns the paths,
+// relative to from, of the copied files that look like shared objects
+// (isSharedObject), for the library closure.
+func (t *tree) copyDirTo(ctx context.Context, from, to string, excluded func(rel string, isDir bool) bool) ([]string, error) {
+	if err := t.mkdirAll(to); err != nil {
+		return nil, err
+	}
+	var sos, links []string
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("walk %s: %w", p, err)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if p == dir {
+		if p == from {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, p)
+		rel, err := filepath.Rel(from, p)
 		if err != nil {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		isDir := d.IsDir()
-		if excluded(rel, isDir) {
-			if isDir {
+		if excluded(rel, d.IsDir()) {
+			if d.IsDir() {
 				return filepath.SkipDir
 			}
 			return nil
 		}
+		dst := path.Join(to, rel)
 		switch mode := d.Type(); {
-		case isDir:
-			return t.mkdir(p)
+		case d.IsDir():
+			return t.mkdir(dst)
 		case mode.IsRegular():
-			if strings.Contains(d.Name(), ".so") {
-				sharedObjects = append(sharedObjects, p)
-			}
-			return t.copyFile(p, p)
 		case mode&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
 			if err != nil {
@@ -319,18 +336,20 @@ func (t *tree) copyDir(ctx context.Context, dir string, excluded func(rel string
 			}
 			inside := path.Join(path.Dir(rel), target)
 			if !filepath.IsAbs(target) && inside != ".." && !strings.HasPrefix(inside, "../") {
-				links = append(links, p)
-				return t.symlink(p, target)
+				links = append(links, dst)
+				return t.symlink(dst, target)
 			}
-			fi, err := os.Stat(p)
-			if err != nil || !fi.Mode().IsRegular() {
-				t.log(fmt.Sprintf("leaving out %s: symlink to %s outside %s", p, target, dir))
+			if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+				t.log(fmt.Sprintf("leaving out %s: symlink to %s outside %s", p, target, from))
 				return nil
 			}
-			return t.copyFile(p, p)
 		default:
 			return fmt.Errorf("copy %s: a %v, not a file, directory or symlink", p, mode)
 		}
+		if isSharedObject(rel) {
+			sos = append(sos, rel)
+		}
+		return t.copyFile(p, dst)
 	})
 	if err != nil {
 		return nil, err
@@ -344,7 +363,28 @@ func (t *tree) copyDir(ctx context.Context, dir string, excluded func(rel string
 			}
 		}
 	}
-	return sharedObjects, nil
+	return sos, nil
+}
+
+// mkdirAll creates directory p of the tree and its missing parents.
+func (t *tree) mkdirAll(p string) error {
+	cur := "/"
+	for _, c := range strings.Split(strings.Trim(filepath.Clean(p), "/"), "/") {
+		if c == "" {
+			continue
+		}
+		cur = path.Join(cur, c)
+		if err := t.mkdir(cur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isSharedObject tells an extension module or library by its name.
+func isSharedObject(p string) bool {
+	base := path.Base(p)
+	return strings.HasSuffix(base, ".so") || strings.Contains(base, ".so.")
 }
 
 // normalize gives every entry of the tree the modes and times a reproducible, safe root
@@ -429,56 +469,28 @@ func summarize(ctx context.Context, root string) (treeSummary, error) {
 	}
 	var recs []record
 	var sum treeSummary
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("walk %s: %w", p, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rel, err := treeRel(root, p)
-		if err != nil {
-			return err
-		}
-		if isOwnFile(rel) {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return fmt.Errorf("hash %s: %w", p, err)
-		}
-		var kind byte
-		var payload string
-		switch mode := fi.Mode(); {
-		case mode.IsDir():
-			kind = 'd'
-		case mode.IsRegular():
-			kind = 'f'
-			if payload, err = fileSHA256(p); err != nil {
-				return fmt.Errorf("hash %s: %w", p, err)
-			}
+	err := walkEntries(ctx, root, func(p string, fi fs.FileInfo, e fileEntry) error {
+		switch e.Kind {
+		case 'f':
 			sum.files++
-			sum.size += fi.Size()
-			if isProgram(rel) {
+			sum.size += e.Size
+			if isProgram(e.Path) {
 				if sum.programs == nil {
 					sum.programs = map[string]int64{}
 				}
-				sum.programs[rel] = fi.Size()
+				sum.programs[e.Path] = e.Size
 			}
-		case mode&fs.ModeSymlink != 0:
-			kind = 'l'
-			if payload, err = os.Readlink(p); err != nil {
-				return fmt.Errorf("hash %s: %w", p, err)
-			}
+		case 'l':
 			sum.files++
+		case 'd':
 		default:
-			return fmt.Errorf("hash %s: a %v has no place in the rootfs", p, mode)
+			return fmt.Errorf("hash %s: a %v has no place in the rootfs", p, fi.Mode())
 		}
-		e := fileEntry{Path: rel, Kind: kind, Perm: fi.Mode().Perm(), Size: -1, Digest: payload}
-		if kind == 'f' {
-			e.Size = fi.Size()
-		}
-		recs = append(recs, record{rel, fmt.Sprintf("%s\x00%c%04o\x00%s\x00", rel, kind, fi.Mode().Perm(), payload), e})
+		// The build's modes, without set-id or sticky bits (normalize leaves none):
+		// should one be there all the same, the list records the mode without it, so
+		// that Verify reports the bit rather than finding it as built.
+		e.Perm = e.Perm.Perm()
+		recs = append(recs, record{e.Path, fmt.Sprintf("%s\x00%c%04o\x00%s\x00", e.Path, e.Kind, e.Perm, e.Digest), e})
 		return nil
 	})
 	if err != nil {
@@ -492,19 +504,6 @@ func summarize(ctx context.Context, root string) (treeSummary, error) {
 	}
 	sum.sha256 = hex.EncodeToString(h.Sum(nil))
 	return sum, nil
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // treeRel is p's path in the tree at root as the manifest spells it: "/"

@@ -2,9 +2,15 @@ package rootfs
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestExcludedFromStdlib(t *testing.T) {
@@ -206,5 +212,156 @@ func TestIsProgram(t *testing.T) {
 		if got := isProgram(tt.rel); got != tt.want {
 			t.Errorf("isProgram(%q) = %v, want %v", tt.rel, got, tt.want)
 		}
+	}
+}
+
+// TestCopyDirTo checks the one directory copy that the standard library (copyDir, to
+// the same path) and a venv's or wheelhouse's site-packages (to another path) share:
+// what is kept, what is replaced by a copy, what is left out, and what is refused.
+func TestCopyDirTo(t *testing.T) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := t.TempDir()
+	from := filepath.Join(host, "site")
+	elsewhere := filepath.Join(host, "elsewhere")
+	must(os.MkdirAll(filepath.Join(from, "pkg/__pycache__"), 0o755))
+	must(os.MkdirAll(filepath.Join(elsewhere, "dir"), 0o755))
+	must(os.WriteFile(filepath.Join(from, "pkg/mod.py"), []byte("x = 1\n"), 0o644))
+	must(os.WriteFile(filepath.Join(from, "pkg/run"), []byte("#!/bin/sh\n"), 0o755))
+	must(os.WriteFile(filepath.Join(from, "pkg/_ext.cpython-311-x86_64-linux-gnu.so"), []byte("elf"), 0o755))
+	must(os.Chmod(filepath.Join(from, "pkg/run"), 0o4755))
+	must(os.WriteFile(filepath.Join(from, "pkg/__pycache__/mod.pyc"), []byte("pyc"), 0o644))
+	must(os.WriteFile(filepath.Join(from, "pkg/excluded.txt"), []byte("no"), 0o644))
+	must(os.WriteFile(filepath.Join(elsewhere, "libout.so.1"), []byte("elf"), 0o755))
+	must(os.Symlink("mod.py", filepath.Join(from, "pkg/inside")))
+	must(os.Symlink("../pkg/mod.py", filepath.Join(from, "pkg/inside-up")))
+	must(os.Symlink("excluded.txt", filepath.Join(from, "pkg/dangles")))
+	must(os.Symlink(filepath.Join(elsewhere, "libout.so.1"), filepath.Join(from, "pkg/libout.so.1")))
+	must(os.Symlink("../../elsewhere/libout.so.1", filepath.Join(from, "pkg/relative-out.so")))
+	must(os.Symlink(filepath.Join(elsewhere, "dir"), filepath.Join(from, "pkg/outdir")))
+	must(os.Symlink(filepath.Join(elsewhere, "missing"), filepath.Join(from, "pkg/broken")))
+	excluded := func(rel string, isDir bool) bool {
+		return rel == "pkg/excluded.txt" || (isDir && filepath.Base(rel) == "__pycache__")
+	}
+
+	for _, tc := range []struct{ name, to string }{{"same path", from}, {"other path", "/usr/lib/python3/dist-packages"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			tr := newTree(out, func(s string) { t.Log(s) })
+			sos, err := tr.copyDirTo(context.Background(), from, tc.to, excluded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantSOs := []string{"pkg/_ext.cpython-311-x86_64-linux-gnu.so", "pkg/libout.so.1", "pkg/relative-out.so"}
+			if !slices.Equal(sos, wantSOs) {
+				t.Errorf("shared objects %q, want %q", sos, wantSOs)
+			}
+			in := func(rel string) string { return filepath.Join(out, tc.to, rel) }
+			for rel, want := range map[string]string{"pkg/inside": "mod.py", "pkg/inside-up": "../pkg/mod.py"} {
+				if got, err := os.Readlink(in(rel)); err != nil || got != want {
+					t.Errorf("%s -> %q (%v), want a symlink -> %q", rel, got, err, want)
+				}
+			}
+			for rel, perm := range map[string]fs.FileMode{"pkg/mod.py": 0o644, "pkg/run": 0o755, "pkg/libout.so.1": 0o755, "pkg/relative-out.so": 0o755} {
+				fi, err := os.Lstat(in(rel))
+				if err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("%s: %v %v, want a regular file", rel, fi, err)
+					continue
+				}
+				if fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != perm {
+					t.Errorf("%s: mode %v, want %04o", rel, fi.Mode(), perm)
+				}
+			}
+			for _, rel := range []string{"pkg/__pycache__", "pkg/excluded.txt", "pkg/dangles", "pkg/outdir", "pkg/broken"} {
+				if _, err := os.Lstat(in(rel)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("%s is in the tree (%v), want it left out", rel, err)
+				}
+			}
+		})
+	}
+
+	t.Run("FIFO refused", func(t *testing.T) {
+		dir := t.TempDir()
+		must(unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+		tr := newTree(t.TempDir(), nil)
+		if _, err := tr.copyDirTo(context.Background(), dir, "/x", func(string, bool) bool { return false }); err == nil || !strings.Contains(err.Error(), "not a file, directory or symlink") {
+			t.Errorf("copy of a directory with a FIFO: %v, want refused", err)
+		}
+	})
+
+	t.Run("copyDir gives host paths", func(t *testing.T) {
+		tr := newTree(t.TempDir(), nil)
+		if _, err := tr.mirror(from); err != nil {
+			t.Fatal(err)
+		}
+		sos, err := tr.copyDir(context.Background(), from, excluded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := filepath.Join(from, "pkg/_ext.cpython-311-x86_64-linux-gnu.so"); len(sos) != 3 || sos[0] != want {
+			t.Errorf("copyDir shared objects %q, want host paths starting with %s", sos, want)
+		}
+	})
+}
+
+// TestSummarizeReadsAsScanTree checks that the build's record of a tree (summarize)
+// and Verify's reading of it (scanTree) agree entry for entry, that a set-id bit the
+// build should never leave is recorded without it (so that Verify reports it), and
+// that a FIFO is refused.
+func TestSummarizeReadsAsScanTree(t *testing.T) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := t.TempDir()
+	must(os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "usr/bin/python3"), []byte("elf"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "usr/a-b"), []byte("data"), 0o644))
+	must(os.Symlink("usr/bin", filepath.Join(root, "bin")))
+	must(os.WriteFile(filepath.Join(root, manifestName), []byte("{}"), 0o644))
+	sum, err := summarize(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := scanTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(got, func(a, b fileEntry) int { return strings.Compare(a.Path, b.Path) })
+	if !slices.EqualFunc(sum.entries, got, func(a, b fileEntry) bool {
+		return a.Path == b.Path && a.Kind == b.Kind && a.Perm == b.Perm && a.Size == b.Size && a.Digest == b.Digest
+	}) {
+		t.Errorf("summarize recorded\n%+v\nscanTree read\n%+v", sum.entries, got)
+	}
+	if sum.files != 3 || sum.size != 7 || sum.programs["/usr/bin/python3"] != 3 {
+		t.Errorf("files %d size %d programs %v, want 3 files of 7 bytes, /usr/bin/python3 a program", sum.files, sum.size, sum.programs)
+	}
+
+	must(os.Chmod(filepath.Join(root, "usr/bin/python3"), 0o755|os.ModeSetuid))
+	sum, err = summarize(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range sum.entries {
+		if e.Path == "/usr/bin/python3" && e.Perm != 0o755 {
+			t.Errorf("setuid python3 recorded as %04o, want 0755 (so that Verify reports the bit)", e.Perm)
+		}
+	}
+	if got, err = scanTree(root); err != nil {
+		t.Fatal(err)
+	}
+	if d := compareEntries(sum.entries, got); len(d) != 1 || d[0].Path != "/usr/bin/python3" || !strings.Contains(d[0].What, "mode 4755") {
+		t.Errorf("Verify's comparison of a setuid python3: %v, want its mode reported", d)
+	}
+
+	must(unix.Mkfifo(filepath.Join(root, "usr/fifo"), 0o644))
+	if _, err := summarize(context.Background(), root); err == nil || !strings.Contains(err.Error(), "no place in the rootfs") {
+		t.Errorf("summarize of a tree with a FIFO: %v, want refused", err)
 	}
 }

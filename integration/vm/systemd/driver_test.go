@@ -25,6 +25,7 @@ import (
 	"time"
 
 	sd "github.com/rljail/rljail/cgroup/systemd"
+	"github.com/rljail/rljail/integration/bombs"
 )
 
 // cpuLoop spins for 3 s of wall-clock time.
@@ -182,7 +183,7 @@ func TestDriverRootChoices(t *testing.T) {
 	r.wantPlacement(t, "cgroup2-own")
 
 	// systemd-run --scope -p MemoryMax wrapping rljail: the jail within it.
-	r = rljail(t, []string{"systemd-run", "--quiet", "--scope", "-p", "Delegate=yes", "-p", "MemoryMax=200M"}, "--memory", "64m", "--", "python3", "-c", memoryBomb)
+	r = rljail(t, []string{"systemd-run", "--quiet", "--scope", "-p", "Delegate=yes", "-p", "MemoryMax=200M"}, "--memory", "64m", "--", "python3", "-c", bombs.Memory)
 	r.wantStatus(t, "memory_limit")
 	r.wantPlacement(t, "cgroup2-own")
 

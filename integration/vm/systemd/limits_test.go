@@ -21,44 +21,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rljail/rljail/integration/bombs"
 )
 
 const mib = 1 << 20
-
-// memoryBomb allocates and touches 1 MiB at a time without end.
-const memoryBomb = `
-import sys
-chunks = []
-try:
-    while True:
-        chunks.append(b"\x01" * (1 << 20))
-except MemoryError:
-    print("MemoryError after", len(chunks), "MiB", flush=True)
-    sys.exit(3)
-`
-
-// forkBomb: every process forks for 2 s; the first prints how many of its
-// forks were refused.
-const forkBomb = `
-import errno, os, sys, time
-deadline = time.monotonic() + 2.0
-root = os.getpid()
-refused = 0
-while time.monotonic() < deadline:
-    try:
-        pid = os.fork()
-    except OSError as e:
-        if e.errno != errno.EAGAIN:
-            raise
-        refused += 1
-        time.sleep(0.01)
-        continue
-    if pid == 0:
-        refused = 0
-if os.getpid() == root:
-    print("refused", refused, flush=True)
-os._exit(0)
-`
 
 // limitChecks runs a memory bomb at --memory 64m and a fork bomb at
 // --pids-limit 16 with prefix (a wrapper such as systemd-run, or nil) and
@@ -67,7 +34,7 @@ os._exit(0)
 func limitChecks(t *testing.T, prefix []string, placement string, cgroup bool) {
 	t.Run("memory-bomb", func(t *testing.T) {
 		mark := marker(t)
-		r := rljail(t, prefix, "--memory", "64m", "--timeout", "60s", "--", "python3", "-c", memoryBomb, mark)
+		r := rljail(t, prefix, "--memory", "64m", "--timeout", "60s", "--", "python3", "-c", bombs.Memory, mark)
 		r.wantPlacement(t, placement)
 		if cgroup {
 			r.wantMechanism(t, "memory_bytes", "cgroup2")
@@ -91,7 +58,7 @@ func limitChecks(t *testing.T, prefix []string, placement string, cgroup bool) {
 		mark := marker(t)
 		stop := make(chan struct{})
 		peakc := jailTaskPeak(mark, stop)
-		r := rljail(t, prefix, "--pids-limit", "16", "--timeout", "30s", "--", "python3", "-c", forkBomb, mark)
+		r := rljail(t, prefix, "--pids-limit", "16", "--timeout", "30s", "--", "python3", "-c", bombs.Fork, mark)
 		close(stop)
 		seen := <-peakc
 		r.wantPlacement(t, placement)
@@ -125,7 +92,7 @@ func TestSystemdRunScope(t *testing.T) {
 	t.Run("scope-memory-max", func(t *testing.T) {
 		mark := marker(t)
 		p := []string{"systemd-run", "--quiet", "--scope", "--collect", "-p", "MemoryMax=48M", "-p", "MemorySwapMax=0", "-p", "Delegate=yes"}
-		r := rljail(t, p, "--memory", "512m", "--timeout", "60s", "--", "python3", "-c", memoryBomb, mark)
+		r := rljail(t, p, "--memory", "512m", "--timeout", "60s", "--", "python3", "-c", bombs.Memory, mark)
 		if r.code != 137 {
 			t.Errorf("exit %d, want 137 (killed at the scope's MemoryMax=48M):\n%s", r.code, r)
 		}

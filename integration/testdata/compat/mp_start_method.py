@@ -1,5 +1,7 @@
-"""multiprocessing with the fork start method: Pool.map, Queue, Process, Lock, Value, Manager."""
+"""multiprocessing with the start method named by the one argument (fork, forkserver or
+spawn): Pool.map, Queue, Process, Lock, Value, Manager."""
 import multiprocessing as mp
+import sys
 
 
 def square(x):
@@ -16,8 +18,9 @@ def bump(v, lock, n):
             v.value += 1
 
 
-def main():
-    ctx = mp.get_context("fork")
+def main(method):
+    ctx = mp.get_context(method)
+    print("start method", ctx.get_start_method())
     with ctx.Pool(2) as pool:
         print("pool.map", pool.map(square, range(10)))
         print("pool.apply", pool.apply(square, (12,)))
@@ -50,4 +53,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) != 2:
+        sys.exit("usage: mp_start_method.py fork|forkserver|spawn")
+    main(sys.argv[1])
