@@ -174,6 +174,8 @@ class RealAdaptersTest(unittest.TestCase):
         r = env.execute_code("n = len(context)\nanswer['content'] = str(n); answer['ready'] = True")
         self.assertEqual(r.final_answer, "3")
         self.assertEqual(r.locals["n"], 3)
+        # env.locals, as rlm's own tests read LocalREPL's (tests/test_local_repl.py:16).
+        self.assertEqual((env.locals["n"], env.locals["context"]), (3, "doc"))
         big = "q" * (2 << 20)
         env.add_context(big)
         self.assertEqual(env.execute_code("print(len(context_1))").stdout, "%d\n" % len(big))

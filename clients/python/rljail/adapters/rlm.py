@@ -115,7 +115,6 @@ class _RljailRLMScaffold:
                 "and assign a variable in a REPL block BEFORE calling FINAL_VAR on it." % variable_name)
 
     def restore(self, value_chars):
-        import json
         ns = self.ns
         ns.update(self.fixed)
         current = ns.get("answer")
@@ -133,25 +132,34 @@ class _RljailRLMScaffold:
             ns["history"] = ns.get("_rljail_compaction", [])
         elif "history_0" in ns:
             ns["history"] = ns["history_0"]
+        final, self.final = self.final, None
+        ns["_rljail_report"] = {"final": final, "locals": self.snapshot(value_chars)}
+
+    def snapshot(self, value_chars):
+        import json
+        ns = self.ns
         shown = {}
         # As LocalREPL's locals: the user's variables and the answer dict.
-        for k, v in list(self.user_vars().items()) + [("answer", dict(ns["answer"]))]:
+        current = ns.get("answer")
+        extra = [("answer", dict(current))] if isinstance(current, dict) else []
+        for k, v in list(self.user_vars().items()) + extra:
             entry = [type(v).__name__, None, None]
-            try:
-                text = json.dumps(v)
-                if len(text) <= value_chars:
-                    entry[1] = v
-                    entry[2] = True
-            except (TypeError, ValueError, RecursionError):
-                pass
+            # A long string (a context of megabytes) is not even dumped: it stays here.
+            if not (isinstance(v, str) and len(v) > value_chars):
+                try:
+                    text = json.dumps(v)
+                    if len(text) <= value_chars:
+                        entry[1] = v
+                        entry[2] = True
+                except (TypeError, ValueError, RecursionError):
+                    pass
             if entry[2] is None:
                 try:
                     entry[2] = repr(v)[:200]
                 except Exception:
                     entry[2] = "<%s>" % type(v).__name__
             shown[k] = entry
-        final, self.final = self.final, None
-        ns["_rljail_report"] = {"final": final, "locals": shown}
+        return shown
 '''
 
 
@@ -233,6 +241,14 @@ def _recv_exactly(sock, n):
     return b"".join(chunks)
 
 
+def _decode_locals(shown):
+    """The scaffold's snapshot ({name: [type, value, True or repr]}) as locals."""
+    locals_ = {}
+    for name, (type_name, value, is_value) in (shown if isinstance(shown, dict) else {}).items():
+        locals_[name] = value if is_value is True else JailedValue(type_name, str(is_value))
+    return locals_
+
+
 def _tool_value(entry):
     # base_env.extract_tool_value: {"tool": value, "description": ...} or the value itself.
     if isinstance(entry, dict) and "tool" in entry:
@@ -263,8 +279,9 @@ class RljailREPL:
                  rljail=None, values_chars=2000, **kwargs):
         reserved = set(custom_tools or {}) & RESERVED_NAMES
         if reserved:
-            raise ValueError("Custom tools cannot override reserved REPL functions: %s"
-                             % sorted(reserved))
+            # As rlm/environments/base_env.py validate_custom_tools words it.
+            raise ValueError("Custom tools cannot override reserved REPL functions: %s. "
+                             "Reserved names: %s" % (sorted(reserved), sorted(RESERVED_NAMES)))
         self.persistent = persistent
         self.depth = depth
         self.max_concurrent_subcalls = max_concurrent_subcalls
@@ -283,6 +300,7 @@ class RljailREPL:
         self._calls_lock = threading.Lock()
         self.session = None
         self._inputs = None
+        self.temp_dir = None
         self.setup()
         if context_payload is not None:
             self.load_context(context_payload)
@@ -298,6 +316,9 @@ class RljailREPL:
             value = _tool_value(entry)
             (tools if callable(value) else values)[name] = value
         self._inputs = HostInputs()
+        # LocalREPL.temp_dir's counterpart: the host directory of large inputs, removed
+        # by cleanup (the jail's own scratch is gone with the jail).
+        self.temp_dir = self._inputs.dir
         self.session = start_session(
             self.options, tools, llm=self._llm_query, llm_batched=self._llm_query_batched,
             rlm=self._rlm_query, rlm_batched=self._rlm_query_batched, inputs=self._inputs)
@@ -312,6 +333,18 @@ class RljailREPL:
     def cleanup(self):
         """Ends the session and removes what it left on the host."""
         release(self)
+
+    @property
+    def locals(self):
+        """The jail's namespace as LocalREPL.locals shows it (the user's variables,
+        ``context``..., non-callable custom tools, ``answer``), read from the jail at each
+        access; values whose JSON is over ``values_chars`` are :class:`JailedValue`.
+        Empty once cleaned up, as LocalREPL's is.  rlm's own tests read it
+        (tests/test_local_repl.py, tests/test_local_repl_persistent.py at 72d6940)."""
+        if self.session is None:
+            return {}
+        self._scaffold("_rljail_locals = _rljail_rlm.snapshot(%d)" % int(self.values_chars))
+        return _decode_locals(self.session.get("_rljail_locals"))
 
     def __enter__(self):
         return self
@@ -390,9 +423,7 @@ class RljailREPL:
             # As LocalREPL: the exception's type and message after the cell's stderr.
             stderr = stderr + "\n%s: %s" % (result.error.type, result.error.message)
         report = self._restore()
-        locals_ = {}
-        for name, (type_name, value, is_value) in report.get("locals", {}).items():
-            locals_[name] = value if is_value is True else JailedValue(type_name, str(is_value))
+        locals_ = _decode_locals(report.get("locals"))
         with self._calls_lock:
             calls = [_completion(c) if isinstance(c, dict) else c for c in self._pending_calls]
             self._pending_calls = []
@@ -429,7 +460,8 @@ class RljailREPL:
         try:
             data = lm_request(self.lm_handler_address, payload)
         except Exception as e:
-            return "Error: LM query failed - %s" % e
+            # comms_utils.send_lm_request's words, as LocalREPL shows them.
+            return "Error: Request failed: %s" % e
         if data.get("error") is not None:
             return "Error: %s" % data["error"]
         completion = data.get("chat_completion") or {}
@@ -445,7 +477,7 @@ class RljailREPL:
         try:
             data = lm_request(self.lm_handler_address, payload)
         except Exception as e:
-            return ["Error: LM query failed - %s" % e] * len(prompts)
+            return ["Error: Request failed: %s" % e] * len(prompts)
         if data.get("error") is not None:
             return ["Error: %s" % data["error"]] * len(prompts)
         completions = data.get("chat_completions")
