@@ -8,6 +8,7 @@ iteration ``execute(code, variables=dict(input_args))``; CodeExecutionError and
 SyntaxError become "[Error] ..." history entries, FinalOutput ends the run, and the
 interpreter is shut down at the end."""
 
+import sys
 import threading
 import unittest
 
@@ -120,7 +121,7 @@ class DSPyTrajectoryTest(unittest.TestCase):
 
     def test_dspy_call_limit_raises_in_the_cell(self):
         rlm = ScriptedDSPyRLM(self.factory(), max_llm_calls=2)
-        _, history = rlm.forward(["llm_query('a'); llm_query('b')", "llm_query('c')"])
+        _, history = rlm.forward(["a = llm_query('a'); b = llm_query('b')", "llm_query('c')"])
         self.assertEqual(history[0], "")
         self.assertIn("LLM call limit exceeded", history[1])
 
@@ -171,6 +172,114 @@ class DSPyTrajectoryTest(unittest.TestCase):
         self.addCleanup(interp.shutdown)
         with self.assertRaises(adapter.CodeInterpreterError):
             interp.execute("pass", variables={"not valid": 1})
+
+
+class PythonInterpreterSurfaceTest(unittest.TestCase):
+    """What DSPy's own tests ask of its PythonInterpreter (stanfordnlp/dspy 4ed377e, 3.3.1:
+    tests/primitives/test_python_interpreter.py), asked of RljailInterpreter the same way:
+    a last expression's value is the result (lines 58-73, 133, 303; runner.js 344-346), a
+    None one gives the stdout (151-156), tuples and sets arrive as lists (319-339), an
+    exception reports its args (117-124; python_interpreter.py 845), SyntaxError (105-110),
+    a tool's positional and default arguments (746-778, 900-910) and its errors as
+    RuntimeError in the code (912-928), a tool returning None is '' (1004-1020), a tool
+    that executes again is refused (853-864), the default SUBMIT (137-146)."""
+
+    def interp(self, **kwargs):
+        interp = adapter.RljailInterpreter(binary=FAKE, **kwargs)
+        self.addCleanup(interp.shutdown)
+        return interp
+
+    def test_last_expression_value_and_stdout(self):
+        interp = self.interp()
+        self.assertEqual(interp.execute("print('Hello, World!')"), "Hello, World!\n")
+        self.assertEqual(interp.execute("import math\nresult = math.sqrt(4)\nresult"), 2)
+        self.assertEqual(interp.execute("result = number + 1\nresult", variables={"number": 4}), 5)
+        self.assertEqual(interp.execute("2 + 2"), 4)
+        self.assertEqual(interp.execute("print('shown')\nNone"), "shown\n")
+        self.assertEqual(interp.execute("x", variables={"x": (1, 2, 3)}), [1, 2, 3])
+        self.assertEqual(interp.execute("sorted(x)", variables={"x": {3, 1, 2}}), [1, 2, 3])
+        self.assertEqual(interp.execute("(x['a'], 'b')", variables={"x": {"a": 1}}), [1, "b"])
+        self.assertEqual(interp.execute("session_value = 41\nsession_value"), 41)
+        self.assertEqual(interp.execute("session_value + 1"), 42)
+
+    def test_errors(self):
+        interp = self.interp()
+        with self.assertRaisesRegex(SyntaxError, "Invalid Python syntax"):
+            interp.execute("+++")
+        with self.assertRaisesRegex(adapter.CodeExecutionError, "ZeroDivisionError"):
+            interp.execute("1+0/0")
+        with self.assertRaisesRegex(adapter.CodeExecutionError, r"ValueError: \[4242\]"):
+            interp.execute("raise ValueError(4242)")
+        with self.assertRaisesRegex(adapter.CodeExecutionError, "CodeInterpreterError"):
+            interp.execute("class CodeInterpreterError(Exception):\n    pass\n"
+                           "raise CodeInterpreterError('generated failure')")
+        self.assertEqual(interp.execute("2 + 2"), 4)
+
+    def test_tools_as_the_sandbox_calls_them(self):
+        holder = {}
+
+        def search(query: str, limit: int = 10) -> str:
+            return "query=%s, limit=%s" % (query, limit)
+
+        def add(a: int, b: int, c: int) -> str:
+            return "%d" % (a + b + c)
+
+        def failing_tool(x: int) -> str:
+            raise ValueError("bad value: %s" % x)
+
+        def do_nothing():
+            return None
+
+        def nested_execute():
+            return holder["interp"].execute("'nested'")
+
+        interp = self.interp(tools={"search": search, "add": add, "failing_tool": failing_tool,
+                                    "do_nothing": do_nothing, "nested_execute": nested_execute})
+        holder["interp"] = interp
+        self.assertEqual(interp.execute('search("hello")'), "query=hello, limit=10")
+        self.assertEqual(interp.execute('search(query="hello", limit=5)'), "query=hello, limit=5")
+        self.assertEqual(interp.execute("add(1, 2, 3)"), "6")
+        self.assertEqual(interp.execute("add(10, 20, c=30)"), "60")
+        out = interp.execute("try:\n    failing_tool(42)\n    output = 'no error'\n"
+                             "except RuntimeError as e:\n    output = str(e)\noutput")
+        self.assertIn("ValueError", out)
+        self.assertIn("bad value: 42", out)
+        self.assertIn("''", interp.execute("v = do_nothing()\nprint(repr(v))"))
+        with self.assertRaisesRegex(adapter.CodeExecutionError, "cannot execute recursively"):
+            interp.execute("nested_execute()")
+        self.assertEqual(interp.execute("40 + 2"), 42)
+
+    def test_default_submit(self):
+        interp = self.interp()
+        result = interp("SUBMIT(['The result is', 7])")
+        self.assertIsInstance(result, adapter.FinalOutput)
+        self.assertEqual(result.output, {"output": ["The result is", 7]})
+
+    def test_json_mode_values_through_pydantic(self):
+        # python_interpreter.py _to_json_compatible / _make_jsonable: what is not plain JSON
+        # goes through pydantic_core.to_jsonable_python (DSPy depends on pydantic).  A
+        # stand-in of that function here: /usr/bin/python3 has no pydantic.
+        import datetime
+        import types
+        seen = []
+
+        def to_jsonable_python(value):
+            seen.append(value)
+            if isinstance(value, dict):
+                return {k: to_jsonable_python(v) for k, v in value.items()}
+            return value.isoformat() if isinstance(value, datetime.datetime) else value
+
+        saved = sys.modules.get("pydantic_core")
+        sys.modules["pydantic_core"] = types.SimpleNamespace(to_jsonable_python=to_jsonable_python)
+        self.addCleanup(lambda: sys.modules.pop("pydantic_core") if saved is None
+                        else sys.modules.__setitem__("pydantic_core", saved))
+        when = datetime.datetime(2026, 1, 1)
+        interp = self.interp(tools={"when": lambda: {"t": when}})
+        self.assertEqual(interp.execute("v['t']", variables={"v": {"t": when}}), "2026-01-01T00:00:00")
+        self.assertEqual(interp.execute("when()['t']"), "2026-01-01T00:00:00")
+        self.assertTrue(seen)
+        with self.assertRaisesRegex(adapter.CodeInterpreterError, "Unsupported value type"):
+            interp.execute("v", variables={"v": object()})
 
 
 if __name__ == "__main__":

@@ -190,6 +190,11 @@ class RealAdaptersTest(unittest.TestCase):
         self.assertEqual(out.output, {"answer": 4})
         with self.assertRaises(dspy_adapter.CodeExecutionError):
             interp.execute("while True:\n    pass")
+        # As DSPy's PythonInterpreter (runner.js, python_interpreter.py at 3.3.1): a last
+        # expression's value, an exception's args.
+        self.assertEqual(interp.execute("m = n * 2\nm", {"n": 21}), 42)
+        with self.assertRaisesRegex(dspy_adapter.CodeExecutionError, r"ValueError: \[7\]"):
+            interp.execute("raise ValueError(7)")
 
     def test_smolagents_executor(self):
         ex = smol_adapter.RljailExecutor(binary=real_binary())

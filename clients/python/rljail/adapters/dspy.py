@@ -19,6 +19,7 @@ Use it as ``dspy.RLM(..., interpreter_factory=RljailInterpreter.factory(memory="
 (or pass the class itself, or an instance as the caller-owned interpreter).
 """
 
+import ast
 import asyncio
 import hashlib
 import inspect
@@ -110,9 +111,33 @@ class _RljailDSPyScaffold:
         self.fixed["print"] = print
         ns["_rljail_submitted"] = None
 
+    def run(self, code):
+        # As runner.js runs a cell (pyodide.runPythonAsync): the value of a last
+        # expression is the result when it is not None, and an exception's args are
+        # what the host reports.
+        import ast
+        ns = self.ns
+        ns["_rljail_value"] = ns["_rljail_exc_args"] = None
+        try:
+            tree = ast.parse(code, "<cell>", "exec")
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            exec(compile(tree, "<cell>", "exec"), ns)
+            if last is not None:
+                ns["_rljail_value"] = eval(compile(last, "<cell>", "eval"), ns)
+        except _RljailFinalOutput:
+            raise
+        except BaseException as e:
+            try:
+                ns["_rljail_exc_args"] = _rljail_submit_value(list(e.args))
+            except BaseException:
+                pass
+            raise
+
     def restore(self):
         self.ns.update(self.fixed)
-        self.ns["_rljail_submitted"] = None
+        self.ns["_rljail_submitted"] = self.ns["_rljail_value"] = None
 '''
 
 
@@ -268,8 +293,9 @@ class RljailInterpreter:
         """Runs ``code`` after binding ``variables``; returns the output (a str),
         or FinalOutput when the code called SUBMIT."""
         if not self._busy.acquire(blocking=False):
-            raise _interpreter_error("RljailInterpreter cannot execute while it executes "
-                                       "(from one of its tools, or from two threads).")
+            # python_interpreter.py's words: "cannot execute recursively from one of its tools".
+            raise _interpreter_error("RljailInterpreter cannot execute recursively from one of "
+                                     "its tools (or from two threads at once).")
         try:
             return self._execute(code, variables or {})
         finally:
@@ -296,7 +322,7 @@ class RljailInterpreter:
         try:
             for name, value in variables.items():
                 self._bind(name, value)
-            result = self.session.run(code)
+            result = self.session.run("_rljail_dspy.run(%r)" % (code,))
             self._cells += 1
         except CellTimeout as e:
             self._cells += 1
@@ -308,11 +334,20 @@ class RljailInterpreter:
         except RequestError as e:
             self._terminal("rljail refused the execution: %s" % e)
         error = result.error
-        submitted = None
-        if error is not None and error.type == _SUBMIT_EXCEPTION:
+        submitted = value = args = None
+        if error is None:
+            if _ends_with_expression(code):
+                value = self._get("_rljail_value")
+        elif error.type == _SUBMIT_EXCEPTION:
             submitted = self._get("_rljail_submitted")
+        elif error.type != "SyntaxError":
+            args = self._get("_rljail_exc_args")
         self._restore()
         if error is None:
+            # runner.js: the last expression's value when it is not None, else the
+            # captured stdout (python_interpreter.py returns it as it comes).
+            if value is not None:
+                return value
             output = result.stdout
             if self.include_stderr and result.stderr:
                 output = output + result.stderr
@@ -321,7 +356,9 @@ class RljailInterpreter:
             return _final_output(submitted)
         if error.type == "SyntaxError":
             raise SyntaxError("Invalid Python syntax. message: %s" % error.message)
-        raise _execution_error("%s: %s" % (error.type, error.message))
+        # python_interpreter.py execute: f"{error_type}: {args or message}", args the
+        # exception's args as a list (JSON from the sandbox).
+        raise _execution_error("%s: %s" % (error.type, args or error.message))
 
     def _register(self):
         names = list(_BRIDGE_TOOLS) + sorted(self._declared) + ["SUBMIT"]
@@ -352,7 +389,7 @@ class RljailInterpreter:
 
     def _bind(self, name, value):
         try:
-            value = to_json(value)
+            value = _coerce(value)
         except TypeError as e:
             raise _interpreter_error("Unsupported value type: %s" % e)
         if isinstance(value, str):
@@ -409,11 +446,39 @@ def _await(result):
     return result
 
 
+def _coerce(value):
+    """``value`` as JSON data, as python_interpreter.py's _to_json_compatible makes it:
+    plain JSON, models, dataclasses, tuples and sets, and else what pydantic's
+    ``to_jsonable_python`` makes of it (datetimes, enums, UUIDs...; pydantic is there
+    wherever DSPy is).  TypeError when neither can."""
+    try:
+        return to_json(value)
+    except TypeError as first:
+        try:
+            from pydantic_core import to_jsonable_python
+        except ImportError:
+            raise first
+        try:
+            return to_json(to_jsonable_python(value))
+        except Exception:
+            raise first
+
+
+def _ends_with_expression(code):
+    """Whether the code's last statement is an expression (whose value the jail kept);
+    True when the host cannot parse it (the jail's Python may be newer)."""
+    try:
+        body = ast.parse(code).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    return bool(body) and isinstance(body[-1], ast.Expr)
+
+
 def _jsonable(value):
     # python_interpreter._handle_tool_call: None is "", JSON passes, anything else its str.
     if value is None:
         return ""
     try:
-        return to_json(value)
+        return _coerce(value)
     except TypeError:
         return str(value)
