@@ -281,6 +281,30 @@ class PythonInterpreterSurfaceTest(unittest.TestCase):
         with self.assertRaisesRegex(adapter.CodeInterpreterError, "Unsupported value type"):
             interp.execute("v", variables={"v": object()})
 
+    def test_tools_see_the_callers_contextvars(self):
+        # dspy.context(lm=...) is a ContextVar override (dspy/dsp/utils/settings.py:48);
+        # DSPy's interpreter calls tools in the executing thread (python_interpreter.py
+        # invoke_tool), so a tool, llm_query or an async tool sees it.
+        import asyncio
+        import contextvars
+        override = contextvars.ContextVar("override", default="global")
+
+        async def async_tool():
+            await asyncio.sleep(0)
+            return override.get()
+
+        interp = self.interp(tools={"sync_tool": lambda: override.get(), "async_tool": async_tool,
+                                    "llm_query": lambda prompt: prompt + ":" + override.get(),
+                                    "llm_query_batched": lambda ps: [override.get() for _ in ps]})
+        token = override.set("in context")
+        try:
+            self.assertEqual(interp.execute("[sync_tool(), async_tool(), llm_query('q'), "
+                                            "llm_query_batched(['a', 'b'])]"),
+                             ["in context", "in context", "q:in context", ["in context"] * 2])
+        finally:
+            override.reset(token)
+        self.assertEqual(interp.execute("sync_tool()"), "global")
+
 
 if __name__ == "__main__":
     unittest.main()

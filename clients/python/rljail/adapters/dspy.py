@@ -21,6 +21,7 @@ Use it as ``dspy.RLM(..., interpreter_factory=RljailInterpreter.factory(memory="
 
 import ast
 import asyncio
+import contextvars
 import hashlib
 import inspect
 import json
@@ -223,6 +224,7 @@ class RljailInterpreter:
         self._busy = threading.Lock()
         self._inputs = None
         self._large = {}             # name -> (sha256, in-jail code) of a large value's file
+        self._context = None         # the contextvars of the execute() running now
 
     # ------------------------------------------------------------ lifecycle
 
@@ -319,6 +321,10 @@ class RljailInterpreter:
             self._spawn()
         if not self._tools_registered or self._registered_outputs != self.output_fields:
             self._register()
+        # DSPy's PythonInterpreter calls tools in the thread that executes, so they see
+        # its contextvars (dspy.context(lm=...) overrides: dspy/dsp/utils/settings.py);
+        # the session's handlers run on its pool, each in a copy of these.
+        self._context = contextvars.copy_context()
         try:
             for name, value in variables.items():
                 self._bind(name, value)
@@ -410,25 +416,31 @@ class RljailInterpreter:
 
     # ------------------------------------------------------------ calls from the jail
 
+    def _in_caller_context(self, call):
+        context = self._context
+        if context is None:
+            return call()
+        return context.copy().run(call)
+
     def _tool_handler(self, name):
         def handler(**kwargs):
             func = self.tools.get(name)
             if func is None:
                 raise LookupError("Unknown tool: %s" % name)
-            return _jsonable(_await(func(**kwargs)))
+            return _jsonable(self._in_caller_context(lambda: _await(func(**kwargs))))
         return handler
 
     def _llm_query(self, prompt, model=None):
         func = self.tools.get("llm_query")
         if func is None:
             raise LookupError("llm_query is not configured (dspy.RLM provides it)")
-        return func(prompt)
+        return self._in_caller_context(lambda: func(prompt))
 
     def _llm_query_batched(self, prompts, model=None):
         func = self.tools.get("llm_query_batched")
         if func is None:
             raise LookupError("llm_query_batched is not configured (dspy.RLM provides it)")
-        return func(prompts)
+        return self._in_caller_context(lambda: func(prompts))
 
 
 def _parameters(func):
