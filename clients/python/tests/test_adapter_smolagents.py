@@ -145,5 +145,103 @@ class SmolagentsTrajectoryTest(unittest.TestCase):
         self.assertEqual(adapter.capture_last_expression("def (:"), ("def (:", False))
 
 
+class ExecutorSurfaceTest(unittest.TestCase):
+    """How smolagents 1.27.0.dev0 (e3a5b899) makes and drives an executor, asked of
+    RljailExecutor: LocalPythonExecutor's constructor (local_python_executor.py:1708-1715,
+    as agents.py:1603-1606 calls it: imports, then max_print_outputs_length) and the
+    remote executors' (remote_executors.py:72-77, agents.py:1616-1618: imports, logger,
+    allow_pickle); additional_functions next to the tools (local_python_executor.py:1763-1765);
+    agents.py:490-492 at every run(), also after the agent's cleanup (agents.py:1593-1596);
+    CodeOutput being smolagents' own dataclass (local_python_executor.py:1671-1674)."""
+
+    def test_local_executor_constructor_and_additional_functions(self):
+        ex = adapter.RljailExecutor(["numpy"], 200, additional_functions={"helper": lambda x: x + 1},
+                                    timeout_seconds=5, binary=FAKE)
+        self.addCleanup(ex.cleanup)
+        self.assertEqual((ex.max_print_outputs_length, ex.timeout_seconds, ex.logger), (200, 5, None))
+        ex.send_tools({"final_answer": final_answer_tool()})
+        self.assertEqual(ex("helper(41)").output, 42)
+        logs = ex("print('HEAD' + 'x' * 5000 + 'TAIL')").logs
+        self.assertLess(len(logs), 1000)
+        self.assertTrue(logs.startswith("HEAD"))
+
+    def test_remote_executor_constructor(self):
+        class Logger:
+            def log(self, *args, **kwargs):
+                pass
+
+        logger = Logger()
+        ex = adapter.RljailExecutor([], logger, allow_pickle=False, binary=FAKE)
+        self.addCleanup(ex.cleanup)
+        self.assertIs(ex.logger, logger)
+        ex.send_tools({"final_answer": final_answer_tool()})
+        self.assertEqual(ex("3 * 3").output, 9)
+
+    def test_runs_again_and_after_cleanup(self):
+        ex = adapter.RljailExecutor(binary=FAKE)
+        self.addCleanup(ex.cleanup)
+        agent = ScriptedCodeAgent(ex, [final_answer_tool()])
+        self.assertEqual(agent.run(["kept = n * 2", "final_answer(kept)"], {"n": 2}).text, 4)
+        self.assertEqual(agent.run(["final_answer(kept + n)"], {"n": 3}).text, 7)
+        ex.cleanup()  # CodeAgent.cleanup
+        self.assertEqual(agent.run(["final_answer(n)"], {"n": 5}).text, 5)
+
+    def test_tools_see_the_callers_contextvars(self):
+        import contextvars
+        var = contextvars.ContextVar("var", default="unset")
+        ex = adapter.RljailExecutor(binary=FAKE)
+        self.addCleanup(ex.cleanup)
+        ex.send_tools({"final_answer": final_answer_tool(),
+                       "read": FakeTool("read", {}, lambda: var.get())})
+        token = var.set("caller's")
+        try:
+            self.assertEqual(ex("read()").output, "caller's")
+        finally:
+            var.reset(token)
+
+    def test_runtime_types_when_smolagents_is_installed(self):
+        import abc
+        import dataclasses
+        import importlib
+        import sys
+        import types
+        from typing import Any
+
+        self.assertIs(adapter.CodeOutput, adapter._CodeOutputFallback)
+
+        @dataclasses.dataclass
+        class CodeOutput:
+            output: Any
+            logs: str
+            is_final_answer: bool
+
+        class PythonExecutor(abc.ABC):
+            @abc.abstractmethod
+            def send_tools(self, tools): ...
+
+            @abc.abstractmethod
+            def send_variables(self, variables): ...
+
+            @abc.abstractmethod
+            def __call__(self, code_action): ...
+
+        pkg = types.ModuleType("smolagents")
+        mod = types.ModuleType("smolagents.local_python_executor")
+        mod.CodeOutput, mod.PythonExecutor, pkg.local_python_executor = CodeOutput, PythonExecutor, mod
+        sys.modules.update({"smolagents": pkg, "smolagents.local_python_executor": mod})
+        try:
+            reloaded = importlib.reload(adapter)
+            ex = reloaded.RljailExecutor(binary=FAKE)
+            self.addCleanup(ex.cleanup)
+            self.assertIsInstance(ex, PythonExecutor)
+            ex.send_tools({"final_answer": final_answer_tool()})
+            out = ex("print('x')\n1 + 1")
+            self.assertEqual(out, CodeOutput(output=2, logs="x\n", is_final_answer=False))
+            self.assertIs(reloaded.CodeOutput, CodeOutput)
+        finally:
+            del sys.modules["smolagents"], sys.modules["smolagents.local_python_executor"]
+            importlib.reload(adapter)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -197,7 +197,9 @@ class RealAdaptersTest(unittest.TestCase):
             interp.execute("raise ValueError(7)")
 
     def test_smolagents_executor(self):
-        ex = smol_adapter.RljailExecutor(binary=real_binary())
+        # As agents.py:1603-1606 makes a LocalPythonExecutor: imports, max_print_outputs_length.
+        ex = smol_adapter.RljailExecutor(["numpy"], 2000, binary=real_binary(),
+                                         additional_functions={"inc": lambda x: x + 1})
         self.addCleanup(ex.cleanup)
 
         class FinalAnswer:
@@ -210,6 +212,12 @@ class RealAdaptersTest(unittest.TestCase):
         ex.send_tools({"final_answer": FinalAnswer()})
         ex.send_variables({"items": [1, 2, 3]})
         self.assertEqual(ex("sum(items)").output, 6)
+        self.assertEqual(ex("inc(41)").output, 42)
+        logs = ex("print('HEAD' + 'x' * 100000 + 'TAIL')").logs
+        # Head and tail within the cap, with rljail's note of what was cut between them
+        # (smolagents' truncate_content also adds its note to max_length).
+        self.assertLess(len(logs), 2200)
+        self.assertTrue(logs.startswith("HEAD") and logs.rstrip().endswith("TAIL"), logs[-50:])
         out = ex("final_answer(max(items))")
         self.assertTrue(out.is_final_answer)
         self.assertEqual(out.output, 3)

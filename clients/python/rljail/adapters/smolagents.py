@@ -15,10 +15,12 @@ returns the host tool's own return value with ``is_final_answer=True``.  The val
 last expression is returned as ``output``, as the local executor does.
 
 Use it as ``CodeAgent(tools=[...], model=..., executor=RljailExecutor(memory="1g"))``.
-smolagents is never imported: this module needs only its calling convention.
+When smolagents is installed, the executor is a ``PythonExecutor`` subclass and returns
+smolagents' own ``CodeOutput``; without it, this module needs only its calling convention.
 """
 
 import ast
+import contextvars
 import threading
 
 from ..session import CellTimeout, SessionError
@@ -27,9 +29,18 @@ from ._common import HostInputs, bind, release, start_session, to_json
 __all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError"]
 
 
-class CodeOutput:
-    """smolagents' CodeOutput (output, logs, is_final_answer), as a plain class; the
-    agent reads only these three attributes."""
+def _runtime():
+    """smolagents' PythonExecutor and CodeOutput when it is installed, else None, None."""
+    try:
+        from smolagents.local_python_executor import CodeOutput, PythonExecutor
+    except ImportError:
+        return None, None
+    return PythonExecutor, CodeOutput
+
+
+class _CodeOutputFallback:
+    """smolagents' CodeOutput (output, logs, is_final_answer), as a plain class, for
+    when smolagents is not installed; the agent reads only these three attributes."""
 
     __slots__ = ("output", "logs", "is_final_answer")
 
@@ -39,7 +50,7 @@ class CodeOutput:
         self.is_final_answer = is_final_answer
 
     def __eq__(self, other):
-        if not isinstance(other, CodeOutput):
+        if not isinstance(other, _CodeOutputFallback):
             return NotImplemented
         return (self.output, self.logs, self.is_final_answer) == (
             other.output, other.logs, other.is_final_answer)
@@ -47,6 +58,18 @@ class CodeOutput:
     def __repr__(self):
         return "CodeOutput(output=%r, logs=%r, is_final_answer=%r)" % (
             self.output, self.logs, self.is_final_answer)
+
+
+def _code_output(output, logs, is_final_answer):
+    cls = _runtime()[1] or _CodeOutputFallback
+    return cls(output=output, logs=logs, is_final_answer=is_final_answer)
+
+
+def __getattr__(name):
+    # CodeOutput is smolagents' own dataclass when smolagents is installed.
+    if name == "CodeOutput":
+        return _runtime()[1] or _CodeOutputFallback
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 class JailedCodeError(Exception):
@@ -114,14 +137,23 @@ def _tool_parameters(tool):
     return tool_parameters(tool)
 
 
-class RljailExecutor:
+class RljailExecutor(_runtime()[0] or object):
     """smolagents' PythonExecutor over one ``rljail session``.
 
-    ``additional_authorized_imports`` is accepted for CodeAgent's sake and not used: the
-    jail, not an import list, is the boundary (every module of the jail's Python may be
-    imported).  ``max_print_outputs_length`` becomes the session's per-cell output cap,
-    ``timeout_seconds`` its cell timeout (the state is kept when it fires).  Every other
-    keyword argument is a :class:`rljail.Session` option.
+    The constructor takes both executors' arguments: ``additional_authorized_imports``
+    first (accepted for CodeAgent's sake and not used: the jail, not an import list, is
+    the boundary), then the remote executors' ``logger`` or LocalPythonExecutor's
+    ``max_print_outputs_length`` (an int in that place is taken as the latter).
+    ``max_print_outputs_length`` becomes the session's per-cell output cap,
+    ``timeout_seconds`` its cell timeout (the state is kept when it fires);
+    ``additional_functions`` (LocalPythonExecutor's) are host functions callable from
+    the jail like tools; ``allow_pickle`` (the remote executors') is accepted and unused:
+    nothing from the jail is ever unpickled.  Every other keyword argument is a
+    :class:`rljail.Session` option.
+
+    ``output`` is a last expression's value, as the remote executors return it
+    (LocalPythonExecutor's interpreter also returns an assignment's value; this does
+    not).  Tools run in a copy of the caller's contextvars, as in the agent's thread.
 
     The session starts at the first :meth:`send_tools` (tools are declared when a
     session starts) or the first execution; variables sent before are bound then.  A
@@ -131,9 +163,16 @@ class RljailExecutor:
 
     def __init__(self, additional_authorized_imports=(), logger=None,
                  max_print_outputs_length=None, timeout_seconds=None, include_stderr=False,
-                 **session_options):
+                 additional_functions=None, allow_pickle=False, **session_options):
+        if isinstance(logger, int) and not isinstance(logger, bool) and max_print_outputs_length is None:
+            # LocalPythonExecutor(additional_authorized_imports, max_print_outputs_length, ...)
+            logger, max_print_outputs_length = None, logger
         self.additional_authorized_imports = list(additional_authorized_imports or ())
         self.logger = logger
+        self.additional_functions = dict(additional_functions or {})
+        self.allow_pickle = allow_pickle
+        self.max_print_outputs_length = max_print_outputs_length
+        self.timeout_seconds = timeout_seconds
         self.include_stderr = include_stderr
         self.session_options = dict(session_options)
         if max_print_outputs_length is not None:
@@ -148,6 +187,7 @@ class RljailExecutor:
         self._inputs = None
         self._final = None           # (value,) from the host's final_answer in this cell
         self._final_lock = threading.Lock()
+        self._context = None         # the contextvars of the call running now
 
     @property
     def lost_reason(self):
@@ -159,7 +199,7 @@ class RljailExecutor:
         """Makes ``tools`` (name -> smolagents Tool, managed agent or callable) callable
         by name in the jail, each running on the host."""
         self._tools = dict(tools)
-        names = set(self._tools)
+        names = set(self._callables())
         if self.session is not None and names != self._declared:
             if self._cells:
                 raise ValueError("tools %s came after the session's first execution; rljail "
@@ -183,6 +223,7 @@ class RljailExecutor:
         code, captured = capture_last_expression(code_action)
         with self._final_lock:
             self._final = None
+        self._context = contextvars.copy_context()
         try:
             result = self.session.run(code)
         except CellTimeout as e:
@@ -197,7 +238,7 @@ class RljailExecutor:
             final, self._final = self._final, None
         if error is not None and error.type == _FINAL_EXCEPTION and final is not None:
             self._restore()
-            return CodeOutput(output=final[0], logs=logs, is_final_answer=True)
+            return _code_output(final[0], logs, True)
         output = None
         if error is None and captured:
             output = self.session.get("_rljail_last")
@@ -205,7 +246,7 @@ class RljailExecutor:
         if error is not None:
             raise JailedCodeError("%s\nExecuting code yielded an error:\n%s\n%s\n%s"
                                   % (logs, error.type, error.message, error.traceback))
-        return CodeOutput(output=output, logs=logs, is_final_answer=False)
+        return _code_output(output, logs, False)
 
     def cleanup(self):
         """Ends the session (CodeAgent.cleanup calls this)."""
@@ -220,6 +261,12 @@ class RljailExecutor:
         self.cleanup()
         return False
 
+    def __del__(self):
+        try:
+            self.cleanup()
+        except Exception:
+            pass
+
     # ------------------------------------------------------------ plumbing
 
     def _logs(self, result):
@@ -229,7 +276,7 @@ class RljailExecutor:
 
     def _start(self):
         declared = {}
-        for name, tool in self._tools.items():
+        for name, tool in self._callables().items():
             declared[name] = (self._handler(name), _tool_parameters(tool))
         self._inputs = HostInputs()
         self.session = start_session(self.session_options, declared, inputs=self._inputs)
@@ -251,12 +298,17 @@ class RljailExecutor:
         if result.error is not None:
             raise SessionError("the executor's scaffold failed in the jail: %s" % result.error)
 
+    def _callables(self):
+        # As LocalPythonExecutor.send_tools: the tools, then the additional functions.
+        return dict(self._tools, **self.additional_functions)
+
     def _handler(self, name):
         def handler(**kwargs):
-            tool = self._tools.get(name)
+            tool = self._callables().get(name)
             if tool is None:
                 raise LookupError("no tool named %r" % name)
-            value = tool(**kwargs)
+            context = self._context
+            value = context.copy().run(tool, **kwargs) if context is not None else tool(**kwargs)
             if name == "final_answer":
                 # The answer the agent gets is the host tool's own value, not what the
                 # jail makes of it.
