@@ -295,7 +295,7 @@ class PythonInterpreterSurfaceTest(unittest.TestCase):
 
         interp = self.interp(tools={"sync_tool": lambda: override.get(), "async_tool": async_tool,
                                     "llm_query": lambda prompt: prompt + ":" + override.get(),
-                                    "llm_query_batched": lambda ps: [override.get() for _ in ps]})
+                                    "llm_query_batched": lambda prompts: [override.get() for _ in prompts]})
         token = override.set("in context")
         try:
             self.assertEqual(interp.execute("[sync_tool(), async_tool(), llm_query('q'), "
@@ -304,6 +304,78 @@ class PythonInterpreterSurfaceTest(unittest.TestCase):
         finally:
             override.reset(token)
         self.assertEqual(interp.execute("sync_tool()"), "global")
+
+
+class InterpreterCallbacksTest(unittest.TestCase):
+    """DSPy 3.3's interpreter callbacks (dspy/utils/callback.py with_callbacks, its
+    _INTERPRETER_OPERATIONS: execute, invoke_tool, start, shutdown): a custom
+    CodeInterpreter decorates those methods (tests/callback/test_interpreter_callback.py:
+    64-104), PythonInterpreter takes ``callbacks=`` and reports every tool call through
+    invoke_tool (108-132), nested under the execute (the ACTIVE_CALL_ID contextvar).  A
+    stand-in of ``with_callbacks`` here (DSPy is not installed): it records the method's
+    name, inputs and the enclosing call, as the real one hands them to callbacks."""
+
+    def setUp(self):
+        import contextvars
+        import importlib
+        import inspect
+        import types
+        active = contextvars.ContextVar("active", default=None)
+
+        def with_callbacks(fn):
+            def wrapper(instance, *args, **kwargs):
+                inputs = inspect.getcallargs(fn, instance, *args, **kwargs)
+                inputs.pop("self")
+                parent = active.get()
+                for cb in instance.callbacks:
+                    cb.append(("start", fn.__name__, inputs, parent))
+                token = active.set(fn.__name__)
+                try:
+                    out = fn(instance, *args, **kwargs)
+                except BaseException as e:
+                    for cb in instance.callbacks:
+                        cb.append(("end", fn.__name__, type(e).__name__))
+                    raise
+                finally:
+                    active.reset(token)
+                for cb in instance.callbacks:
+                    cb.append(("end", fn.__name__, out))
+                return out
+            return wrapper
+
+        names = ("dspy", "dspy.utils", "dspy.utils.callback")
+        mods = {n: types.ModuleType(n) for n in names}
+        mods["dspy.utils.callback"].with_callbacks = with_callbacks
+        mods["dspy"].utils, mods["dspy.utils"].callback = mods["dspy.utils"], mods["dspy.utils.callback"]
+        sys.modules.update(mods)
+
+        def restore():
+            for n in names:
+                sys.modules.pop(n, None)
+            importlib.reload(adapter)
+        self.addCleanup(restore)
+        self.adapter = importlib.reload(adapter)
+
+    def test_callbacks_see_execute_start_tools_and_shutdown(self):
+        events = []
+        interp = self.adapter.RljailInterpreter(binary=FAKE, callbacks=[events],
+                                                tools={"echo": lambda value: value})
+        self.addCleanup(interp.shutdown)
+        self.assertEqual(interp.execute("echo(value=payload)", variables={"payload": "first"}), "first")
+        with self.assertRaises(self.adapter.CodeInterpreterError):
+            interp.invoke_tool("missing", {})
+        interp.shutdown()
+        interp.shutdown()
+        starts = [(e[1], e[2], e[3]) for e in events if e[0] == "start"]
+        self.assertEqual(starts[:3], [
+            ("execute", {"code": "echo(value=payload)", "variables": {"payload": "first"}}, None),
+            ("start", {}, "execute"),
+            ("invoke_tool", {"tool_name": "echo", "kwargs": {"value": "first"}}, "execute"),
+        ])
+        self.assertIn(("end", "execute", "first"), events)
+        self.assertIn(("end", "invoke_tool", "_CodeInterpreterErrorFallback"), events)
+        self.assertEqual([e[1] for e in events if e[0] == "start"][-3:],
+                         ["invoke_tool", "shutdown", "shutdown"])
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ Use it as ``dspy.RLM(..., interpreter_factory=RljailInterpreter.factory(memory="
 import ast
 import asyncio
 import contextvars
+import functools
 import hashlib
 import inspect
 import json
@@ -165,6 +166,27 @@ def _submit_code(output_fields):
             "    raise _RljailFinalOutput()\n" % (", ".join(params), ", ".join(items)))
 
 
+def _with_callbacks(fn):
+    """``fn`` under DSPy's ``dspy.utils.callback.with_callbacks`` when DSPy is installed
+    (resolved at the first call, so that DSPy is imported only when used): DSPy 3.3's
+    interpreter callbacks (on_interpreter_execute/startup/shutdown/tool_call) then fire
+    for this interpreter as for its own, with the instance's ``callbacks`` and
+    dspy.settings' (tests/callback/test_interpreter_callback.py)."""
+    wrapped = []
+
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        if not wrapped:
+            try:
+                from dspy.utils.callback import with_callbacks
+            except ImportError:
+                wrapped.append(fn)
+            else:
+                wrapped.append(with_callbacks(fn))
+        return wrapped[0](self, *args, **kwargs)
+    return method
+
+
 class _Factory:
     """A zero-argument interpreter factory for ``dspy.RLM(interpreter_factory=...)``."""
 
@@ -208,8 +230,10 @@ class RljailInterpreter:
         return _Factory(cls, kwargs)
 
     def __init__(self, tools=None, output_fields=None, execute_timeout=None,
-                 include_stderr=False, large_value_bytes=LARGE_VALUE_BYTES, **session_options):
+                 include_stderr=False, large_value_bytes=LARGE_VALUE_BYTES, callbacks=None,
+                 **session_options):
         self.tools = dict(tools) if tools else {}
+        self.callbacks = list(callbacks or [])
         self.output_fields = output_fields
         self.execute_timeout = execute_timeout
         self.include_stderr = include_stderr
@@ -228,6 +252,7 @@ class RljailInterpreter:
 
     # ------------------------------------------------------------ lifecycle
 
+    @_with_callbacks
     def start(self):
         """Starts the session (idempotent).  A lost or shut-down session cannot be
         restarted: its state is gone, so this raises CodeInterpreterError."""
@@ -238,6 +263,7 @@ class RljailInterpreter:
             self._terminal("the rljail session was lost (%s); its state is gone. "
                            "Create a new interpreter." % self.session.lost_reason)
 
+    @_with_callbacks
     def shutdown(self):
         """Ends the session; the interpreter cannot be used again."""
         self._ended = True
@@ -291,6 +317,7 @@ class RljailInterpreter:
 
     # ------------------------------------------------------------ execution
 
+    @_with_callbacks
     def execute(self, code, variables=None):
         """Runs ``code`` after binding ``variables``; returns the output (a str),
         or FinalOutput when the code called SUBMIT."""
@@ -416,6 +443,16 @@ class RljailInterpreter:
 
     # ------------------------------------------------------------ calls from the jail
 
+    @_with_callbacks
+    def invoke_tool(self, tool_name, kwargs):
+        """Calls the host tool ``tool_name`` with ``kwargs`` and returns its raw result
+        (an async tool's awaited), as PythonInterpreter.invoke_tool does; every call
+        from the jail comes through here (llm_query and llm_query_batched too)."""
+        func = self.tools.get(tool_name)
+        if func is None:
+            raise _interpreter_error("Unknown tool: %s" % tool_name)
+        return _await(func(**kwargs))
+
     def _in_caller_context(self, call):
         context = self._context
         if context is None:
@@ -424,23 +461,19 @@ class RljailInterpreter:
 
     def _tool_handler(self, name):
         def handler(**kwargs):
-            func = self.tools.get(name)
-            if func is None:
-                raise LookupError("Unknown tool: %s" % name)
-            return _jsonable(self._in_caller_context(lambda: _await(func(**kwargs))))
+            return _jsonable(self._in_caller_context(lambda: self.invoke_tool(name, kwargs)))
         return handler
 
     def _llm_query(self, prompt, model=None):
-        func = self.tools.get("llm_query")
-        if func is None:
+        if "llm_query" not in self.tools:
             raise LookupError("llm_query is not configured (dspy.RLM provides it)")
-        return self._in_caller_context(lambda: func(prompt))
+        return self._in_caller_context(lambda: self.invoke_tool("llm_query", {"prompt": prompt}))
 
     def _llm_query_batched(self, prompts, model=None):
-        func = self.tools.get("llm_query_batched")
-        if func is None:
+        if "llm_query_batched" not in self.tools:
             raise LookupError("llm_query_batched is not configured (dspy.RLM provides it)")
-        return self._in_caller_context(lambda: func(prompts))
+        return self._in_caller_context(
+            lambda: self.invoke_tool("llm_query_batched", {"prompts": prompts}))
 
 
 def _parameters(func):
