@@ -272,6 +272,22 @@ class LocalREPLSurfaceTest(unittest.TestCase):
         env.update_handler_address(("127.0.0.1", 6000))
         self.assertEqual(env.lm_handler_address, ("127.0.0.1", 6000))
 
+    def test_locals_hold_message_histories_and_contexts_of_kilobytes(self):
+        # tests/test_multi_turn_integration.py:84-117 read a whole message history (the
+        # system prompt is kilobytes) and the contexts back through env.locals.
+        env = self.env(persistent=True)
+        history = [{"role": "system", "content": "s" * 20000}, {"role": "user", "content": "q"}]
+        doc = "d" * 100000
+        env.add_context(doc)
+        env.add_history(history)
+        locals_ = env.locals
+        self.assertIsInstance(locals_["history_0"], list)
+        self.assertEqual(locals_["history"], locals_["history_0"])
+        self.assertEqual(locals_["context"], doc)
+        r = env.execute_code("summary = context[:3] + 'x' * 30000")
+        self.assertEqual(r.locals["summary"], "ddd" + "x" * 30000)
+        self.assertIsInstance(r.locals["context"], adapter.JailedValue)  # over values_chars
+
     def test_reserved_tool_names_error_names_them(self):
         with self.assertRaises(ValueError) as cm:
             adapter.RljailREPL(rljail={"binary": FAKE}, custom_tools={"llm_query": 1, "answer": 2, "ok": 3})

@@ -114,7 +114,7 @@ class _RljailRLMScaffold:
         return ("Error: Variable '%s' not found. No variables have been created yet. You must create "
                 "and assign a variable in a REPL block BEFORE calling FINAL_VAR on it." % variable_name)
 
-    def restore(self, value_chars):
+    def restore(self, value_chars, total_chars):
         ns = self.ns
         ns.update(self.fixed)
         current = ns.get("answer")
@@ -133,24 +133,29 @@ class _RljailRLMScaffold:
         elif "history_0" in ns:
             ns["history"] = ns["history_0"]
         final, self.final = self.final, None
-        ns["_rljail_report"] = {"final": final, "locals": self.snapshot(value_chars)}
+        ns["_rljail_report"] = {"final": final, "locals": self.snapshot(value_chars, total_chars)}
 
-    def snapshot(self, value_chars):
+    def snapshot(self, value_chars, total_chars):
+        # Each value's JSON up to value_chars, all of them up to total_chars (the reply
+        # that carries them holds 12 MiB); the others stay here, named by type and repr.
         import json
         ns = self.ns
         shown = {}
+        used = 0
         # As LocalREPL's locals: the user's variables and the answer dict.
         current = ns.get("answer")
-        extra = [("answer", dict(current))] if isinstance(current, dict) else []
-        for k, v in list(self.user_vars().items()) + extra:
+        first = [("answer", dict(current))] if isinstance(current, dict) else []
+        for k, v in first + list(self.user_vars().items()):
             entry = [type(v).__name__, None, None]
             # A long string (a context of megabytes) is not even dumped: it stays here.
-            if not (isinstance(v, str) and len(v) > value_chars):
+            room = min(value_chars, total_chars - used)
+            if not (isinstance(v, str) and len(v) > room):
                 try:
                     text = json.dumps(v)
-                    if len(text) <= value_chars:
+                    if len(text) <= room:
                         entry[1] = v
                         entry[2] = True
+                        used += len(text)
                 except (TypeError, ValueError, RecursionError):
                     pass
             if entry[2] is None:
@@ -263,9 +268,11 @@ class RljailREPL:
     ``setup_code``, ``persistent``, ``depth``, ``subcall_fn``, ``custom_tools``,
     ``custom_sub_tools``, ``compaction``, ``max_concurrent_subcalls``) plus ``rljail``,
     a dict of :class:`rljail.Session` options (``memory``, ``cell_timeout``,
-    ``volumes``, ``max_llm_calls``...).  ``values_chars`` bounds the JSON of each
-    variable copied back into :attr:`REPLResult.locals`; larger ones (a context of
-    megabytes) stay in the jail and appear as :class:`JailedValue`.
+    ``volumes``, ``max_llm_calls``...).  ``values_chars`` (64 KiB) bounds the JSON of
+    each variable copied back into :attr:`REPLResult.locals` after every cell (4 MiB in
+    all); larger ones (a context of megabytes) stay in the jail and appear as
+    :class:`JailedValue`.  :attr:`locals` reads the namespace on demand with larger
+    bounds, as rlm's own tests read LocalREPL's.
 
     Every cell is followed by one short scaffold cell (restoring the reserved names and
     reporting the final answer and the variables), which ``--max-cells`` counts too.
@@ -276,7 +283,7 @@ class RljailREPL:
     def __init__(self, lm_handler_address=None, context_payload=None, setup_code=None,
                  persistent=False, depth=1, subcall_fn=None, custom_tools=None,
                  custom_sub_tools=None, compaction=False, max_concurrent_subcalls=4,
-                 rljail=None, values_chars=2000, **kwargs):
+                 rljail=None, values_chars=64 << 10, **kwargs):
         reserved = set(custom_tools or {}) & RESERVED_NAMES
         if reserved:
             # As rlm/environments/base_env.py validate_custom_tools words it.
@@ -338,12 +345,13 @@ class RljailREPL:
     def locals(self):
         """The jail's namespace as LocalREPL.locals shows it (the user's variables,
         ``context``..., non-callable custom tools, ``answer``), read from the jail at each
-        access; values whose JSON is over ``values_chars`` are :class:`JailedValue`.
+        access, each value in full up to 4 MiB of JSON and 8 MiB in all (the rest, a
+        context of megabytes, are :class:`JailedValue`).
         Empty once cleaned up, as LocalREPL's is.  rlm's own tests read it
         (tests/test_local_repl.py, tests/test_local_repl_persistent.py at 72d6940)."""
         if self.session is None:
             return {}
-        self._scaffold("_rljail_locals = _rljail_rlm.snapshot(%d)" % int(self.values_chars))
+        self._scaffold("_rljail_locals = _rljail_rlm.snapshot(%d, %d)" % (4 << 20, 8 << 20))
         return _decode_locals(self.session.get("_rljail_locals"))
 
     def __enter__(self):
@@ -432,7 +440,7 @@ class RljailREPL:
                           final_answer=report.get("final"))
 
     def _restore(self):
-        self._scaffold("_rljail_rlm.restore(%d)" % int(self.values_chars))
+        self._scaffold("_rljail_rlm.restore(%d, %d)" % (int(self.values_chars), 4 << 20))
         report = self.session.get("_rljail_report")
         return report if isinstance(report, dict) else {}
 
