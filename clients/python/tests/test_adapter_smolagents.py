@@ -165,6 +165,25 @@ class ExecutorSurfaceTest(unittest.TestCase):
         self.assertLess(len(logs), 1000)
         self.assertTrue(logs.startswith("HEAD"))
 
+    def test_default_output_cap_and_a_lone_dict_argument(self):
+        class DictTool(FakeTool):
+            # As smolagents' Tool.__call__: a lone dict of its inputs is its keyword arguments.
+            def __call__(self, *args, sanitize_inputs_outputs=False, **kwargs):
+                if len(args) == 1 and not kwargs and isinstance(args[0], dict) and \
+                        all(k in self.inputs for k in args[0]):
+                    args, kwargs = (), args[0]
+                return self._forward(*args, **kwargs)
+
+        ex = adapter.RljailExecutor(binary=FAKE)
+        self.addCleanup(ex.cleanup)
+        self.assertEqual(ex.max_print_outputs_length, 50000)
+        search = DictTool("search", {"query": {}, "limit": {}}, lambda query, limit=1: "%s/%s" % (query, limit))
+        ex.send_tools({"final_answer": final_answer_tool(), "search": search})
+        self.assertEqual(ex("search({'query': 'q', 'limit': 3})").output, "q/3")
+        self.assertEqual(ex("search('q', 2)").output, "q/2")
+        logs = ex("print('x' * 200000)").logs
+        self.assertLess(len(logs), 51000)
+
     def test_remote_executor_constructor(self):
         class Logger:
             def log(self, *args, **kwargs):

@@ -78,6 +78,8 @@ class JailedCodeError(Exception):
 
 
 _FINAL_EXCEPTION = "FinalAnswerException"
+#: smolagents' DEFAULT_MAX_LEN_OUTPUT: LocalPythonExecutor's print-output cap.
+DEFAULT_MAX_LEN_OUTPUT = 50000
 
 # Runs in the jail after the session starts: final_answer ends the code, and the tools'
 # names come back after every execution (LocalPythonExecutor refuses to rebind them).
@@ -171,12 +173,14 @@ class RljailExecutor(_runtime()[0] or object):
         self.logger = logger
         self.additional_functions = dict(additional_functions or {})
         self.allow_pickle = allow_pickle
-        self.max_print_outputs_length = max_print_outputs_length
         self.timeout_seconds = timeout_seconds
         self.include_stderr = include_stderr
         self.session_options = dict(session_options)
-        if max_print_outputs_length is not None:
-            self.session_options.setdefault("max_output_chars", max_print_outputs_length)
+        if max_print_outputs_length is None:
+            # LocalPythonExecutor's default (DEFAULT_MAX_LEN_OUTPUT, local_python_executor.py:1718).
+            max_print_outputs_length = DEFAULT_MAX_LEN_OUTPUT
+        self.max_print_outputs_length = max_print_outputs_length
+        self.session_options.setdefault("max_output_chars", max_print_outputs_length)
         if timeout_seconds is not None:
             self.session_options.setdefault("cell_timeout", timeout_seconds)
         self.session = None
@@ -307,8 +311,17 @@ class RljailExecutor(_runtime()[0] or object):
             tool = self._callables().get(name)
             if tool is None:
                 raise LookupError("no tool named %r" % name)
+            args = ()
+            params = _tool_parameters(tool)
+            if len(kwargs) == 1 and params and params[0] in kwargs and isinstance(kwargs[params[0]], dict):
+                # tool({...}) as the code wrote it: Tool.__call__ takes a lone dict of its
+                # inputs as keyword arguments (tools.py), so it gets it positionally.
+                args, kwargs = (kwargs[params[0]],), {}
             context = self._context
-            value = context.copy().run(tool, **kwargs) if context is not None else tool(**kwargs)
+            if context is not None:
+                value = context.copy().run(tool, *args, **kwargs)
+            else:
+                value = tool(*args, **kwargs)
             if name == "final_answer":
                 # The answer the agent gets is the host tool's own value, not what the
                 # jail makes of it.
