@@ -217,7 +217,10 @@ def _completion(data):
         from rlm.core.types import RLMChatCompletion
     except ImportError:
         return data
-    return RLMChatCompletion.from_dict(data)
+    try:
+        return RLMChatCompletion.from_dict(data)
+    except Exception:  # a handler's odd reply must not fail the cell after the fact
+        return data
 
 
 def lm_request(address, payload, timeout=300):
