@@ -345,7 +345,12 @@ class InterpreterCallbacksTest(unittest.TestCase):
 
         names = ("dspy", "dspy.utils", "dspy.utils.callback")
         mods = {n: types.ModuleType(n) for n in names}
+        class BaseCallback:
+            def on_interpreter_execute_start(self, call_id, instance, inputs):
+                pass
+
         mods["dspy.utils.callback"].with_callbacks = with_callbacks
+        mods["dspy.utils.callback"].BaseCallback = BaseCallback
         mods["dspy"].utils, mods["dspy.utils"].callback = mods["dspy.utils"], mods["dspy.utils.callback"]
         sys.modules.update(mods)
 

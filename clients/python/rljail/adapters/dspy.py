@@ -178,11 +178,14 @@ def _with_callbacks(fn):
     def method(self, *args, **kwargs):
         if not wrapped:
             try:
-                from dspy.utils.callback import with_callbacks
+                from dspy.utils.callback import BaseCallback, with_callbacks
             except ImportError:
                 wrapped.append(fn)
             else:
-                wrapped.append(with_callbacks(fn))
+                # A DSPy before the interpreter events (dspy b11cfe87) would report these
+                # methods as a module's: no callbacks there, as for its own interpreter.
+                has_events = hasattr(BaseCallback, "on_interpreter_execute_start")
+                wrapped.append(with_callbacks(fn) if has_events else fn)
         return wrapped[0](self, *args, **kwargs)
     return method
 
