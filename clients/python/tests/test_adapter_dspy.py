@@ -255,6 +255,16 @@ class PythonInterpreterSurfaceTest(unittest.TestCase):
         self.assertIsInstance(result, adapter.FinalOutput)
         self.assertEqual(result.output, {"output": ["The result is", 7]})
 
+    def test_submit_edge_fields(self):
+        # test_python_interpreter.py:731-741: a NoneType field, a field named FinalOutput.
+        for field, code, expected in [
+                ({"name": "nothing", "type": "NoneType"}, "SUBMIT(nothing=None)", {"nothing": None}),
+                ({"name": "FinalOutput", "type": "str"}, "SUBMIT(FinalOutput='ok')", {"FinalOutput": "ok"})]:
+            interp = self.interp(output_fields=[field])
+            self.assertEqual(interp.execute(code), adapter.FinalOutput(expected))
+            with self.assertRaisesRegex(adapter.CodeExecutionError, "TypeError"):
+                interp.execute("SUBMIT()")
+
     def test_json_mode_values_through_pydantic(self):
         # python_interpreter.py _to_json_compatible / _make_jsonable: what is not plain JSON
         # goes through pydantic_core.to_jsonable_python (DSPy depends on pydantic).  A
