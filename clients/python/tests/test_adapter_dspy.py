@@ -249,6 +249,19 @@ class PythonInterpreterSurfaceTest(unittest.TestCase):
             interp.execute("nested_execute()")
         self.assertEqual(interp.execute("40 + 2"), 42)
 
+    def test_constructor_arguments(self):
+        # python_interpreter.py:271-283: a dict deno_command, two files of one basename.
+        with self.assertRaisesRegex(TypeError, "deno_command must be a list"):
+            adapter.RljailInterpreter(binary=FAKE, deno_command={"invalid": "dict"})
+        with self.assertRaisesRegex(adapter.CodeInterpreterError, "unique basenames"):
+            adapter.RljailInterpreter(binary=FAKE, enable_read_paths=["/a/x.txt"],
+                                      enable_write_paths=["/b/x.txt"])
+        with self.assertRaisesRegex(adapter.CodeInterpreterError, "no network"):
+            adapter.RljailInterpreter(binary=FAKE, enable_network_access=["example.com"])
+        missing = self.interp(enable_read_paths=["/nonexistent/rljail-missing.txt"])
+        with self.assertRaises(adapter.CodeInterpreterError):
+            missing.execute("1")
+
     def test_default_submit(self):
         interp = self.interp()
         result = interp("SUBMIT(['The result is', 7])")

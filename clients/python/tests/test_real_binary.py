@@ -196,6 +196,32 @@ class RealAdaptersTest(unittest.TestCase):
         with self.assertRaisesRegex(dspy_adapter.CodeExecutionError, r"ValueError: \[7\]"):
             interp.execute("raise ValueError(7)")
 
+    def test_dspy_interpreter_files_and_env(self):
+        # As DSPy's tests of PythonInterpreter's grants (tests/primitives/
+        # test_python_interpreter.py:149-214 at 3.3.1): files at /sandbox/<basename>,
+        # read-only or writable and synced back after an execution, env vars by name.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        readable, writable = os.path.join(tmp, "in.txt"), os.path.join(tmp, "out.txt")
+        with open(readable, "w") as f:
+            f.write("test content")
+        os.environ["FOO_TEST_ENV"] = "test_value"
+        self.addCleanup(os.environ.pop, "FOO_TEST_ENV", None)
+        interp = dspy_adapter.RljailInterpreter(
+            binary=real_binary(), enable_read_paths=[readable], enable_write_paths=[writable],
+            enable_env_vars=["FOO_TEST_ENV"])
+        self.addCleanup(interp.shutdown)
+        self.assertEqual(interp.execute("open('/sandbox/in.txt').read()"), "test content")
+        self.assertEqual(interp.execute("import os\nos.getenv('FOO_TEST_ENV')"), "test_value")
+        with self.assertRaises(dspy_adapter.CodeExecutionError):
+            interp.execute("open('/sandbox/in.txt', 'w')")
+        self.assertEqual(interp.execute("with open('/sandbox/out.txt', 'w') as f:\n"
+                                        "    f.write('allowed')\n'ok'"), "ok")
+        with open(writable) as f:
+            self.assertEqual(f.read(), "allowed")
+        with self.assertRaises(dspy_adapter.CodeInterpreterError):
+            dspy_adapter.RljailInterpreter(binary=real_binary(), enable_network_access=["example.com"])
+
     def test_smolagents_executor(self):
         # As agents.py:1603-1606 makes a LocalPythonExecutor: imports, max_print_outputs_length.
         ex = smol_adapter.RljailExecutor(["numpy"], 2000, binary=real_binary(),

@@ -27,6 +27,9 @@ import hashlib
 import inspect
 import json
 import keyword
+import os
+import shutil
+import tempfile
 import threading
 
 from ..session import CellTimeout, RequestError, SessionError, SessionLost
@@ -234,7 +237,31 @@ class RljailInterpreter:
 
     def __init__(self, tools=None, output_fields=None, execute_timeout=None,
                  include_stderr=False, large_value_bytes=LARGE_VALUE_BYTES, callbacks=None,
+                 enable_read_paths=None, enable_write_paths=None, enable_env_vars=None,
+                 enable_network_access=None, sync_files=True, deno_command=None,
                  **session_options):
+        # PythonInterpreter's arguments (python_interpreter.py:243-345): files granted at
+        # /sandbox/<basename>, read-only or (a private copy, synced back after each
+        # execution that succeeds, as _sync_files does) writable; environment variables by
+        # name.  deno_command has no meaning here; a jail has no network to grant.
+        if isinstance(deno_command, dict):
+            raise TypeError("deno_command must be a list of strings, not a dict")
+        if enable_network_access:
+            raise _interpreter_error("enable_network_access: an rljail jail has no network; "
+                                     "give the code a tool that makes the request on the host")
+        self.enable_read_paths = list(enable_read_paths or [])
+        self.enable_write_paths = list(enable_write_paths or [])
+        self.enable_env_vars = list(enable_env_vars or [])
+        self.sync_files = sync_files
+        mounts = {}
+        for path in self.enable_read_paths + self.enable_write_paths:
+            if path:
+                name = os.path.basename(os.fspath(path))
+                real = os.path.realpath(os.path.expanduser(os.fspath(path)))
+                if mounts.get(name, real) != real:
+                    raise _interpreter_error("Mounted files must have unique basenames inside the sandbox.")
+                mounts[name] = real
+        self._files = None           # the private directory of the writable copies
         self.tools = dict(tools) if tools else {}
         self.callbacks = list(callbacks or [])
         self.output_fields = output_fields
@@ -271,6 +298,9 @@ class RljailInterpreter:
         """Ends the session; the interpreter cannot be used again."""
         self._ended = True
         release(self)
+        files, self._files = self._files, None
+        if files is not None:
+            shutil.rmtree(files, ignore_errors=True)
 
     def __enter__(self):
         return self
@@ -306,17 +336,55 @@ class RljailInterpreter:
                 raise _interpreter_error("Invalid tool name: %r" % (name,))
             declared[name] = (self._tool_handler(name), _parameters(func))
         self._inputs = HostInputs()
+        options = dict(self.session_options, cell_timeout=self.execute_timeout)
         try:
+            options["volumes"] = list(options.get("volumes") or ()) + self._mounts()
+            if self.enable_env_vars:
+                env = dict(options.get("env") or {})
+                env.update({n: os.environ[n] for n in map(str, self.enable_env_vars) if n in os.environ})
+                options["env"] = env
             self.session = start_session(
-                dict(self.session_options, cell_timeout=self.execute_timeout), declared,
+                options, declared,
                 llm=self._llm_query, llm_batched=self._llm_query_batched, inputs=self._inputs)
-        except SessionError as e:
+        except (SessionError, OSError) as e:
             self._ended = True
             raise _interpreter_error("cannot start rljail session: %s" % e)
         self._declared = set(declared)
         self._registered_outputs = None
         self._tools_registered = False
         self._cells = 0
+
+    def _mounts(self):
+        """The volumes of enable_read_paths and enable_write_paths."""
+        volumes = []
+        for path in self.enable_read_paths:
+            if not path:
+                continue
+            if not os.path.exists(path):
+                raise FileNotFoundError("Cannot mount non-existent file: %s" % path)
+            volumes.append("%s:/sandbox/%s:ro" % (os.path.realpath(path), os.path.basename(os.fspath(path))))
+        if self.enable_write_paths and self._files is None:
+            self._files = tempfile.mkdtemp(prefix="rljail-dspy-files-")
+        for path in self.enable_write_paths:
+            if not path:
+                continue
+            if not os.path.exists(path):
+                open(path, "a").close()
+            name = os.path.basename(os.fspath(path))
+            copy = os.path.join(self._files, name)
+            shutil.copyfile(path, copy)
+            os.chmod(copy, 0o666)  # the jail's user writes it; the directory is ours alone
+            volumes.append("%s:/sandbox/%s:rw" % (copy, name))
+        return volumes
+
+    def _sync_files(self):
+        if not self.sync_files or self._files is None:
+            return
+        for path in self.enable_write_paths:
+            if path:
+                copy = os.path.join(self._files, os.path.basename(os.fspath(path)))
+                with open(copy, "rb") as src, open(path, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
 
     # ------------------------------------------------------------ execution
 
@@ -379,6 +447,8 @@ class RljailInterpreter:
         elif error.type != "SyntaxError":
             args = self._get("_rljail_exc_args")
         self._restore()
+        if error is None or error.type == _SUBMIT_EXCEPTION:
+            self._sync_files()
         if error is None:
             # runner.js: the last expression's value when it is not None, else the
             # captured stdout (python_interpreter.py returns it as it comes).
