@@ -196,6 +196,23 @@ class ExecutorSurfaceTest(unittest.TestCase):
         ex.send_tools({"final_answer": final_answer_tool()})
         self.assertEqual(ex("3 * 3").output, 9)
 
+    def test_output_is_the_last_statements_value(self):
+        # tests/test_local_python_executor.py at e3a5b899: "result = 'completed'" gives
+        # "completed" (2304-2313), chained assignments (2376-2406), isinstance (2429-2437).
+        ex = adapter.RljailExecutor([], binary=FAKE)
+        self.addCleanup(ex.cleanup)
+        ex.send_tools({})
+        for code in ["a = b = 1; b", "a, b = c, d = 1, 1; c", "a = b = (lambda: 1)(); b",
+                     "d = {'func': lambda x: x - 10}; func = d['func']; func(11)",
+                     "import time\ntime.sleep(0.01)\nresult = 1", "n: int = 1", "n = 0\nn += 1",
+                     "k = {'v': 0}\nk['v'] += 1\nk['v']", "x = [\n    1,\n][0]  # trailing comment"]:
+            self.assertEqual(ex(code).output, 1, code)
+        self.assertIs(ex("isinstance(5, str)").output, False)
+        self.assertIsNone(ex("for i in range(3):\n    pass").output)
+        self.assertIsNone(ex("print('x')").output)
+        self.assertEqual(adapter.capture_last_value("x = f(1)"), ("x = (_rljail_last := (f(1)))", True))
+        self.assertEqual(adapter.capture_last_value("def (:"), ("def (:", False))
+
     def test_runs_again_and_after_cleanup(self):
         ex = adapter.RljailExecutor(binary=FAKE)
         self.addCleanup(ex.cleanup)

@@ -239,6 +239,8 @@ class RealAdaptersTest(unittest.TestCase):
         ex.send_variables({"items": [1, 2, 3]})
         self.assertEqual(ex("sum(items)").output, 6)
         self.assertEqual(ex("inc(41)").output, 42)
+        # LocalPythonExecutor's output: a last assignment's value (its tests, 2304-2313).
+        self.assertEqual(ex("result = 'completed'").output, "completed")
         logs = ex("print('HEAD' + 'x' * 100000 + 'TAIL')").logs
         # Head and tail within the cap, with rljail's note of what was cut between them
         # (smolagents' truncate_content also adds its note to max_length).

@@ -131,6 +131,40 @@ def capture_last_expression(code, name="_rljail_last"):
     return code[:start] + name + " = (" + code[start:end] + ")" + code[end:], True
 
 
+def capture_last_value(code, name="_rljail_last"):
+    """``code`` rewritten so that ``name`` holds what LocalPythonExecutor returns as the
+    output (local_python_executor.py evaluate_python_code: the value of the last top-level
+    statement): a last expression's value, or an assignment's (``x = 5``, ``a = b = f()``,
+    ``x: int = 5``, ``x += 1``); and whether it does.  Other last statements (loops, ifs,
+    defs) give None here, as the remote executors have it."""
+    expr_code, captured = capture_last_expression(code, name)
+    if captured:
+        return expr_code, True
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return code, False
+    if not tree.body:
+        return code, False
+    node = tree.body[-1]
+    lines = code.splitlines(keepends=True)
+
+    def offset(lineno, col):
+        before = sum(len(line) for line in lines[: lineno - 1])
+        return before + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+    if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        start = offset(node.value.lineno, node.value.col_offset)
+        end = offset(node.value.end_lineno, node.value.end_col_offset)
+        return code[:start] + "(" + name + " := (" + code[start:end] + "))" + code[end:], True
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, (ast.Name, ast.Attribute, ast.Subscript)):
+        start = offset(node.target.lineno, node.target.col_offset)
+        end = offset(node.target.end_lineno, node.target.end_col_offset)
+        tail = "" if code.endswith("\n") else "\n"
+        return code + tail + "%s = (%s)\n" % (name, code[start:end]), True
+    return code, False
+
+
 def _tool_parameters(tool):
     inputs = getattr(tool, "inputs", None)
     if isinstance(inputs, dict):
@@ -153,9 +187,9 @@ class RljailExecutor(_runtime()[0] or object):
     nothing from the jail is ever unpickled.  Every other keyword argument is a
     :class:`rljail.Session` option.
 
-    ``output`` is a last expression's value, as the remote executors return it
-    (LocalPythonExecutor's interpreter also returns an assignment's value; this does
-    not).  Tools run in a copy of the caller's contextvars, as in the agent's thread.
+    ``output`` is the value of a last expression or assignment, as LocalPythonExecutor
+    returns it (:func:`capture_last_value`).  Tools run in a copy of the caller's
+    contextvars, as in the agent's thread.
 
     The session starts at the first :meth:`send_tools` (tools are declared when a
     session starts) or the first execution; variables sent before are bound then.  A
@@ -224,7 +258,7 @@ class RljailExecutor(_runtime()[0] or object):
         """Runs the agent's code; returns a CodeOutput, or raises JailedCodeError."""
         if self.session is None:
             self._start()
-        code, captured = capture_last_expression(code_action)
+        code, captured = capture_last_value(code_action)
         with self._final_lock:
             self._final = None
         self._context = contextvars.copy_context()
