@@ -117,6 +117,8 @@ class SmolagentsTrajectoryTest(unittest.TestCase):
         with self.assertRaises(adapter.JailedCodeError) as cm:
             ex("while True:\n    pass")
         self.assertIn("CellTimeout", str(cm.exception))
+        # test_local_python_executor.py:2290-2300: ExecutionTimeoutError's words.
+        self.assertIn("Code execution exceeded the maximum execution time of 0.3", str(cm.exception))
         self.assertEqual(ex("x").output, 9)
 
     def test_managed_agent_runs_on_the_host(self):

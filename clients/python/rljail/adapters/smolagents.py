@@ -80,6 +80,8 @@ class JailedCodeError(Exception):
 _FINAL_EXCEPTION = "FinalAnswerException"
 #: smolagents' DEFAULT_MAX_LEN_OUTPUT: LocalPythonExecutor's print-output cap.
 DEFAULT_MAX_LEN_OUTPUT = 50000
+#: smolagents' MAX_EXECUTION_TIME_SECONDS (rljail's default cell timeout is the same).
+MAX_EXECUTION_TIME_SECONDS = 30
 
 # Runs in the jail after the session starts: final_answer ends the code, and the tools'
 # names come back after every execution (LocalPythonExecutor refuses to rebind them).
@@ -267,8 +269,11 @@ class RljailExecutor(_runtime()[0] or object):
         except CellTimeout as e:
             self._cells += 1
             self._restore()
-            raise JailedCodeError("%s\nExecuting code yielded an error:\nCellTimeout\n%s (the state is kept)"
-                                  % (self._logs(e.result), e.result.error.message))
+            # local_python_executor.py timeout(): its ExecutionTimeoutError's words.
+            limit = self.timeout_seconds if self.timeout_seconds is not None else MAX_EXECUTION_TIME_SECONDS
+            raise JailedCodeError("%s\nExecuting code yielded an error:\nCellTimeout\nCode execution exceeded "
+                                  "the maximum execution time of %s seconds (%s; the state is kept)"
+                                  % (self._logs(e.result), limit, e.result.error.message))
         self._cells += 1
         logs = self._logs(result)
         error = result.error
