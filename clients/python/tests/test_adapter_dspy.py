@@ -262,6 +262,11 @@ class PythonInterpreterSurfaceTest(unittest.TestCase):
         with self.assertRaises(adapter.CodeInterpreterError):
             missing.execute("1")
 
+    def test_output_is_not_cut_below_what_dspy_rlm_shows(self):
+        # dspy/primitives/repl_types.py:112-119: RLM cuts the output itself (max_output_chars,
+        # 10000 by default, head and tail) and says its true length.
+        self.assertEqual(len(self.interp().execute("print('x' * 30000)")), 30001)
+
     def test_default_submit(self):
         interp = self.interp()
         result = interp("SUBMIT(['The result is', 7])")

@@ -288,6 +288,12 @@ class LocalREPLSurfaceTest(unittest.TestCase):
         self.assertEqual(r.locals["summary"], "ddd" + "x" * 30000)
         self.assertIsInstance(r.locals["context"], adapter.JailedValue)  # over values_chars
 
+    def test_output_is_not_cut_below_what_rlm_shows_the_model(self):
+        # rlm/utils/parsing.py:26-62: each block's output is cut at 20000 characters for the
+        # model; LocalREPL returns all of it, so the jail must not cut it below that.
+        env = self.env()
+        self.assertEqual(len(env.execute_code("print('x' * 30000)").stdout), 30001)
+
     def test_reserved_tool_names_error_names_them(self):
         with self.assertRaises(ValueError) as cm:
             adapter.RljailREPL(rljail={"binary": FAKE}, custom_tools={"llm_query": 1, "answer": 2, "ok": 3})

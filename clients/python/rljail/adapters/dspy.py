@@ -33,7 +33,8 @@ import tempfile
 import threading
 
 from ..session import CellTimeout, RequestError, SessionError, SessionLost
-from ._common import HostInputs, INPUTS_IN_JAIL, LARGE_VALUE_BYTES, release, start_session, to_json
+from ._common import (HostInputs, INPUTS_IN_JAIL, LARGE_VALUE_BYTES, RUNTIME_OUTPUT_BYTES, release,
+                      start_session, to_json)
 
 __all__ = ["RljailInterpreter", "FinalOutput", "CodeInterpreterError", "CodeExecutionError"]
 
@@ -337,6 +338,7 @@ class RljailInterpreter:
             declared[name] = (self._tool_handler(name), _parameters(func))
         self._inputs = HostInputs()
         options = dict(self.session_options, cell_timeout=self.execute_timeout)
+        options.setdefault("max_output_chars", RUNTIME_OUTPUT_BYTES)
         try:
             options["volumes"] = list(options.get("volumes") or ()) + self._mounts()
             if self.enable_env_vars:

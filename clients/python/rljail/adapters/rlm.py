@@ -40,7 +40,7 @@ import threading
 import time
 
 from ..session import CellTimeout
-from ._common import HostInputs, bind, release, start_session
+from ._common import RUNTIME_OUTPUT_BYTES, HostInputs, bind, release, start_session
 
 __all__ = ["RljailREPL", "install", "REPLResult"]
 
@@ -329,8 +329,10 @@ class RljailREPL:
         # LocalREPL.temp_dir's counterpart: the host directory of large inputs, removed
         # by cleanup (the jail's own scratch is gone with the jail).
         self.temp_dir = self._inputs.dir
+        options = dict(self.options)
+        options.setdefault("max_output_chars", RUNTIME_OUTPUT_BYTES)
         self.session = start_session(
-            self.options, tools, llm=self._llm_query, llm_batched=self._llm_query_batched,
+            options, tools, llm=self._llm_query, llm_batched=self._llm_query_batched,
             rlm=self._rlm_query, rlm_batched=self._rlm_query_batched, inputs=self._inputs)
         self._scaffold("%s\n_rljail_rlm = _RljailRLMScaffold(globals(), %r, %r)\n"
                        % (_SETUP, sorted(tools), bool(self.compaction)))
