@@ -158,9 +158,16 @@ class DSPyTrajectoryTest(unittest.TestCase):
         interp.start()  # a pool pre-warms before RLM injects its tools
         interp.tools.update({"lookup_population": lookup_population})
         self.assertEqual(interp.execute("print(lookup_population(city='oslo'))"), "700000\n")
-        interp.tools["another"] = lambda: 1
-        with self.assertRaises(adapter.CodeInterpreterError):
-            interp.execute("pass")
+        # A tool added after code ran (dspy.RLM adds its tools to a caller-owned
+        # interpreter at each forward, rlm.py:505-517): the state is kept, the tool works
+        # through the late-tool bridge, positionally and by keyword.
+        interp.execute("kept = 5")
+        interp.tools["another"] = lambda a, b=2: a * b
+        self.assertEqual(interp.execute("[another(kept), another(kept, b=3), another(a=1)]"), [10, 15, 2])
+        with self.assertRaisesRegex(adapter.CodeExecutionError, "TypeError"):
+            interp.execute("another(1, 2, 3)")
+        interp.execute("another = None")
+        self.assertEqual(interp.execute("another(1)"), 2)  # restored after every execution
 
     def test_factory_tells_rlm_the_runtime(self):
         factory = self.factory()

@@ -195,6 +195,10 @@ class RealAdaptersTest(unittest.TestCase):
         self.assertEqual(interp.execute("m = n * 2\nm", {"n": 21}), 42)
         with self.assertRaisesRegex(dspy_adapter.CodeExecutionError, r"ValueError: \[7\]"):
             interp.execute("raise ValueError(7)")
+        # A tool added once code ran (a caller-owned interpreter a later forward gives
+        # more tools, dspy/predict/rlm.py:505-517): state kept, the tool callable.
+        interp.tools["thrice"] = lambda x: 3 * x
+        self.assertEqual(interp.execute("thrice(m)"), 126)
 
     def test_dspy_interpreter_files_and_env(self):
         # As DSPy's tests of PythonInterpreter's grants (tests/primitives/

@@ -41,6 +41,10 @@ __all__ = ["RljailInterpreter", "FinalOutput", "CodeInterpreterError", "CodeExec
 # The names dspy.RLM reserves in the sandbox (RLM._RESERVED_SANDBOX_NAMES) that the
 # bridge serves rather than declaring them as tools.
 _BRIDGE_TOOLS = ("llm_query", "llm_query_batched")
+# The one tool every session declares besides the runner's: tools added after a session
+# ran code (rljail declares tools when a session starts; dspy.RLM may add its tools to a
+# caller-owned interpreter at any forward) are called through it by name.
+_LATE_TOOL = "_rljail_late_tool"
 _SUBMIT_EXCEPTION = "_RljailFinalOutput"
 _SIMPLE_TYPES = ("str", "int", "float", "bool", "list", "dict", "NoneType")
 
@@ -108,6 +112,23 @@ class _RljailFinalOutput(BaseException):
 def _rljail_submit_value(value):
     import json
     return json.loads(json.dumps(value, default=str))
+
+
+def _rljail_late_tool_fn(name, params):
+    """A tool added after the session started: its parameters as the host has them,
+    called through the session's late-tool bridge."""
+    def tool(*args, **kwargs):
+        if len(args) > len(params):
+            raise TypeError("%s() takes %d positional arguments but %d were given"
+                            % (name, len(params), len(args)))
+        bound = dict(zip(params, args))
+        for key in kwargs:
+            if key in bound:
+                raise TypeError("%s() got multiple values for argument %r" % (name, key))
+        bound.update(kwargs)
+        return _rljail_late_tool(name=name, kwargs=bound)
+    tool.__name__ = tool.__qualname__ = name
+    return tool
 
 
 class _RljailDSPyScaffold:
@@ -280,6 +301,8 @@ class RljailInterpreter:
         self._inputs = None
         self._large = {}             # name -> (sha256, in-jail code) of a large value's file
         self._context = None         # the contextvars of the execute() running now
+        self._late = {}              # tools added after code ran: name -> parameters
+        self._registered_late = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -336,6 +359,8 @@ class RljailInterpreter:
             if not name.isidentifier() or keyword.iskeyword(name):
                 raise _interpreter_error("Invalid tool name: %r" % (name,))
             declared[name] = (self._tool_handler(name), _parameters(func))
+        user_tools = set(declared)
+        declared[_LATE_TOOL] = (self._late_tool, ["name", "kwargs"])
         self._inputs = HostInputs()
         options = dict(self.session_options, cell_timeout=self.execute_timeout)
         options.setdefault("max_output_chars", RUNTIME_OUTPUT_BYTES)
@@ -351,10 +376,11 @@ class RljailInterpreter:
         except (SessionError, OSError) as e:
             self._ended = True
             raise _interpreter_error("cannot start rljail session: %s" % e)
-        self._declared = set(declared)
+        self._declared = user_tools
         self._registered_outputs = None
         self._tools_registered = False
         self._cells = 0
+        self._late = {}
 
     def _mounts(self):
         """The volumes of enable_read_paths and enable_write_paths."""
@@ -409,17 +435,21 @@ class RljailInterpreter:
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
                 raise _interpreter_error("Invalid variable name: '%s'" % (key,))
         self.start()
-        if set(self._user_tools()) != self._declared:
-            if self._cells:
-                raise _interpreter_error(
-                    "tools %s were added after the session started; rljail declares tools "
-                    "when a session starts" % sorted(set(self._user_tools()) - self._declared))
+        tools = self._user_tools()
+        if set(tools) - self._declared and not self._cells:
             # No state to lose yet (a pre-warmed interpreter): start again with the tools.
             self.session.close()
             self._inputs.remove()
             self.session = None
             self._spawn()
-        if not self._tools_registered or self._registered_outputs != self.output_fields:
+        late = {}
+        for name in sorted(set(tools) - self._declared):
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise _interpreter_error("Invalid tool name: %r" % (name,))
+            late[name] = _parameters(tools[name])
+        self._late = late
+        if (not self._tools_registered or self._registered_outputs != self.output_fields
+                or self._registered_late != late):
             self._register()
         # DSPy's PythonInterpreter calls tools in the thread that executes, so they see
         # its contextvars (dspy.context(lm=...) overrides: dspy/dsp/utils/settings.py);
@@ -469,11 +499,15 @@ class RljailInterpreter:
         raise _execution_error("%s: %s" % (error.type, args or error.message))
 
     def _register(self):
-        names = list(_BRIDGE_TOOLS) + sorted(self._declared) + ["SUBMIT"]
-        code = "%s\n%s\n_rljail_dspy = _RljailDSPyScaffold(globals(), %r)\n" % (
-            _SCAFFOLD, _submit_code(self.output_fields), names)
+        late = dict(self._late)
+        names = (list(_BRIDGE_TOOLS) + sorted(self._declared) + sorted(late)
+                 + ["SUBMIT", _LATE_TOOL])
+        wrappers = "".join("%s = _rljail_late_tool_fn(%r, %r)\n" % (n, n, p) for n, p in sorted(late.items()))
+        code = "%s\n%s\n%s_rljail_dspy = _RljailDSPyScaffold(globals(), %r)\n" % (
+            _SCAFFOLD, _submit_code(self.output_fields), wrappers, names)
         self._scaffold(code)
         self._registered_outputs = self.output_fields
+        self._registered_late = late
         self._tools_registered = True
 
     def _restore(self):
@@ -538,6 +572,13 @@ class RljailInterpreter:
         def handler(**kwargs):
             return _jsonable(self._in_caller_context(lambda: self.invoke_tool(name, kwargs)))
         return handler
+
+    def _late_tool(self, name=None, kwargs=None):
+        if name not in self._late:
+            raise LookupError("Unknown tool: %s" % (name,))
+        if not isinstance(kwargs, dict):
+            raise TypeError("kwargs must be a dict")
+        return self._tool_handler(name)(**kwargs)
 
     def _llm_query(self, prompt, model=None):
         if "llm_query" not in self.tools:
