@@ -224,6 +224,26 @@ class ExecutorSurfaceTest(unittest.TestCase):
         ex.cleanup()  # CodeAgent.cleanup
         self.assertEqual(agent.run(["final_answer(n)"], {"n": 5}).text, 5)
 
+    def test_tools_sent_after_the_session_started(self):
+        # LocalPythonExecutor.send_tools replaces its tools whenever it is called
+        # (local_python_executor.py:1763-1765); its tests run code before send_tools
+        # (tests/test_local_python_executor.py:2369-2372).  State and variables are kept.
+        ex = adapter.RljailExecutor(binary=FAKE)
+        self.addCleanup(ex.cleanup)
+        self.assertEqual(ex("kept = 20").output, 20)
+        ex.send_variables({"extra": 1})
+        ex.send_tools({"final_answer": final_answer_tool(),
+                       "double": FakeTool("double", {"x": {}}, lambda x: 2 * x)})
+        self.assertEqual(ex("double(kept) + double(x=extra)").output, 42)
+        out = ex("final_answer(double(kept))")
+        self.assertTrue(out.is_final_answer)
+        self.assertEqual(out.output.text, 40)
+        ex("double = None")
+        self.assertEqual(ex("double(1)").output, 2)
+        ex.send_tools({"final_answer": final_answer_tool()})
+        with self.assertRaises(adapter.JailedCodeError):
+            ex("double(1)")
+
     def test_tools_see_the_callers_contextvars(self):
         import contextvars
         var = contextvars.ContextVar("var", default="unset")

@@ -78,6 +78,9 @@ class JailedCodeError(Exception):
 
 
 _FINAL_EXCEPTION = "FinalAnswerException"
+# Declared in every session besides the agent's tools: tools sent once the session started
+# (rljail declares tools when a session starts) are called through it by name.
+_LATE_TOOL = "_rljail_late_tool"
 #: smolagents' DEFAULT_MAX_LEN_OUTPUT: LocalPythonExecutor's print-output cap.
 DEFAULT_MAX_LEN_OUTPUT = 50000
 #: smolagents' MAX_EXECUTION_TIME_SECONDS (rljail's default cell timeout is the same).
@@ -103,6 +106,26 @@ class _RljailSmolScaffold:
             ns["final_answer"] = final_answer
         self.fixed = {n: ns[n] for n in names if n in ns}
         self.fixed["FinalAnswerException"] = FinalAnswerException
+
+    def late(self, name, params):
+        # A tool sent once the session started: called through the late-tool bridge.
+        def tool(*args, **kwargs):
+            if len(args) > len(params):
+                raise TypeError("%s() takes %d positional arguments but %d were given"
+                                % (name, len(params), len(args)))
+            bound = dict(zip(params, args))
+            for key in kwargs:
+                if key in bound:
+                    raise TypeError("%s() got multiple values for argument %r" % (name, key))
+            bound.update(kwargs)
+            return _rljail_late_tool(name=name, kwargs=bound)
+        tool.__name__ = tool.__qualname__ = name
+        if name == "final_answer":
+            bridge = tool
+
+            def tool(*args, **kwargs):
+                raise FinalAnswerException(bridge(*args, **kwargs))
+        self.ns[name] = self.fixed[name] = tool
 
     def restore(self):
         self.ns.update(self.fixed)
@@ -222,6 +245,7 @@ class RljailExecutor(_runtime()[0] or object):
         self.session = None
         self._tools = {}
         self._declared = None
+        self._late = {}
         self._pending_vars = {}
         self._cells = 0
         self._inputs = None
@@ -239,14 +263,16 @@ class RljailExecutor(_runtime()[0] or object):
         """Makes ``tools`` (name -> smolagents Tool, managed agent or callable) callable
         by name in the jail, each running on the host."""
         self._tools = dict(tools)
-        names = set(self._callables())
-        if self.session is not None and names != self._declared:
-            if self._cells:
-                raise ValueError("tools %s came after the session's first execution; rljail "
-                                 "declares tools when a session starts" % sorted(names - self._declared))
-            self.cleanup()
         if self.session is None:
             self._start()
+            return
+        # The session is running (it may hold variables already): new tools join it
+        # through the late-tool bridge; a tool no longer sent is refused on the host.
+        late = {n: _tool_parameters(t) for n, t in self._callables().items()
+                if n not in self._declared and n not in self._late}
+        for name, params in sorted(late.items()):
+            self._scaffold("_rljail_smol.late(%r, %r)" % (name, params))
+        self._late.update(late)
 
     def send_variables(self, variables):
         """Binds each of ``variables`` (JSON values) in the jail's namespace."""
@@ -321,12 +347,15 @@ class RljailExecutor(_runtime()[0] or object):
         declared = {}
         for name, tool in self._callables().items():
             declared[name] = (self._handler(name), _tool_parameters(tool))
+        names = sorted(declared)
+        declared[_LATE_TOOL] = (self._late_tool, ["name", "kwargs"])
         self._inputs = HostInputs()
         self.session = start_session(self.session_options, declared, inputs=self._inputs)
-        self._declared = set(declared)
+        self._declared = set(names)
+        self._late = {}
         self._cells = 0
         self._scaffold("%s\n_rljail_smol = _RljailSmolScaffold(globals(), %r)\n"
-                       % (_SCAFFOLD, sorted(declared)))
+                       % (_SCAFFOLD, names + [_LATE_TOOL]))
         pending, self._pending_vars = self._pending_vars, {}
         self.send_variables(pending)
 
@@ -340,6 +369,13 @@ class RljailExecutor(_runtime()[0] or object):
             result = e.result
         if result.error is not None:
             raise SessionError("the executor's scaffold failed in the jail: %s" % result.error)
+
+    def _late_tool(self, name=None, kwargs=None):
+        if name not in self._late:
+            raise LookupError("no tool named %r" % (name,))
+        if not isinstance(kwargs, dict):
+            raise TypeError("kwargs must be a dict")
+        return self._handler(name)(**kwargs)
 
     def _callables(self):
         # As LocalPythonExecutor.send_tools: the tools, then the additional functions.
