@@ -214,6 +214,9 @@ class ExecutorSurfaceTest(unittest.TestCase):
         self.assertIsNone(ex("print('x')").output)
         self.assertEqual(adapter.capture_last_value("x = f(1)"), ("x = (_rljail_last := (f(1)))", True))
         self.assertEqual(adapter.capture_last_value("def (:"), ("def (:", False))
+        # A form feed in a string is no line break to the tokenizer (str.splitlines says it is).
+        self.assertEqual(ex("s = 'a\\x0cb'\nt = 'é\x0c' + s\nlen(t)").output, 5)
+        self.assertEqual(ex("u = 'a\x0cb'\r\nlen(u)").output, 3)
 
     def test_runs_again_and_after_cleanup(self):
         ex = adapter.RljailExecutor(binary=FAKE)

@@ -21,6 +21,7 @@ smolagents' own ``CodeOutput``; without it, this module needs only its calling c
 
 import ast
 import contextvars
+import re
 import threading
 
 from ..session import CellTimeout, SessionError
@@ -133,6 +134,19 @@ class _RljailSmolScaffold:
 '''
 
 
+def _offsets(code):
+    """A function from an ast (lineno, col_offset) to an index into ``code``.  Lines are
+    split where the tokenizer splits them (\\n, \\r\\n, \\r), not where str.splitlines
+    does (it also splits at form feeds and other separators a string literal may hold);
+    ast columns count UTF-8 bytes, the string is indexed by characters."""
+    lines = re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", code)
+
+    def offset(lineno, col):
+        before = sum(len(line) for line in lines[: lineno - 1])
+        return before + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+    return offset
+
+
 def capture_last_expression(code, name="_rljail_last"):
     """``code`` with its last statement, when that is an expression, assigned to ``name``
     (so that its value can be returned as the local executor returns it), and whether it
@@ -144,13 +158,7 @@ def capture_last_expression(code, name="_rljail_last"):
     if not tree.body or not isinstance(tree.body[-1], ast.Expr):
         return code, False
     node = tree.body[-1]
-    lines = code.splitlines(keepends=True)
-
-    def offset(lineno, col):
-        # ast columns count UTF-8 bytes; the string is indexed by characters.
-        before = sum(len(line) for line in lines[: lineno - 1])
-        return before + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
-
+    offset = _offsets(code)
     start = offset(node.lineno, node.col_offset)
     end = offset(node.end_lineno, node.end_col_offset)
     return code[:start] + name + " = (" + code[start:end] + ")" + code[end:], True
@@ -172,12 +180,7 @@ def capture_last_value(code, name="_rljail_last"):
     if not tree.body:
         return code, False
     node = tree.body[-1]
-    lines = code.splitlines(keepends=True)
-
-    def offset(lineno, col):
-        before = sum(len(line) for line in lines[: lineno - 1])
-        return before + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
-
+    offset = _offsets(code)
     if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
         start = offset(node.value.lineno, node.value.col_offset)
         end = offset(node.value.end_lineno, node.value.end_col_offset)
