@@ -3,17 +3,23 @@
 :class:`RljailInterpreter` follows the protocol of ``dspy/primitives/code_interpreter.py``
 (``tools``, idempotent ``start``, ``execute(code, variables)``, ``shutdown``) and the
 behaviour of its reference implementation ``dspy/primitives/python_interpreter.py`` and
-``runner.js`` (stanfordnlp/dspy 3.3.1): variables injected before each execution, a typed
-``SUBMIT`` built from ``output_fields`` that ends the run with ``FinalOutput``, recoverable
-``CodeExecutionError`` for an exception in the code, ``SyntaxError`` for code that does not
-parse, and a terminal ``CodeInterpreterError`` once the session is lost.  Unlike DSPy's own
-interpreter it has a per-execute timeout (``execute_timeout``: the session's cell timeout;
-the state is kept).
+``runner.js`` (stanfordnlp/dspy 4ed377e, 3.3.1): variables injected before each
+execution, the value of a last expression as the result when it is not None (else the
+stdout), a typed ``SUBMIT`` built from ``output_fields`` that ends the run with
+``FinalOutput``, recoverable ``CodeExecutionError`` for an exception in the code (``"Type:
+[args]"``), ``SyntaxError`` for code that does not parse, and a terminal
+``CodeInterpreterError`` once the session is lost; PythonInterpreter's file and
+environment grants; DSPy 3.3's interpreter callbacks.  Unlike DSPy's own interpreter it
+has a per-execute timeout (``execute_timeout``: the session's cell timeout; the state is
+kept).
 
 The runner's tools, and the ``llm_query``/``llm_query_batched`` that ``dspy.RLM`` puts in
-``tools`` with its own call counter, run on the host: the jail calls them through the
-bridge, and the supervisor's budgets (``max_llm_calls``...) hold besides DSPy's.
-DSPy is imported only to use its own exception and FinalOutput classes, when installed.
+``tools`` with its own call counter, run on the host (through :meth:`invoke_tool`, in a
+copy of the executing caller's contextvars): the jail calls them through the bridge, and
+the supervisor's budgets (``max_llm_calls``...) hold besides DSPy's.  Tools added once
+code ran are called through one more declared tool (``_rljail_late_tool``).  DSPy is
+imported only when installed, for its own exception and FinalOutput classes and its
+``with_callbacks``; pydantic's ``to_jsonable_python`` for values that are not plain JSON.
 
 Use it as ``dspy.RLM(..., interpreter_factory=RljailInterpreter.factory(memory="1g"))``
 (or pass the class itself, or an instance as the caller-owned interpreter).

@@ -12,7 +12,7 @@ so a tool's credentials and network stay outside the jail.
 ``final_answer(...)`` in the code calls the host's FinalAnswerTool and then ends the code
 with a ``FinalAnswerException`` (a BaseException, as smolagents has it); the executor
 returns the host tool's own return value with ``is_final_answer=True``.  The value of a
-last expression is returned as ``output``, as the local executor does.
+last expression or assignment is returned as ``output``, as the local executor does.
 
 Use it as ``CodeAgent(tools=[...], model=..., executor=RljailExecutor(memory="1g"))``.
 When smolagents is installed, the executor is a ``PythonExecutor`` subclass and returns
