@@ -21,6 +21,7 @@ smolagents' own ``CodeOutput``; without it, this module needs only its calling c
 
 import ast
 import contextvars
+import functools
 import re
 import threading
 
@@ -30,8 +31,10 @@ from ._common import HostInputs, bind, release, start_session, to_json
 __all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError"]
 
 
+@functools.lru_cache(maxsize=None)
 def _runtime():
-    """smolagents' PythonExecutor and CodeOutput when it is installed, else None, None."""
+    """smolagents' PythonExecutor and CodeOutput when it is installed, else None, None
+    (looked up once: a failed import searches the path every time)."""
     try:
         from smolagents.local_python_executor import CodeOutput, PythonExecutor
     except ImportError:
