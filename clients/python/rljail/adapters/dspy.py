@@ -78,7 +78,9 @@ class _CodeExecutionErrorFallback(_CodeInterpreterErrorFallback):
     """dspy's CodeExecutionError (recoverable), without DSPy."""
 
 
+@functools.lru_cache(maxsize=None)
 def _types():
+    # Looked up once: a failed import searches the path every time.
     try:
         from dspy.primitives.code_interpreter import (
             CodeExecutionError, CodeInterpreterError, FinalOutput)
