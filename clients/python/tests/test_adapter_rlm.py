@@ -228,6 +228,106 @@ class RLMTrajectoryTest(unittest.TestCase):
         self.assertEqual(r.locals["context"].type_name, "str")
 
 
+class LocalREPLSurfaceTest(unittest.TestCase):
+    """What rlm's own tests read off a LocalREPL (alexzhang13/rlm 72d6940), asked of
+    RljailREPL the same way: ``env.locals`` (tests/test_local_repl.py:16, 132, 171-187,
+    197; tests/test_local_repl_persistent.py:18-20, 83-86), ``temp_dir`` (test_local_repl.py
+    temp-dir test), the reserved-name error (tests/repl/test_custom_tools.py:72-86), a
+    failing host tool in stderr (test_custom_tools.py:252-254), llm_query with no or a
+    dead handler (test_local_repl.py:160, comms_utils.send_lm_request's words)."""
+
+    def env(self, **kwargs):
+        env = adapter.RljailREPL(rljail={"binary": FAKE}, **kwargs)
+        self.addCleanup(env.cleanup)
+        return env
+
+    def test_locals_as_local_repl_shows_them(self):
+        env = self.env(context_payload={"key": "value", "number": 42})
+        self.assertEqual(env.locals["context"]["number"], 42)
+        self.assertEqual(env.locals["answer"], {"content": "", "ready": False})
+        self.assertEqual(env.execute_code("x = 1 + 2").stderr, "")
+        self.assertEqual(env.locals["x"], 3)
+        env.execute_code("import math\ny = math.pi\nsquares = [i**2 for i in range(5)]")
+        self.assertAlmostEqual(env.locals["y"], 3.14159, places=3)
+        self.assertEqual(env.locals["squares"], [0, 1, 4, 9, 16])
+        env.execute_code('context = "hijacked"')
+        self.assertEqual(env.locals["context"], {"key": "value", "number": 42})
+        for hidden in ("llm_query", "SHOW_VARS", "FINAL_VAR"):
+            self.assertNotIn(hidden, env.locals)
+        temp_dir = env.temp_dir
+        self.assertTrue(os.path.isdir(temp_dir))
+        env.cleanup()
+        self.assertEqual(len(env.locals), 0)
+        self.assertFalse(os.path.exists(temp_dir))
+
+    def test_persistent_contexts_and_histories_in_locals(self):
+        env = self.env(persistent=True)
+        self.assertEqual((env.add_context("First"), env.add_context("Second")), (0, 1))
+        history = [{"role": "user", "content": "Hello"}]
+        env.add_history(history)
+        locals_ = env.locals
+        self.assertEqual((locals_["context_0"], locals_["context_1"], locals_["context"]),
+                         ("First", "Second", "First"))
+        self.assertEqual((locals_["history_0"], locals_["history"]), (history, history))
+        env.update_handler_address(("127.0.0.1", 6000))
+        self.assertEqual(env.lm_handler_address, ("127.0.0.1", 6000))
+
+    def test_locals_hold_message_histories_and_contexts_of_kilobytes(self):
+        # tests/test_multi_turn_integration.py:84-117 read a whole message history (the
+        # system prompt is kilobytes) and the contexts back through env.locals.
+        env = self.env(persistent=True)
+        history = [{"role": "system", "content": "s" * 20000}, {"role": "user", "content": "q"}]
+        doc = "d" * 100000
+        env.add_context(doc)
+        env.add_history(history)
+        locals_ = env.locals
+        self.assertIsInstance(locals_["history_0"], list)
+        self.assertEqual(locals_["history"], locals_["history_0"])
+        self.assertEqual(locals_["context"], doc)
+        r = env.execute_code("summary = context[:3] + 'x' * 30000")
+        self.assertEqual(r.locals["summary"], "ddd" + "x" * 30000)
+        self.assertIsInstance(r.locals["context"], adapter.JailedValue)  # over values_chars
+
+    def test_output_is_not_cut_below_what_rlm_shows_the_model(self):
+        # rlm/utils/parsing.py:26-62: each block's output is cut at 20000 characters for the
+        # model; LocalREPL returns all of it, so the jail must not cut it below that.
+        env = self.env()
+        self.assertEqual(len(env.execute_code("print('x' * 30000)").stdout), 30001)
+
+    def test_reserved_tool_names_error_names_them(self):
+        with self.assertRaises(ValueError) as cm:
+            adapter.RljailREPL(rljail={"binary": FAKE}, custom_tools={"llm_query": 1, "answer": 2, "ok": 3})
+        message = str(cm.exception)
+        self.assertIn("llm_query", message)
+        self.assertIn("answer", message)
+        self.assertIn("reserved", message.lower())
+
+    def test_failing_tool_and_missing_handler(self):
+        def failing_tool():
+            raise ValueError("Tool failed!")
+
+        def multiply(x, factor=10):
+            return x * factor
+
+        env = self.env(custom_tools={"failing_tool": failing_tool, "multiply": multiply})
+        r = env.execute_code("result = failing_tool()")
+        self.assertIn("ValueError", r.stderr)
+        self.assertIn("Tool failed!", r.stderr)
+        self.assertEqual(env.execute_code("result = multiply(5)").stderr, "")
+        self.assertEqual(env.locals["result"], 50)
+        env.execute_code("response = llm_query('test')")
+        self.assertIn("Error", env.locals["response"])
+        # A handler that is gone: the request fails, as send_lm_request reports it.
+        dead = socketserver.TCPServer(("127.0.0.1", 0), socketserver.BaseRequestHandler)
+        address = dead.server_address
+        dead.server_close()
+        env.update_handler_address(address)
+        env.execute_code("r1 = llm_query('q')\nr2 = llm_query_batched(['a', 'b'])")
+        self.assertTrue(env.locals["r1"].startswith("Error: Request failed: "), env.locals["r1"])
+        self.assertEqual(len(env.locals["r2"]), 2)
+        self.assertTrue(env.locals["r2"][0].startswith("Error: Request failed: "))
+
+
 class InstallTest(unittest.TestCase):
     """install() against a stand-in of the library's module layout (rlm.core.rlm)."""
 

@@ -174,6 +174,8 @@ class RealAdaptersTest(unittest.TestCase):
         r = env.execute_code("n = len(context)\nanswer['content'] = str(n); answer['ready'] = True")
         self.assertEqual(r.final_answer, "3")
         self.assertEqual(r.locals["n"], 3)
+        # env.locals, as rlm's own tests read LocalREPL's (tests/test_local_repl.py:16).
+        self.assertEqual((env.locals["n"], env.locals["context"]), (3, "doc"))
         big = "q" * (2 << 20)
         env.add_context(big)
         self.assertEqual(env.execute_code("print(len(context_1))").stdout, "%d\n" % len(big))
@@ -188,9 +190,46 @@ class RealAdaptersTest(unittest.TestCase):
         self.assertEqual(out.output, {"answer": 4})
         with self.assertRaises(dspy_adapter.CodeExecutionError):
             interp.execute("while True:\n    pass")
+        # As DSPy's PythonInterpreter (runner.js, python_interpreter.py at 3.3.1): a last
+        # expression's value, an exception's args.
+        self.assertEqual(interp.execute("m = n * 2\nm", {"n": 21}), 42)
+        with self.assertRaisesRegex(dspy_adapter.CodeExecutionError, r"ValueError: \[7\]"):
+            interp.execute("raise ValueError(7)")
+        # A tool added once code ran (a caller-owned interpreter a later forward gives
+        # more tools, dspy/predict/rlm.py:505-517): state kept, the tool callable.
+        interp.tools["thrice"] = lambda x: 3 * x
+        self.assertEqual(interp.execute("thrice(m)"), 126)
+
+    def test_dspy_interpreter_files_and_env(self):
+        # As DSPy's tests of PythonInterpreter's grants (tests/primitives/
+        # test_python_interpreter.py:149-214 at 3.3.1): files at /sandbox/<basename>,
+        # read-only or writable and synced back after an execution, env vars by name.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        readable, writable = os.path.join(tmp, "in.txt"), os.path.join(tmp, "out.txt")
+        with open(readable, "w") as f:
+            f.write("test content")
+        os.environ["FOO_TEST_ENV"] = "test_value"
+        self.addCleanup(os.environ.pop, "FOO_TEST_ENV", None)
+        interp = dspy_adapter.RljailInterpreter(
+            binary=real_binary(), enable_read_paths=[readable], enable_write_paths=[writable],
+            enable_env_vars=["FOO_TEST_ENV"])
+        self.addCleanup(interp.shutdown)
+        self.assertEqual(interp.execute("open('/sandbox/in.txt').read()"), "test content")
+        self.assertEqual(interp.execute("import os\nos.getenv('FOO_TEST_ENV')"), "test_value")
+        with self.assertRaises(dspy_adapter.CodeExecutionError):
+            interp.execute("open('/sandbox/in.txt', 'w')")
+        self.assertEqual(interp.execute("with open('/sandbox/out.txt', 'w') as f:\n"
+                                        "    f.write('allowed')\n'ok'"), "ok")
+        with open(writable) as f:
+            self.assertEqual(f.read(), "allowed")
+        with self.assertRaises(dspy_adapter.CodeInterpreterError):
+            dspy_adapter.RljailInterpreter(binary=real_binary(), enable_network_access=["example.com"])
 
     def test_smolagents_executor(self):
-        ex = smol_adapter.RljailExecutor(binary=real_binary())
+        # As agents.py:1603-1606 makes a LocalPythonExecutor: imports, max_print_outputs_length.
+        ex = smol_adapter.RljailExecutor(["numpy"], 2000, binary=real_binary(),
+                                         additional_functions={"inc": lambda x: x + 1})
         self.addCleanup(ex.cleanup)
 
         class FinalAnswer:
@@ -203,6 +242,14 @@ class RealAdaptersTest(unittest.TestCase):
         ex.send_tools({"final_answer": FinalAnswer()})
         ex.send_variables({"items": [1, 2, 3]})
         self.assertEqual(ex("sum(items)").output, 6)
+        self.assertEqual(ex("inc(41)").output, 42)
+        # LocalPythonExecutor's output: a last assignment's value (its tests, 2304-2313).
+        self.assertEqual(ex("result = 'completed'").output, "completed")
+        logs = ex("print('HEAD' + 'x' * 100000 + 'TAIL')").logs
+        # Head and tail within the cap, with rljail's note of what was cut between them
+        # (smolagents' truncate_content also adds its note to max_length).
+        self.assertLess(len(logs), 2200)
+        self.assertTrue(logs.startswith("HEAD") and logs.rstrip().endswith("TAIL"), logs[-50:])
         out = ex("final_answer(max(items))")
         self.assertTrue(out.is_final_answer)
         self.assertEqual(out.output, 3)

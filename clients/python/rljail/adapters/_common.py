@@ -17,6 +17,12 @@ from ..session import Session
 INPUTS_IN_JAIL = "/rljail/inputs"
 #: Values whose JSON is longer than this go through a file, not the protocol.
 LARGE_VALUE_BYTES = 1 << 20
+#: The per-cell output cap of the RLM adapters unless the caller sets one: above what the
+#: runtimes cut each output to for the model (rlm: 20000 characters, rlm/utils/parsing.py
+#: format_iteration; dspy.RLM: max_output_chars, 10000 by default, head and tail), so that
+#: their own truncation, and DSPy's "Output (N chars)", see what their own REPLs return;
+#: within the 16 MiB reply that carries stdout and stderr, escaped.
+RUNTIME_OUTPUT_BYTES = 256 << 10
 
 
 def to_json(value):

@@ -3,37 +3,54 @@
 :class:`RljailInterpreter` follows the protocol of ``dspy/primitives/code_interpreter.py``
 (``tools``, idempotent ``start``, ``execute(code, variables)``, ``shutdown``) and the
 behaviour of its reference implementation ``dspy/primitives/python_interpreter.py`` and
-``runner.js`` (stanfordnlp/dspy 3.3.1): variables injected before each execution, a typed
-``SUBMIT`` built from ``output_fields`` that ends the run with ``FinalOutput``, recoverable
-``CodeExecutionError`` for an exception in the code, ``SyntaxError`` for code that does not
-parse, and a terminal ``CodeInterpreterError`` once the session is lost.  Unlike DSPy's own
-interpreter it has a per-execute timeout (``execute_timeout``: the session's cell timeout;
-the state is kept).
+``runner.js`` (stanfordnlp/dspy 4ed377e, 3.3.1): variables injected before each
+execution, the value of a last expression as the result when it is not None (else the
+stdout), a typed ``SUBMIT`` built from ``output_fields`` that ends the run with
+``FinalOutput``, recoverable ``CodeExecutionError`` for an exception in the code (``"Type:
+[args]"``), ``SyntaxError`` for code that does not parse, and a terminal
+``CodeInterpreterError`` once the session is lost; PythonInterpreter's file and
+environment grants; DSPy 3.3's interpreter callbacks.  Unlike DSPy's own interpreter it
+has a per-execute timeout (``execute_timeout``: the session's cell timeout; the state is
+kept).
 
 The runner's tools, and the ``llm_query``/``llm_query_batched`` that ``dspy.RLM`` puts in
-``tools`` with its own call counter, run on the host: the jail calls them through the
-bridge, and the supervisor's budgets (``max_llm_calls``...) hold besides DSPy's.
-DSPy is imported only to use its own exception and FinalOutput classes, when installed.
+``tools`` with its own call counter, run on the host (through :meth:`invoke_tool`, in a
+copy of the executing caller's contextvars): the jail calls them through the bridge, and
+the supervisor's budgets (``max_llm_calls``...) hold besides DSPy's.  Tools added once
+code ran are called through one more declared tool (``_rljail_late_tool``).  DSPy is
+imported only when installed, for its own exception and FinalOutput classes and its
+``with_callbacks``; pydantic's ``to_jsonable_python`` for values that are not plain JSON.
 
 Use it as ``dspy.RLM(..., interpreter_factory=RljailInterpreter.factory(memory="1g"))``
 (or pass the class itself, or an instance as the caller-owned interpreter).
 """
 
+import ast
 import asyncio
+import contextvars
+import functools
 import hashlib
 import inspect
 import json
 import keyword
+import os
+import shutil
+import tempfile
 import threading
 
 from ..session import CellTimeout, RequestError, SessionError, SessionLost
-from ._common import HostInputs, INPUTS_IN_JAIL, LARGE_VALUE_BYTES, release, start_session, to_json
+from ._common import (HostInputs, INPUTS_IN_JAIL, LARGE_VALUE_BYTES, RUNTIME_OUTPUT_BYTES, release,
+                      start_session, to_json)
 
 __all__ = ["RljailInterpreter", "FinalOutput", "CodeInterpreterError", "CodeExecutionError"]
 
 # The names dspy.RLM reserves in the sandbox (RLM._RESERVED_SANDBOX_NAMES) that the
 # bridge serves rather than declaring them as tools.
 _BRIDGE_TOOLS = ("llm_query", "llm_query_batched")
+# The one tool every session declares besides the runner's: tools added after a session
+# ran code (rljail declares tools when a session starts; dspy.RLM may add its tools to a
+# caller-owned interpreter at any forward) are called through it by name.
+_LATE_TOOL = "_rljail_late_tool"
 _SUBMIT_EXCEPTION = "_RljailFinalOutput"
 _SIMPLE_TYPES = ("str", "int", "float", "bool", "list", "dict", "NoneType")
 
@@ -61,7 +78,9 @@ class _CodeExecutionErrorFallback(_CodeInterpreterErrorFallback):
     """dspy's CodeExecutionError (recoverable), without DSPy."""
 
 
+@functools.lru_cache(maxsize=None)
 def _types():
+    # Looked up once: a failed import searches the path every time.
     try:
         from dspy.primitives.code_interpreter import (
             CodeExecutionError, CodeInterpreterError, FinalOutput)
@@ -103,6 +122,23 @@ def _rljail_submit_value(value):
     return json.loads(json.dumps(value, default=str))
 
 
+def _rljail_late_tool_fn(name, params):
+    """A tool added after the session started: its parameters as the host has them,
+    called through the session's late-tool bridge."""
+    def tool(*args, **kwargs):
+        if len(args) > len(params):
+            raise TypeError("%s() takes %d positional arguments but %d were given"
+                            % (name, len(params), len(args)))
+        bound = dict(zip(params, args))
+        for key in kwargs:
+            if key in bound:
+                raise TypeError("%s() got multiple values for argument %r" % (name, key))
+        bound.update(kwargs)
+        return _rljail_late_tool(name=name, kwargs=bound)
+    tool.__name__ = tool.__qualname__ = name
+    return tool
+
+
 class _RljailDSPyScaffold:
     def __init__(self, ns, names):
         self.ns = ns
@@ -110,9 +146,33 @@ class _RljailDSPyScaffold:
         self.fixed["print"] = print
         ns["_rljail_submitted"] = None
 
+    def run(self, code):
+        # As runner.js runs a cell (pyodide.runPythonAsync): the value of a last
+        # expression is the result when it is not None, and an exception's args are
+        # what the host reports.
+        import ast
+        ns = self.ns
+        ns["_rljail_value"] = ns["_rljail_exc_args"] = None
+        try:
+            tree = ast.parse(code, "<cell>", "exec")
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            exec(compile(tree, "<cell>", "exec"), ns)
+            if last is not None:
+                ns["_rljail_value"] = eval(compile(last, "<cell>", "eval"), ns)
+        except _RljailFinalOutput:
+            raise
+        except BaseException as e:
+            try:
+                ns["_rljail_exc_args"] = _rljail_submit_value(list(e.args))
+            except BaseException:
+                pass
+            raise
+
     def restore(self):
         self.ns.update(self.fixed)
-        self.ns["_rljail_submitted"] = None
+        self.ns["_rljail_submitted"] = self.ns["_rljail_value"] = None
 '''
 
 
@@ -137,6 +197,30 @@ def _submit_code(output_fields):
             "    global _rljail_submitted\n"
             "    _rljail_submitted = _rljail_submit_value({%s})\n"
             "    raise _RljailFinalOutput()\n" % (", ".join(params), ", ".join(items)))
+
+
+def _with_callbacks(fn):
+    """``fn`` under DSPy's ``dspy.utils.callback.with_callbacks`` when DSPy is installed
+    (resolved at the first call, so that DSPy is imported only when used): DSPy 3.3's
+    interpreter callbacks (on_interpreter_execute/startup/shutdown/tool_call) then fire
+    for this interpreter as for its own, with the instance's ``callbacks`` and
+    dspy.settings' (tests/callback/test_interpreter_callback.py)."""
+    wrapped = []
+
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        if not wrapped:
+            try:
+                from dspy.utils.callback import BaseCallback, with_callbacks
+            except ImportError:
+                wrapped.append(fn)
+            else:
+                # A DSPy before the interpreter events (dspy b11cfe87) would report these
+                # methods as a module's: no callbacks there, as for its own interpreter.
+                has_events = hasattr(BaseCallback, "on_interpreter_execute_start")
+                wrapped.append(with_callbacks(fn) if has_events else fn)
+        return wrapped[0](self, *args, **kwargs)
+    return method
 
 
 class _Factory:
@@ -182,8 +266,34 @@ class RljailInterpreter:
         return _Factory(cls, kwargs)
 
     def __init__(self, tools=None, output_fields=None, execute_timeout=None,
-                 include_stderr=False, large_value_bytes=LARGE_VALUE_BYTES, **session_options):
+                 include_stderr=False, large_value_bytes=LARGE_VALUE_BYTES, callbacks=None,
+                 enable_read_paths=None, enable_write_paths=None, enable_env_vars=None,
+                 enable_network_access=None, sync_files=True, deno_command=None,
+                 **session_options):
+        # PythonInterpreter's arguments (python_interpreter.py:243-345): files granted at
+        # /sandbox/<basename>, read-only or (a private copy, synced back after each
+        # execution that succeeds, as _sync_files does) writable; environment variables by
+        # name.  deno_command has no meaning here; a jail has no network to grant.
+        if isinstance(deno_command, dict):
+            raise TypeError("deno_command must be a list of strings, not a dict")
+        if enable_network_access:
+            raise _interpreter_error("enable_network_access: an rljail jail has no network; "
+                                     "give the code a tool that makes the request on the host")
+        self.enable_read_paths = list(enable_read_paths or [])
+        self.enable_write_paths = list(enable_write_paths or [])
+        self.enable_env_vars = list(enable_env_vars or [])
+        self.sync_files = sync_files
+        mounts = {}
+        for path in self.enable_read_paths + self.enable_write_paths:
+            if path:
+                name = os.path.basename(os.fspath(path))
+                real = os.path.realpath(os.path.expanduser(os.fspath(path)))
+                if mounts.get(name, real) != real:
+                    raise _interpreter_error("Mounted files must have unique basenames inside the sandbox.")
+                mounts[name] = real
+        self._files = None           # the private directory of the writable copies
         self.tools = dict(tools) if tools else {}
+        self.callbacks = list(callbacks or [])
         self.output_fields = output_fields
         self.execute_timeout = execute_timeout
         self.include_stderr = include_stderr
@@ -198,9 +308,13 @@ class RljailInterpreter:
         self._busy = threading.Lock()
         self._inputs = None
         self._large = {}             # name -> (sha256, in-jail code) of a large value's file
+        self._context = None         # the contextvars of the execute() running now
+        self._late = {}              # tools added after code ran: name -> parameters
+        self._registered_late = None
 
     # ------------------------------------------------------------ lifecycle
 
+    @_with_callbacks
     def start(self):
         """Starts the session (idempotent).  A lost or shut-down session cannot be
         restarted: its state is gone, so this raises CodeInterpreterError."""
@@ -211,10 +325,14 @@ class RljailInterpreter:
             self._terminal("the rljail session was lost (%s); its state is gone. "
                            "Create a new interpreter." % self.session.lost_reason)
 
+    @_with_callbacks
     def shutdown(self):
         """Ends the session; the interpreter cannot be used again."""
         self._ended = True
         release(self)
+        files, self._files = self._files, None
+        if files is not None:
+            shutil.rmtree(files, ignore_errors=True)
 
     def __enter__(self):
         return self
@@ -249,27 +367,71 @@ class RljailInterpreter:
             if not name.isidentifier() or keyword.iskeyword(name):
                 raise _interpreter_error("Invalid tool name: %r" % (name,))
             declared[name] = (self._tool_handler(name), _parameters(func))
+        user_tools = set(declared)
+        declared[_LATE_TOOL] = (self._late_tool, ["name", "kwargs"])
         self._inputs = HostInputs()
+        options = dict(self.session_options, cell_timeout=self.execute_timeout)
+        options.setdefault("max_output_chars", RUNTIME_OUTPUT_BYTES)
         try:
+            options["volumes"] = list(options.get("volumes") or ()) + self._mounts()
+            if self.enable_env_vars:
+                env = dict(options.get("env") or {})
+                env.update({n: os.environ[n] for n in map(str, self.enable_env_vars) if n in os.environ})
+                options["env"] = env
             self.session = start_session(
-                dict(self.session_options, cell_timeout=self.execute_timeout), declared,
+                options, declared,
                 llm=self._llm_query, llm_batched=self._llm_query_batched, inputs=self._inputs)
-        except SessionError as e:
+        except (SessionError, OSError) as e:
             self._ended = True
             raise _interpreter_error("cannot start rljail session: %s" % e)
-        self._declared = set(declared)
+        self._declared = user_tools
         self._registered_outputs = None
         self._tools_registered = False
         self._cells = 0
+        self._late = {}
+
+    def _mounts(self):
+        """The volumes of enable_read_paths and enable_write_paths."""
+        volumes = []
+        for path in self.enable_read_paths:
+            if not path:
+                continue
+            if not os.path.exists(path):
+                raise FileNotFoundError("Cannot mount non-existent file: %s" % path)
+            volumes.append("%s:/sandbox/%s:ro" % (os.path.realpath(path), os.path.basename(os.fspath(path))))
+        if self.enable_write_paths and self._files is None:
+            self._files = tempfile.mkdtemp(prefix="rljail-dspy-files-")
+        for path in self.enable_write_paths:
+            if not path:
+                continue
+            if not os.path.exists(path):
+                open(path, "a").close()
+            name = os.path.basename(os.fspath(path))
+            copy = os.path.join(self._files, name)
+            shutil.copyfile(path, copy)
+            os.chmod(copy, 0o666)  # the jail's user writes it; the directory is ours alone
+            volumes.append("%s:/sandbox/%s:rw" % (copy, name))
+        return volumes
+
+    def _sync_files(self):
+        if not self.sync_files or self._files is None:
+            return
+        for path in self.enable_write_paths:
+            if path:
+                copy = os.path.join(self._files, os.path.basename(os.fspath(path)))
+                with open(copy, "rb") as src, open(path, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
 
     # ------------------------------------------------------------ execution
 
+    @_with_callbacks
     def execute(self, code, variables=None):
         """Runs ``code`` after binding ``variables``; returns the output (a str),
         or FinalOutput when the code called SUBMIT."""
         if not self._busy.acquire(blocking=False):
-            raise _interpreter_error("RljailInterpreter cannot execute while it executes "
-                                       "(from one of its tools, or from two threads).")
+            # python_interpreter.py's words: "cannot execute recursively from one of its tools".
+            raise _interpreter_error("RljailInterpreter cannot execute recursively from one of "
+                                     "its tools (or from two threads at once).")
         try:
             return self._execute(code, variables or {})
         finally:
@@ -281,22 +443,30 @@ class RljailInterpreter:
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
                 raise _interpreter_error("Invalid variable name: '%s'" % (key,))
         self.start()
-        if set(self._user_tools()) != self._declared:
-            if self._cells:
-                raise _interpreter_error(
-                    "tools %s were added after the session started; rljail declares tools "
-                    "when a session starts" % sorted(set(self._user_tools()) - self._declared))
+        tools = self._user_tools()
+        if set(tools) - self._declared and not self._cells:
             # No state to lose yet (a pre-warmed interpreter): start again with the tools.
             self.session.close()
             self._inputs.remove()
             self.session = None
             self._spawn()
-        if not self._tools_registered or self._registered_outputs != self.output_fields:
+        late = {}
+        for name in sorted(set(tools) - self._declared):
+            if not name.isidentifier() or keyword.iskeyword(name):
+                raise _interpreter_error("Invalid tool name: %r" % (name,))
+            late[name] = _parameters(tools[name])
+        self._late = late
+        if (not self._tools_registered or self._registered_outputs != self.output_fields
+                or self._registered_late != late):
             self._register()
+        # DSPy's PythonInterpreter calls tools in the thread that executes, so they see
+        # its contextvars (dspy.context(lm=...) overrides: dspy/dsp/utils/settings.py);
+        # the session's handlers run on its pool, each in a copy of these.
+        self._context = contextvars.copy_context()
         try:
             for name, value in variables.items():
                 self._bind(name, value)
-            result = self.session.run(code)
+            result = self.session.run("_rljail_dspy.run(%r)" % (code,))
             self._cells += 1
         except CellTimeout as e:
             self._cells += 1
@@ -308,11 +478,22 @@ class RljailInterpreter:
         except RequestError as e:
             self._terminal("rljail refused the execution: %s" % e)
         error = result.error
-        submitted = None
-        if error is not None and error.type == _SUBMIT_EXCEPTION:
-            submitted = self._get("_rljail_submitted")
-        self._restore()
+        submitted = value = args = None
         if error is None:
+            if _ends_with_expression(code):
+                value = self._get("_rljail_value")
+        elif error.type == _SUBMIT_EXCEPTION:
+            submitted = self._get("_rljail_submitted")
+        elif error.type != "SyntaxError":
+            args = self._get("_rljail_exc_args")
+        self._restore()
+        if error is None or error.type == _SUBMIT_EXCEPTION:
+            self._sync_files()
+        if error is None:
+            # runner.js: the last expression's value when it is not None, else the
+            # captured stdout (python_interpreter.py returns it as it comes).
+            if value is not None:
+                return value
             output = result.stdout
             if self.include_stderr and result.stderr:
                 output = output + result.stderr
@@ -321,14 +502,20 @@ class RljailInterpreter:
             return _final_output(submitted)
         if error.type == "SyntaxError":
             raise SyntaxError("Invalid Python syntax. message: %s" % error.message)
-        raise _execution_error("%s: %s" % (error.type, error.message))
+        # python_interpreter.py execute: f"{error_type}: {args or message}", args the
+        # exception's args as a list (JSON from the sandbox).
+        raise _execution_error("%s: %s" % (error.type, args or error.message))
 
     def _register(self):
-        names = list(_BRIDGE_TOOLS) + sorted(self._declared) + ["SUBMIT"]
-        code = "%s\n%s\n_rljail_dspy = _RljailDSPyScaffold(globals(), %r)\n" % (
-            _SCAFFOLD, _submit_code(self.output_fields), names)
+        late = dict(self._late)
+        names = (list(_BRIDGE_TOOLS) + sorted(self._declared) + sorted(late)
+                 + ["SUBMIT", _LATE_TOOL])
+        wrappers = "".join("%s = _rljail_late_tool_fn(%r, %r)\n" % (n, n, p) for n, p in sorted(late.items()))
+        code = "%s\n%s\n%s_rljail_dspy = _RljailDSPyScaffold(globals(), %r)\n" % (
+            _SCAFFOLD, _submit_code(self.output_fields), wrappers, names)
         self._scaffold(code)
         self._registered_outputs = self.output_fields
+        self._registered_late = late
         self._tools_registered = True
 
     def _restore(self):
@@ -352,7 +539,7 @@ class RljailInterpreter:
 
     def _bind(self, name, value):
         try:
-            value = to_json(value)
+            value = _coerce(value)
         except TypeError as e:
             raise _interpreter_error("Unsupported value type: %s" % e)
         if isinstance(value, str):
@@ -373,25 +560,44 @@ class RljailInterpreter:
 
     # ------------------------------------------------------------ calls from the jail
 
+    @_with_callbacks
+    def invoke_tool(self, tool_name, kwargs):
+        """Calls the host tool ``tool_name`` with ``kwargs`` and returns its raw result
+        (an async tool's awaited), as PythonInterpreter.invoke_tool does; every call
+        from the jail comes through here (llm_query and llm_query_batched too)."""
+        func = self.tools.get(tool_name)
+        if func is None:
+            raise _interpreter_error("Unknown tool: %s" % tool_name)
+        return _await(func(**kwargs))
+
+    def _in_caller_context(self, call):
+        context = self._context
+        if context is None:
+            return call()
+        return context.copy().run(call)
+
     def _tool_handler(self, name):
         def handler(**kwargs):
-            func = self.tools.get(name)
-            if func is None:
-                raise LookupError("Unknown tool: %s" % name)
-            return _jsonable(_await(func(**kwargs)))
+            return _jsonable(self._in_caller_context(lambda: self.invoke_tool(name, kwargs)))
         return handler
 
+    def _late_tool(self, name=None, kwargs=None):
+        if name not in self._late:
+            raise LookupError("Unknown tool: %s" % (name,))
+        if not isinstance(kwargs, dict):
+            raise TypeError("kwargs must be a dict")
+        return self._tool_handler(name)(**kwargs)
+
     def _llm_query(self, prompt, model=None):
-        func = self.tools.get("llm_query")
-        if func is None:
+        if "llm_query" not in self.tools:
             raise LookupError("llm_query is not configured (dspy.RLM provides it)")
-        return func(prompt)
+        return self._in_caller_context(lambda: self.invoke_tool("llm_query", {"prompt": prompt}))
 
     def _llm_query_batched(self, prompts, model=None):
-        func = self.tools.get("llm_query_batched")
-        if func is None:
+        if "llm_query_batched" not in self.tools:
             raise LookupError("llm_query_batched is not configured (dspy.RLM provides it)")
-        return func(prompts)
+        return self._in_caller_context(
+            lambda: self.invoke_tool("llm_query_batched", {"prompts": prompts}))
 
 
 def _parameters(func):
@@ -409,11 +615,39 @@ def _await(result):
     return result
 
 
+def _coerce(value):
+    """``value`` as JSON data, as python_interpreter.py's _to_json_compatible makes it:
+    plain JSON, models, dataclasses, tuples and sets, and else what pydantic's
+    ``to_jsonable_python`` makes of it (datetimes, enums, UUIDs...; pydantic is there
+    wherever DSPy is).  TypeError when neither can."""
+    try:
+        return to_json(value)
+    except TypeError as first:
+        try:
+            from pydantic_core import to_jsonable_python
+        except ImportError:
+            raise first
+        try:
+            return to_json(to_jsonable_python(value))
+        except Exception:
+            raise first
+
+
+def _ends_with_expression(code):
+    """Whether the code's last statement is an expression (whose value the jail kept);
+    True when the host cannot parse it (the jail's Python may be newer)."""
+    try:
+        body = ast.parse(code).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    return bool(body) and isinstance(body[-1], ast.Expr)
+
+
 def _jsonable(value):
     # python_interpreter._handle_tool_call: None is "", JSON passes, anything else its str.
     if value is None:
         return ""
     try:
-        return to_json(value)
+        return _coerce(value)
     except TypeError:
         return str(value)

@@ -40,7 +40,7 @@ import threading
 import time
 
 from ..session import CellTimeout
-from ._common import HostInputs, bind, release, start_session
+from ._common import RUNTIME_OUTPUT_BYTES, HostInputs, bind, release, start_session
 
 __all__ = ["RljailREPL", "install", "REPLResult"]
 
@@ -114,8 +114,7 @@ class _RljailRLMScaffold:
         return ("Error: Variable '%s' not found. No variables have been created yet. You must create "
                 "and assign a variable in a REPL block BEFORE calling FINAL_VAR on it." % variable_name)
 
-    def restore(self, value_chars):
-        import json
+    def restore(self, value_chars, total_chars):
         ns = self.ns
         ns.update(self.fixed)
         current = ns.get("answer")
@@ -133,25 +132,39 @@ class _RljailRLMScaffold:
             ns["history"] = ns.get("_rljail_compaction", [])
         elif "history_0" in ns:
             ns["history"] = ns["history_0"]
+        final, self.final = self.final, None
+        ns["_rljail_report"] = {"final": final, "locals": self.snapshot(value_chars, total_chars)}
+
+    def snapshot(self, value_chars, total_chars):
+        # Each value's JSON up to value_chars, all of them up to total_chars (the reply
+        # that carries them holds 12 MiB); the others stay here, named by type and repr.
+        import json
+        ns = self.ns
         shown = {}
+        used = 0
         # As LocalREPL's locals: the user's variables and the answer dict.
-        for k, v in list(self.user_vars().items()) + [("answer", dict(ns["answer"]))]:
+        current = ns.get("answer")
+        first = [("answer", dict(current))] if isinstance(current, dict) else []
+        for k, v in first + list(self.user_vars().items()):
             entry = [type(v).__name__, None, None]
-            try:
-                text = json.dumps(v)
-                if len(text) <= value_chars:
-                    entry[1] = v
-                    entry[2] = True
-            except (TypeError, ValueError, RecursionError):
-                pass
+            # A long string (a context of megabytes) is not even dumped: it stays here.
+            room = min(value_chars, total_chars - used)
+            if not (isinstance(v, str) and len(v) > room):
+                try:
+                    text = json.dumps(v)
+                    if len(text) <= room:
+                        entry[1] = v
+                        entry[2] = True
+                        used += len(text)
+                except (TypeError, ValueError, RecursionError):
+                    pass
             if entry[2] is None:
                 try:
                     entry[2] = repr(v)[:200]
                 except Exception:
                     entry[2] = "<%s>" % type(v).__name__
             shown[k] = entry
-        final, self.final = self.final, None
-        ns["_rljail_report"] = {"final": final, "locals": shown}
+        return shown
 '''
 
 
@@ -204,7 +217,10 @@ def _completion(data):
         from rlm.core.types import RLMChatCompletion
     except ImportError:
         return data
-    return RLMChatCompletion.from_dict(data)
+    try:
+        return RLMChatCompletion.from_dict(data)
+    except Exception:  # a handler's odd reply must not fail the cell after the fact
+        return data
 
 
 def lm_request(address, payload, timeout=300):
@@ -233,6 +249,14 @@ def _recv_exactly(sock, n):
     return b"".join(chunks)
 
 
+def _decode_locals(shown):
+    """The scaffold's snapshot ({name: [type, value, True or repr]}) as locals."""
+    locals_ = {}
+    for name, (type_name, value, is_value) in (shown if isinstance(shown, dict) else {}).items():
+        locals_[name] = value if is_value is True else JailedValue(type_name, str(is_value))
+    return locals_
+
+
 def _tool_value(entry):
     # base_env.extract_tool_value: {"tool": value, "description": ...} or the value itself.
     if isinstance(entry, dict) and "tool" in entry:
@@ -247,9 +271,11 @@ class RljailREPL:
     ``setup_code``, ``persistent``, ``depth``, ``subcall_fn``, ``custom_tools``,
     ``custom_sub_tools``, ``compaction``, ``max_concurrent_subcalls``) plus ``rljail``,
     a dict of :class:`rljail.Session` options (``memory``, ``cell_timeout``,
-    ``volumes``, ``max_llm_calls``...).  ``values_chars`` bounds the JSON of each
-    variable copied back into :attr:`REPLResult.locals`; larger ones (a context of
-    megabytes) stay in the jail and appear as :class:`JailedValue`.
+    ``volumes``, ``max_llm_calls``...).  ``values_chars`` (64 KiB) bounds the JSON of
+    each variable copied back into :attr:`REPLResult.locals` after every cell (4 MiB in
+    all); larger ones (a context of megabytes) stay in the jail and appear as
+    :class:`JailedValue`.  :attr:`locals` reads the namespace on demand with larger
+    bounds, as rlm's own tests read LocalREPL's.
 
     Every cell is followed by one short scaffold cell (restoring the reserved names and
     reporting the final answer and the variables), which ``--max-cells`` counts too.
@@ -260,11 +286,12 @@ class RljailREPL:
     def __init__(self, lm_handler_address=None, context_payload=None, setup_code=None,
                  persistent=False, depth=1, subcall_fn=None, custom_tools=None,
                  custom_sub_tools=None, compaction=False, max_concurrent_subcalls=4,
-                 rljail=None, values_chars=2000, **kwargs):
+                 rljail=None, values_chars=64 << 10, **kwargs):
         reserved = set(custom_tools or {}) & RESERVED_NAMES
         if reserved:
-            raise ValueError("Custom tools cannot override reserved REPL functions: %s"
-                             % sorted(reserved))
+            # As rlm/environments/base_env.py validate_custom_tools words it.
+            raise ValueError("Custom tools cannot override reserved REPL functions: %s. "
+                             "Reserved names: %s" % (sorted(reserved), sorted(RESERVED_NAMES)))
         self.persistent = persistent
         self.depth = depth
         self.max_concurrent_subcalls = max_concurrent_subcalls
@@ -283,6 +310,7 @@ class RljailREPL:
         self._calls_lock = threading.Lock()
         self.session = None
         self._inputs = None
+        self.temp_dir = None
         self.setup()
         if context_payload is not None:
             self.load_context(context_payload)
@@ -298,8 +326,13 @@ class RljailREPL:
             value = _tool_value(entry)
             (tools if callable(value) else values)[name] = value
         self._inputs = HostInputs()
+        # LocalREPL.temp_dir's counterpart: the host directory of large inputs, removed
+        # by cleanup (the jail's own scratch is gone with the jail).
+        self.temp_dir = self._inputs.dir
+        options = dict(self.options)
+        options.setdefault("max_output_chars", RUNTIME_OUTPUT_BYTES)
         self.session = start_session(
-            self.options, tools, llm=self._llm_query, llm_batched=self._llm_query_batched,
+            options, tools, llm=self._llm_query, llm_batched=self._llm_query_batched,
             rlm=self._rlm_query, rlm_batched=self._rlm_query_batched, inputs=self._inputs)
         self._scaffold("%s\n_rljail_rlm = _RljailRLMScaffold(globals(), %r, %r)\n"
                        % (_SETUP, sorted(tools), bool(self.compaction)))
@@ -312,6 +345,19 @@ class RljailREPL:
     def cleanup(self):
         """Ends the session and removes what it left on the host."""
         release(self)
+
+    @property
+    def locals(self):
+        """The jail's namespace as LocalREPL.locals shows it (the user's variables,
+        ``context``..., non-callable custom tools, ``answer``), read from the jail at each
+        access, each value in full up to 4 MiB of JSON and 8 MiB in all (the rest, a
+        context of megabytes, are :class:`JailedValue`).
+        Empty once cleaned up, as LocalREPL's is.  rlm's own tests read it
+        (tests/test_local_repl.py, tests/test_local_repl_persistent.py at 72d6940)."""
+        if self.session is None:
+            return {}
+        self._scaffold("_rljail_locals = _rljail_rlm.snapshot(%d, %d)" % (4 << 20, 8 << 20))
+        return _decode_locals(self.session.get("_rljail_locals"))
 
     def __enter__(self):
         return self
@@ -390,9 +436,7 @@ class RljailREPL:
             # As LocalREPL: the exception's type and message after the cell's stderr.
             stderr = stderr + "\n%s: %s" % (result.error.type, result.error.message)
         report = self._restore()
-        locals_ = {}
-        for name, (type_name, value, is_value) in report.get("locals", {}).items():
-            locals_[name] = value if is_value is True else JailedValue(type_name, str(is_value))
+        locals_ = _decode_locals(report.get("locals"))
         with self._calls_lock:
             calls = [_completion(c) if isinstance(c, dict) else c for c in self._pending_calls]
             self._pending_calls = []
@@ -401,7 +445,7 @@ class RljailREPL:
                           final_answer=report.get("final"))
 
     def _restore(self):
-        self._scaffold("_rljail_rlm.restore(%d)" % int(self.values_chars))
+        self._scaffold("_rljail_rlm.restore(%d, %d)" % (int(self.values_chars), 4 << 20))
         report = self.session.get("_rljail_report")
         return report if isinstance(report, dict) else {}
 
@@ -429,7 +473,8 @@ class RljailREPL:
         try:
             data = lm_request(self.lm_handler_address, payload)
         except Exception as e:
-            return "Error: LM query failed - %s" % e
+            # comms_utils.send_lm_request's words, as LocalREPL shows them.
+            return "Error: Request failed: %s" % e
         if data.get("error") is not None:
             return "Error: %s" % data["error"]
         completion = data.get("chat_completion") or {}
@@ -445,7 +490,7 @@ class RljailREPL:
         try:
             data = lm_request(self.lm_handler_address, payload)
         except Exception as e:
-            return ["Error: LM query failed - %s" % e] * len(prompts)
+            return ["Error: Request failed: %s" % e] * len(prompts)
         if data.get("error") is not None:
             return ["Error: %s" % data["error"]] * len(prompts)
         completions = data.get("chat_completions")

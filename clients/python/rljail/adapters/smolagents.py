@@ -12,13 +12,17 @@ so a tool's credentials and network stay outside the jail.
 ``final_answer(...)`` in the code calls the host's FinalAnswerTool and then ends the code
 with a ``FinalAnswerException`` (a BaseException, as smolagents has it); the executor
 returns the host tool's own return value with ``is_final_answer=True``.  The value of a
-last expression is returned as ``output``, as the local executor does.
+last expression or assignment is returned as ``output``, as the local executor does.
 
 Use it as ``CodeAgent(tools=[...], model=..., executor=RljailExecutor(memory="1g"))``.
-smolagents is never imported: this module needs only its calling convention.
+When smolagents is installed, the executor is a ``PythonExecutor`` subclass and returns
+smolagents' own ``CodeOutput``; without it, this module needs only its calling convention.
 """
 
 import ast
+import contextvars
+import functools
+import re
 import threading
 
 from ..session import CellTimeout, SessionError
@@ -27,9 +31,20 @@ from ._common import HostInputs, bind, release, start_session, to_json
 __all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError"]
 
 
-class CodeOutput:
-    """smolagents' CodeOutput (output, logs, is_final_answer), as a plain class; the
-    agent reads only these three attributes."""
+@functools.lru_cache(maxsize=None)
+def _runtime():
+    """smolagents' PythonExecutor and CodeOutput when it is installed, else None, None
+    (looked up once: a failed import searches the path every time)."""
+    try:
+        from smolagents.local_python_executor import CodeOutput, PythonExecutor
+    except ImportError:
+        return None, None
+    return PythonExecutor, CodeOutput
+
+
+class _CodeOutputFallback:
+    """smolagents' CodeOutput (output, logs, is_final_answer), as a plain class, for
+    when smolagents is not installed; the agent reads only these three attributes."""
 
     __slots__ = ("output", "logs", "is_final_answer")
 
@@ -39,7 +54,7 @@ class CodeOutput:
         self.is_final_answer = is_final_answer
 
     def __eq__(self, other):
-        if not isinstance(other, CodeOutput):
+        if not isinstance(other, _CodeOutputFallback):
             return NotImplemented
         return (self.output, self.logs, self.is_final_answer) == (
             other.output, other.logs, other.is_final_answer)
@@ -49,12 +64,31 @@ class CodeOutput:
             self.output, self.logs, self.is_final_answer)
 
 
+def _code_output(output, logs, is_final_answer):
+    cls = _runtime()[1] or _CodeOutputFallback
+    return cls(output=output, logs=logs, is_final_answer=is_final_answer)
+
+
+def __getattr__(name):
+    # CodeOutput is smolagents' own dataclass when smolagents is installed.
+    if name == "CodeOutput":
+        return _runtime()[1] or _CodeOutputFallback
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
 class JailedCodeError(Exception):
     """The agent's code raised (or ran past its time limit) in the jail.  CodeAgent turns
     it into an AgentExecutionError that the model sees; the session's state is kept."""
 
 
 _FINAL_EXCEPTION = "FinalAnswerException"
+# Declared in every session besides the agent's tools: tools sent once the session started
+# (rljail declares tools when a session starts) are called through it by name.
+_LATE_TOOL = "_rljail_late_tool"
+#: smolagents' DEFAULT_MAX_LEN_OUTPUT: LocalPythonExecutor's print-output cap.
+DEFAULT_MAX_LEN_OUTPUT = 50000
+#: smolagents' MAX_EXECUTION_TIME_SECONDS (rljail's default cell timeout is the same).
+MAX_EXECUTION_TIME_SECONDS = 30
 
 # Runs in the jail after the session starts: final_answer ends the code, and the tools'
 # names come back after every execution (LocalPythonExecutor refuses to rebind them).
@@ -77,10 +111,43 @@ class _RljailSmolScaffold:
         self.fixed = {n: ns[n] for n in names if n in ns}
         self.fixed["FinalAnswerException"] = FinalAnswerException
 
+    def late(self, name, params):
+        # A tool sent once the session started: called through the late-tool bridge.
+        def tool(*args, **kwargs):
+            if len(args) > len(params):
+                raise TypeError("%s() takes %d positional arguments but %d were given"
+                                % (name, len(params), len(args)))
+            bound = dict(zip(params, args))
+            for key in kwargs:
+                if key in bound:
+                    raise TypeError("%s() got multiple values for argument %r" % (name, key))
+            bound.update(kwargs)
+            return _rljail_late_tool(name=name, kwargs=bound)
+        tool.__name__ = tool.__qualname__ = name
+        if name == "final_answer":
+            bridge = tool
+
+            def tool(*args, **kwargs):
+                raise FinalAnswerException(bridge(*args, **kwargs))
+        self.ns[name] = self.fixed[name] = tool
+
     def restore(self):
         self.ns.update(self.fixed)
         self.ns["_rljail_last"] = None
 '''
+
+
+def _offsets(code):
+    """A function from an ast (lineno, col_offset) to an index into ``code``.  Lines are
+    split where the tokenizer splits them (\\n, \\r\\n, \\r), not where str.splitlines
+    does (it also splits at form feeds and other separators a string literal may hold);
+    ast columns count UTF-8 bytes, the string is indexed by characters."""
+    lines = re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", code)
+
+    def offset(lineno, col):
+        before = sum(len(line) for line in lines[: lineno - 1])
+        return before + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+    return offset
 
 
 def capture_last_expression(code, name="_rljail_last"):
@@ -94,16 +161,39 @@ def capture_last_expression(code, name="_rljail_last"):
     if not tree.body or not isinstance(tree.body[-1], ast.Expr):
         return code, False
     node = tree.body[-1]
-    lines = code.splitlines(keepends=True)
-
-    def offset(lineno, col):
-        # ast columns count UTF-8 bytes; the string is indexed by characters.
-        before = sum(len(line) for line in lines[: lineno - 1])
-        return before + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
-
+    offset = _offsets(code)
     start = offset(node.lineno, node.col_offset)
     end = offset(node.end_lineno, node.end_col_offset)
     return code[:start] + name + " = (" + code[start:end] + ")" + code[end:], True
+
+
+def capture_last_value(code, name="_rljail_last"):
+    """``code`` rewritten so that ``name`` holds what LocalPythonExecutor returns as the
+    output (local_python_executor.py evaluate_python_code: the value of the last top-level
+    statement): a last expression's value, or an assignment's (``x = 5``, ``a = b = f()``,
+    ``x: int = 5``, ``x += 1``); and whether it does.  Other last statements (loops, ifs,
+    defs) give None here, as the remote executors have it."""
+    expr_code, captured = capture_last_expression(code, name)
+    if captured:
+        return expr_code, True
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return code, False
+    if not tree.body:
+        return code, False
+    node = tree.body[-1]
+    offset = _offsets(code)
+    if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        start = offset(node.value.lineno, node.value.col_offset)
+        end = offset(node.value.end_lineno, node.value.end_col_offset)
+        return code[:start] + "(" + name + " := (" + code[start:end] + "))" + code[end:], True
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, (ast.Name, ast.Attribute, ast.Subscript)):
+        start = offset(node.target.lineno, node.target.col_offset)
+        end = offset(node.target.end_lineno, node.target.end_col_offset)
+        tail = "" if code.endswith("\n") else "\n"
+        return code + tail + "%s = (%s)\n" % (name, code[start:end]), True
+    return code, False
 
 
 def _tool_parameters(tool):
@@ -114,14 +204,23 @@ def _tool_parameters(tool):
     return tool_parameters(tool)
 
 
-class RljailExecutor:
+class RljailExecutor(_runtime()[0] or object):
     """smolagents' PythonExecutor over one ``rljail session``.
 
-    ``additional_authorized_imports`` is accepted for CodeAgent's sake and not used: the
-    jail, not an import list, is the boundary (every module of the jail's Python may be
-    imported).  ``max_print_outputs_length`` becomes the session's per-cell output cap,
-    ``timeout_seconds`` its cell timeout (the state is kept when it fires).  Every other
-    keyword argument is a :class:`rljail.Session` option.
+    The constructor takes both executors' arguments: ``additional_authorized_imports``
+    first (accepted for CodeAgent's sake and not used: the jail, not an import list, is
+    the boundary), then the remote executors' ``logger`` or LocalPythonExecutor's
+    ``max_print_outputs_length`` (an int in that place is taken as the latter).
+    ``max_print_outputs_length`` becomes the session's per-cell output cap,
+    ``timeout_seconds`` its cell timeout (the state is kept when it fires);
+    ``additional_functions`` (LocalPythonExecutor's) are host functions callable from
+    the jail like tools; ``allow_pickle`` (the remote executors') is accepted and unused:
+    nothing from the jail is ever unpickled.  Every other keyword argument is a
+    :class:`rljail.Session` option.
+
+    ``output`` is the value of a last expression or assignment, as LocalPythonExecutor
+    returns it (:func:`capture_last_value`).  Tools run in a copy of the caller's
+    contextvars, as in the agent's thread.
 
     The session starts at the first :meth:`send_tools` (tools are declared when a
     session starts) or the first execution; variables sent before are bound then.  A
@@ -131,23 +230,34 @@ class RljailExecutor:
 
     def __init__(self, additional_authorized_imports=(), logger=None,
                  max_print_outputs_length=None, timeout_seconds=None, include_stderr=False,
-                 **session_options):
+                 additional_functions=None, allow_pickle=False, **session_options):
+        if isinstance(logger, int) and not isinstance(logger, bool) and max_print_outputs_length is None:
+            # LocalPythonExecutor(additional_authorized_imports, max_print_outputs_length, ...)
+            logger, max_print_outputs_length = None, logger
         self.additional_authorized_imports = list(additional_authorized_imports or ())
         self.logger = logger
+        self.additional_functions = dict(additional_functions or {})
+        self.allow_pickle = allow_pickle
+        self.timeout_seconds = timeout_seconds
         self.include_stderr = include_stderr
         self.session_options = dict(session_options)
-        if max_print_outputs_length is not None:
-            self.session_options.setdefault("max_output_chars", max_print_outputs_length)
+        if max_print_outputs_length is None:
+            # LocalPythonExecutor's default (DEFAULT_MAX_LEN_OUTPUT, local_python_executor.py:1718).
+            max_print_outputs_length = DEFAULT_MAX_LEN_OUTPUT
+        self.max_print_outputs_length = max_print_outputs_length
+        self.session_options.setdefault("max_output_chars", max_print_outputs_length)
         if timeout_seconds is not None:
             self.session_options.setdefault("cell_timeout", timeout_seconds)
         self.session = None
         self._tools = {}
         self._declared = None
+        self._late = {}
         self._pending_vars = {}
         self._cells = 0
         self._inputs = None
         self._final = None           # (value,) from the host's final_answer in this cell
         self._final_lock = threading.Lock()
+        self._context = None         # the contextvars of the call running now
 
     @property
     def lost_reason(self):
@@ -159,14 +269,16 @@ class RljailExecutor:
         """Makes ``tools`` (name -> smolagents Tool, managed agent or callable) callable
         by name in the jail, each running on the host."""
         self._tools = dict(tools)
-        names = set(self._tools)
-        if self.session is not None and names != self._declared:
-            if self._cells:
-                raise ValueError("tools %s came after the session's first execution; rljail "
-                                 "declares tools when a session starts" % sorted(names - self._declared))
-            self.cleanup()
         if self.session is None:
             self._start()
+            return
+        # The session is running (it may hold variables already): new tools join it
+        # through the late-tool bridge; a tool no longer sent is refused on the host.
+        late = {n: _tool_parameters(t) for n, t in self._callables().items()
+                if n not in self._declared and n not in self._late}
+        for name, params in sorted(late.items()):
+            self._scaffold("_rljail_smol.late(%r, %r)" % (name, params))
+        self._late.update(late)
 
     def send_variables(self, variables):
         """Binds each of ``variables`` (JSON values) in the jail's namespace."""
@@ -180,16 +292,20 @@ class RljailExecutor:
         """Runs the agent's code; returns a CodeOutput, or raises JailedCodeError."""
         if self.session is None:
             self._start()
-        code, captured = capture_last_expression(code_action)
+        code, captured = capture_last_value(code_action)
         with self._final_lock:
             self._final = None
+        self._context = contextvars.copy_context()
         try:
             result = self.session.run(code)
         except CellTimeout as e:
             self._cells += 1
             self._restore()
-            raise JailedCodeError("%s\nExecuting code yielded an error:\nCellTimeout\n%s (the state is kept)"
-                                  % (self._logs(e.result), e.result.error.message))
+            # local_python_executor.py timeout(): its ExecutionTimeoutError's words.
+            limit = self.timeout_seconds if self.timeout_seconds is not None else MAX_EXECUTION_TIME_SECONDS
+            raise JailedCodeError("%s\nExecuting code yielded an error:\nCellTimeout\nCode execution exceeded "
+                                  "the maximum execution time of %s seconds (%s; the state is kept)"
+                                  % (self._logs(e.result), limit, e.result.error.message))
         self._cells += 1
         logs = self._logs(result)
         error = result.error
@@ -197,7 +313,7 @@ class RljailExecutor:
             final, self._final = self._final, None
         if error is not None and error.type == _FINAL_EXCEPTION and final is not None:
             self._restore()
-            return CodeOutput(output=final[0], logs=logs, is_final_answer=True)
+            return _code_output(final[0], logs, True)
         output = None
         if error is None and captured:
             output = self.session.get("_rljail_last")
@@ -205,7 +321,7 @@ class RljailExecutor:
         if error is not None:
             raise JailedCodeError("%s\nExecuting code yielded an error:\n%s\n%s\n%s"
                                   % (logs, error.type, error.message, error.traceback))
-        return CodeOutput(output=output, logs=logs, is_final_answer=False)
+        return _code_output(output, logs, False)
 
     def cleanup(self):
         """Ends the session (CodeAgent.cleanup calls this)."""
@@ -220,6 +336,12 @@ class RljailExecutor:
         self.cleanup()
         return False
 
+    def __del__(self):
+        try:
+            self.cleanup()
+        except Exception:
+            pass
+
     # ------------------------------------------------------------ plumbing
 
     def _logs(self, result):
@@ -229,14 +351,17 @@ class RljailExecutor:
 
     def _start(self):
         declared = {}
-        for name, tool in self._tools.items():
+        for name, tool in self._callables().items():
             declared[name] = (self._handler(name), _tool_parameters(tool))
+        names = sorted(declared)
+        declared[_LATE_TOOL] = (self._late_tool, ["name", "kwargs"])
         self._inputs = HostInputs()
         self.session = start_session(self.session_options, declared, inputs=self._inputs)
-        self._declared = set(declared)
+        self._declared = set(names)
+        self._late = {}
         self._cells = 0
         self._scaffold("%s\n_rljail_smol = _RljailSmolScaffold(globals(), %r)\n"
-                       % (_SCAFFOLD, sorted(declared)))
+                       % (_SCAFFOLD, names + [_LATE_TOOL]))
         pending, self._pending_vars = self._pending_vars, {}
         self.send_variables(pending)
 
@@ -251,12 +376,33 @@ class RljailExecutor:
         if result.error is not None:
             raise SessionError("the executor's scaffold failed in the jail: %s" % result.error)
 
+    def _late_tool(self, name=None, kwargs=None):
+        if name not in self._late:
+            raise LookupError("no tool named %r" % (name,))
+        if not isinstance(kwargs, dict):
+            raise TypeError("kwargs must be a dict")
+        return self._handler(name)(**kwargs)
+
+    def _callables(self):
+        # As LocalPythonExecutor.send_tools: the tools, then the additional functions.
+        return dict(self._tools, **self.additional_functions)
+
     def _handler(self, name):
         def handler(**kwargs):
-            tool = self._tools.get(name)
+            tool = self._callables().get(name)
             if tool is None:
                 raise LookupError("no tool named %r" % name)
-            value = tool(**kwargs)
+            args = ()
+            params = _tool_parameters(tool)
+            if len(kwargs) == 1 and params and params[0] in kwargs and isinstance(kwargs[params[0]], dict):
+                # tool({...}) as the code wrote it: Tool.__call__ takes a lone dict of its
+                # inputs as keyword arguments (tools.py), so it gets it positionally.
+                args, kwargs = (kwargs[params[0]],), {}
+            context = self._context
+            if context is not None:
+                value = context.copy().run(tool, *args, **kwargs)
+            else:
+                value = tool(*args, **kwargs)
             if name == "final_answer":
                 # The answer the agent gets is the host tool's own value, not what the
                 # jail makes of it.
