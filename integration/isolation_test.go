@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -548,6 +549,13 @@ print(json.dumps(dict(os.environ)))
 		for _, e := range limitEnvs() {
 			if e.mode == m && e.mech["memory_bytes"] == "rlimit" {
 				want["MALLOC_ARENA_MAX"] = "2"
+			}
+		}
+		// The default --cpus 1 on a host of more CPUs sizes the numeric
+		// libraries' thread pools (README, limits; TestThreadPoolHints).
+		if runtime.NumCPU() > 1 {
+			for _, k := range []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "NUMEXPR_NUM_THREADS"} {
+				want[k] = "1"
 			}
 		}
 		for k, v := range want {
