@@ -327,7 +327,7 @@ func (s *Session) workerOp(req Request) reply {
 	if !w.OK {
 		e := ErrorInfo{Type: ErrWorker}
 		if w.Error != nil {
-			e = *w.Error
+			e = workerError(*w.Error)
 		}
 		return reply{"ok": false, "error": e}
 	}
@@ -452,8 +452,9 @@ func (s *Session) exec(req Request) reply {
 		}
 		rep["error"] = nil
 		if w.Error != nil {
-			rep["error"] = *w.Error
-			outcome = w.Error.Type
+			e := workerError(*w.Error)
+			rep["error"] = e
+			outcome = e.Type
 		}
 		if to {
 			e := ErrorInfo{Type: ErrCellTimeout, Message: "the cell overran its timeout of " + s.cfg.CellTimeout.String() + " and was interrupted; the namespace is kept"}
@@ -508,6 +509,24 @@ func (s *Session) audit(cell int, code, outcome string, wall time.Duration, rep 
 	if _, err := s.cfg.Audit.Write(append(b, '\n')); err != nil {
 		s.cfg.Log.Warn("write the audit log", "err", err)
 	}
+}
+
+// workerError is the worker's account of an exception, which the cell
+// can make say anything (an exception class of its own named CellTimeout,
+// a __repr__ raising one named SessionLost, a patched worker): a
+// supervisor's verdict among them becomes a WorkerError that says what was
+// claimed, and the reason of a lost session is never the worker's, so that
+// a runner cannot be made to count a timeout that did not happen or give
+// up a session that lives.
+func workerError(e ErrorInfo) ErrorInfo {
+	e.Reason = ""
+	// Only the supervisor knows that a cell overran its timeout or that
+	// the jail is gone.
+	if e.Type == ErrCellTimeout || e.Type == ErrSessionLost {
+		e.Message = "the worker claimed " + e.Type + " (only the supervisor gives it): " + e.Message
+		e.Type = ErrWorker
+	}
+	return e
 }
 
 // capNames keeps the worker's list of names within bounds.
