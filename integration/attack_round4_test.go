@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func init() {
@@ -28,6 +29,10 @@ func init() {
 			mechanism: "a cell raises an exception class of its own named CellTimeout, and makes get fail with one named SessionLost (a __repr__ that raises it), so that the runner counts a timeout that never happened and gives up a session whose jail lives",
 			layer:     "session.workerError: CellTimeout and SessionLost are the supervisor's verdicts only; the worker's claim of one becomes a WorkerError saying what it claimed, and a lost session's reason is never the worker's",
 			run:       attackSessionForgedVerdicts},
+		{name: "session_request_hangs", group: groupDoS,
+			mechanism: "requests the worker cannot decode (set of a value nested 1200 deep, an integer of 5000 digits, as a context from a hostile document would be) and a get whose value's __repr__ (the cell's code) sleeps: the worker's reply never comes, and the session, with the runner's request and rljail's end at EOF, waits for ever",
+			layer:     "the worker answers a request it cannot decode under its token; every request for the worker is bounded by --cell-timeout (SIGINT, a KeyboardInterrupt) and its grace, as a cell is",
+			run:       attackSessionRequestHangs},
 	}...)
 }
 
@@ -124,6 +129,36 @@ func attackSessionForgedVerdicts(t *testing.T, m mode) {
 	}
 	if rep = s.exec(t, "print('alive')"); rep["stdout"] != "alive\n" {
 		t.Errorf("the session after the forged verdicts: %v", rep)
+	}
+	s.close(t)
+}
+
+func attackSessionRequestHangs(t *testing.T, m mode) {
+	s := startSession(t, m, "--cell-timeout", "2s", "--cell-grace", "1s")
+	deep := json.RawMessage(strings.Repeat("[", 1200) + strings.Repeat("]", 1200))
+	big := json.RawMessage(strings.Repeat("9", 5000))
+	for _, req := range []map[string]any{
+		{"op": "set", "name": "deep", "value": deep},
+		{"op": "set", "name": "big", "value": big},
+		{"op": "load_context", "value": map[string]any{"n": big}},
+	} {
+		t0 := time.Now()
+		_, ch := s.send(t, req)
+		rep := s.wait(t, ch, 10*time.Second)
+		if rep["ok"] != false || time.Since(t0) > 5*time.Second {
+			t.Errorf("%v of an undecodable value: %v after %v, want a refusal at once", req["op"], rep, time.Since(t0))
+		}
+	}
+	s.exec(t, "import time\nclass Slow:\n    def __repr__(self):\n        time.sleep(1000)\n        return 'slow'\nslow = Slow()")
+	t0 := time.Now()
+	_, ch := s.send(t, map[string]any{"op": "get", "name": "slow"})
+	rep := s.wait(t, ch, 15*time.Second)
+	e, _ := rep["error"].(map[string]any)
+	if d := time.Since(t0); rep["ok"] != false || e["type"] != "CellTimeout" || d > 8*time.Second {
+		t.Errorf("get of a value whose __repr__ sleeps: %v after %v, want CellTimeout within the cell timeout", rep, d)
+	}
+	if rep = s.exec(t, "print('alive')"); rep["stdout"] != "alive\n" {
+		t.Errorf("the session after the requests: %v", rep)
 	}
 	s.close(t)
 }

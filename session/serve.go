@@ -305,7 +305,12 @@ func (s *Session) workerOp(req Request) reply {
 	case "get_file":
 		msg["path"], msg["max"] = req.Path, s.cfg.MaxFileBytes
 	}
+	// These run the cells' code too (a __repr__ of theirs, a FIFO one
+	// made at the path asked for): bounded as a cell is, so that no
+	// request waits on the worker for ever.
+	stopTimer := s.armTimer("request_timeout")
 	line, lost := s.call(msg)
+	timedOut := stopTimer()
 	if lost != "" {
 		return lostReply(nil, lost)
 	}
@@ -328,6 +333,9 @@ func (s *Session) workerOp(req Request) reply {
 		e := ErrorInfo{Type: ErrWorker}
 		if w.Error != nil {
 			e = workerError(*w.Error)
+		}
+		if timedOut {
+			e = ErrorInfo{Type: ErrCellTimeout, Message: req.Op + " overran --cell-timeout of " + s.cfg.CellTimeout.String() + " in the worker and was interrupted; the namespace is kept", Traceback: e.Traceback}
 		}
 		return reply{"ok": false, "error": e}
 	}
@@ -374,22 +382,7 @@ func (s *Session) exec(req Request) reply {
 	s.errs.openWindow(marker)
 	cpu0, cpuErr := s.cpuTime()
 
-	// The cell timer: SIGINT at the timeout, the kill after the grace.
-	// finished, under tmu, keeps a timer that fires as the reply arrives
-	// from arming the kill for a session whose cell has ended.
-	var tmu sync.Mutex
-	var timedOut, finished bool
-	var grace *time.Timer
-	timer := time.AfterFunc(s.cfg.CellTimeout, func() {
-		tmu.Lock()
-		defer tmu.Unlock()
-		if finished {
-			return
-		}
-		timedOut = true
-		s.signalWorker(syscall.SIGINT)
-		grace = time.AfterFunc(s.cfg.CellGrace, func() { s.lose("cell_timeout") })
-	})
+	stopTimer := s.armTimer("cell_timeout")
 	s.mu.Lock()
 	s.execing = true
 	s.mu.Unlock()
@@ -399,14 +392,7 @@ func (s *Session) exec(req Request) reply {
 	wall := time.Since(t0)
 	// The cell's calls end with it (cancelled if still waiting).
 	s.calls.endCell()
-	timer.Stop()
-	tmu.Lock()
-	finished = true
-	if grace != nil {
-		grace.Stop()
-	}
-	to := timedOut
-	tmu.Unlock()
+	to := stopTimer()
 	s.mu.Lock()
 	s.execing = false
 	s.mu.Unlock()
@@ -470,6 +456,37 @@ func (s *Session) exec(req Request) reply {
 		s.audit(cell, req.Code, outcome, wall, rep, stdout, stderr)
 	}
 	return rep
+}
+
+// armTimer bounds one request for the worker: SIGINT at --cell-timeout
+// (a KeyboardInterrupt in the worker), the jail killed, for reason,
+// --cell-grace later. The returned stop disarms it and says whether the
+// timeout was reached; finished, under tmu, keeps a timer that fires as
+// the reply arrives from arming the kill for a request that has ended.
+func (s *Session) armTimer(reason string) (stop func() bool) {
+	var tmu sync.Mutex
+	var timedOut, finished bool
+	var grace *time.Timer
+	timer := time.AfterFunc(s.cfg.CellTimeout, func() {
+		tmu.Lock()
+		defer tmu.Unlock()
+		if finished {
+			return
+		}
+		timedOut = true
+		s.signalWorker(syscall.SIGINT)
+		grace = time.AfterFunc(s.cfg.CellGrace, func() { s.lose(reason) })
+	})
+	return func() bool {
+		timer.Stop()
+		tmu.Lock()
+		defer tmu.Unlock()
+		finished = true
+		if grace != nil {
+			grace.Stop()
+		}
+		return timedOut
+	}
 }
 
 // callToken is call with a token chosen by the caller (exec's markers
