@@ -1,12 +1,14 @@
 package integration
 
 // Red-team round 4: the surfaces behind a session (the bridge's model
-// endpoint, the worker's claims about a cell) and the Python client. Every
-// case decides from the host: what the supervisor wrote on the session's
-// stdout (a secret that appears there reached the jail: nothing else there
-// knew it), and what the supervisor itself measured.
+// endpoint, the worker's claims about a cell, requests the worker cannot
+// answer) and the jail's init. Every case decides from the host: what the
+// supervisor wrote on the session's stdout (a secret that appears there
+// reached the jail: nothing else there knew it), what the supervisor
+// itself measured, rljail's exit status.
 
 import (
+	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -14,7 +16,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -33,6 +37,10 @@ func init() {
 			mechanism: "requests the worker cannot decode (set of a value nested 1200 deep, an integer of 5000 digits, as a context from a hostile document would be) and a get whose value's __repr__ (the cell's code) sleeps: the worker's reply never comes, and the session, with the runner's request and rljail's end at EOF, waits for ever",
 			layer:     "the worker answers a request it cannot decode under its token; every request for the worker is bounded by --cell-timeout (SIGINT, a KeyboardInterrupt) and its grace, as a cell is",
 			run:       attackSessionRequestHangs},
+		{name: "init_rlimits_from_payload", group: groupProcesses,
+			mechanism: "the payload sets the jail's init's RLIMIT_NOFILE to 0 with prlimit(1, ...) (init runs as the payload's user, which is all the kernel asks), catches SIGTERM to exit 7, and waits for rljail's caller's SIGTERM: init cannot pass it on, and rljail reports a setup error (exit 125) for the payload's own end",
+			layer:     "seccomp allows prlimit64 for pid 0 only (the caller's own limits, as glibc asks), so no payload changes the limits of another process of the jail",
+			run:       attackInitRlimits},
 	}...)
 }
 
@@ -161,4 +169,65 @@ func attackSessionRequestHangs(t *testing.T, m mode) {
 		t.Errorf("the session after the requests: %v", rep)
 	}
 	s.close(t)
+}
+
+func attackInitRlimits(t *testing.T, m mode) {
+	cmd := exec.Command(testBin, "--rootfs", rootfsDir, "--no-workspace", "--timeout", "60s", "--", "python3", "-c", `
+import os, resource, signal, time
+try:
+    resource.prlimit(1, resource.RLIMIT_NOFILE, (0, 0))
+    print("SET init's RLIMIT_NOFILE", flush=True)
+except OSError as e:
+    print("REFUSED", e.errno, flush=True)
+signal.signal(signal.SIGTERM, lambda *a: os._exit(7))
+print("READY", flush=True)
+time.sleep(50)
+`)
+	cmd.Dir = baseDir
+	cmd.Env = modeEnv(m)
+	runAsMode(cmd, m)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	sc := bufio.NewScanner(out)
+	var lines []string
+	ready := make(chan bool, 1)
+	go func() {
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if sc.Text() == "READY" {
+				ready <- true
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("the payload ended before it was ready: %s", stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the payload was not ready within 30s: %s", stderr.String())
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("rljail did not end within 20s of its SIGTERM")
+	}
+	for range ready {
+	}
+	exit := cmd.ProcessState.ExitCode()
+	if exit != 7 {
+		t.Errorf("rljail ended with %d after its caller's SIGTERM, want the payload's own 7 (its handler): stdout %q, stderr %s", exit, lines, stderr.String())
+	}
 }
