@@ -228,6 +228,46 @@ func TestOpenAI(t *testing.T) {
 	}
 }
 
+// TestOpenAIKeyEchoed: an endpoint that echoes the key (in an error body,
+// in an answer) or fails the connection of a URL with a token in its query
+// gets none of them into the call's result, which goes to the jail.
+func TestOpenAIKeyEchoed(t *testing.T) {
+	const key, token = "sk-echo-0123456789", "tok-0123456789"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		auth := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch body.Messages[0].Content {
+		case "deny":
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s"}}`, auth)
+		case "drop":
+			c, _, _ := w.(http.Hijacker).Hijack()
+			_ = c.Close()
+		default:
+			fmt.Fprintf(w, `{"choices":[{"message":{"role":"assistant","content":%q}}]}`, "you sent "+auth)
+		}
+	}))
+	defer srv.Close()
+	o, err := NewOpenAI(srv.URL+"/v1/chat/completions?token="+token, "m1", key, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(Config{}, o, false)
+	for i, c := range []struct{ prompt, want string }{
+		{"deny", "401"}, {"drop", "the model endpoint"}, {"echo", "you sent"},
+	} {
+		args, _ := json.Marshal(map[string]string{"prompt": c.prompt})
+		res := b.Serve(context.Background(), Call{ID: int64(i + 1), Name: LLMQuery, Args: args})
+		text := res.Error + string(res.Value)
+		if strings.Contains(text, key) || strings.Contains(text, token) || !strings.Contains(text, c.want) {
+			t.Errorf("%s: %+v", c.prompt, res)
+		}
+	}
+}
+
 func TestParseTool(t *testing.T) {
 	for in, ok := range map[string]bool{"search": true, "search:q,k": true, "a b": false, "llm_query": false, "x:a,a": false, "x:1a": false, "": false} {
 		if _, err := ParseTool(in); (err == nil) != ok {

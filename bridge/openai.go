@@ -85,7 +85,7 @@ func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, e
 			defer wg.Done()
 			text, err := o.complete(ctx, model, p)
 			if err == nil {
-				out[i], err = json.Marshal(text)
+				out[i], err = json.Marshal(o.redact(text))
 			}
 			errs[i] = err
 		}()
@@ -94,13 +94,34 @@ func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, e
 	for i, err := range errs {
 		if err != nil {
 			if len(req.Prompts) > 1 {
-				return nil, fmt.Errorf("prompt %d: %w", i, err)
+				err = fmt.Errorf("prompt %d: %w", i, err)
 			}
-			return nil, err
+			return nil, redactedError{err, o.redact(err.Error())}
 		}
 	}
 	return out, nil
 }
+
+// redact takes the key out of text bound for the jail: an endpoint may
+// echo the key it was sent (an error body such as "Incorrect API key
+// provided: sk-...", a proxy that reflects the request), and what the
+// endpoint says reaches the cell as the answer or as CallFailed's message.
+func (o *OpenAI) redact(text string) string {
+	if o.key == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, o.key, "[the key of --llm-key-env]")
+}
+
+// redactedError is an error whose text had the key taken out; it still
+// unwraps to the error it came from (a deadline stays a deadline).
+type redactedError struct {
+	err  error
+	text string
+}
+
+func (e redactedError) Error() string { return e.text }
+func (e redactedError) Unwrap() error { return e.err }
 
 // complete asks for one chat completion, retrying what is worth it.
 func (o *OpenAI) complete(ctx context.Context, model, prompt string) (string, error) {
@@ -152,7 +173,13 @@ func (o *OpenAI) post(ctx context.Context, body []byte) (text string, retry bool
 	}
 	resp, err := o.client.Do(hreq)
 	if err != nil {
-		// The URL and the error text never carry the key (it is a header).
+		// The key is a header, never in this text; the URL is left out
+		// too: the jail gets this message, and a URL may carry a
+		// credential in its query.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = fmt.Errorf("%s: %w", ue.Op, ue.Err)
+		}
 		return "", true, fmt.Errorf("the model endpoint: %w", err)
 	}
 	defer resp.Body.Close()

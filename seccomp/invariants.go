@@ -33,6 +33,7 @@ var checkedCalls = map[string]checkedCall{
 	"mknod":              {[]uint{1}, "FIFOs only, without set-user-ID or set-group-ID bits"},
 	"mknodat":            {[]uint{2}, "FIFOs only, without set-user-ID or set-group-ID bits"},
 	"personality":        {[]uint{0}, "the query and PER_LINUX only"},
+	"prlimit64":          {[]uint{0, 2}, "the caller's own limits (pid 0), or a read of any process's: never setting the jail's init's"},
 	"prctl":              {[]uint{0}, "only options that cannot weaken the jail or forge the host's kernel log"},
 	"ioctl":              {[]uint{1}, "only the terminal and descriptor commands CPython uses"},
 	"setsockopt":         {[]uint{1, 2}, "only the socket, TCP and IP options CPython and common clients use"},

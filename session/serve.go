@@ -305,7 +305,12 @@ func (s *Session) workerOp(req Request) reply {
 	case "get_file":
 		msg["path"], msg["max"] = req.Path, s.cfg.MaxFileBytes
 	}
+	// These run the cells' code too (a __repr__ of theirs, a FIFO one
+	// made at the path asked for): bounded as a cell is, so that no
+	// request waits on the worker for ever.
+	stopTimer := s.armTimer("request_timeout")
 	line, lost := s.call(msg)
+	timedOut := stopTimer()
 	if lost != "" {
 		return lostReply(nil, lost)
 	}
@@ -327,7 +332,10 @@ func (s *Session) workerOp(req Request) reply {
 	if !w.OK {
 		e := ErrorInfo{Type: ErrWorker}
 		if w.Error != nil {
-			e = *w.Error
+			e = workerError(*w.Error)
+		}
+		if timedOut {
+			e = ErrorInfo{Type: ErrCellTimeout, Message: req.Op + " overran --cell-timeout of " + s.cfg.CellTimeout.String() + " in the worker and was interrupted; the namespace is kept", Traceback: e.Traceback}
 		}
 		return reply{"ok": false, "error": e}
 	}
@@ -374,22 +382,7 @@ func (s *Session) exec(req Request) reply {
 	s.errs.openWindow(marker)
 	cpu0, cpuErr := s.cpuTime()
 
-	// The cell timer: SIGINT at the timeout, the kill after the grace.
-	// finished, under tmu, keeps a timer that fires as the reply arrives
-	// from arming the kill for a session whose cell has ended.
-	var tmu sync.Mutex
-	var timedOut, finished bool
-	var grace *time.Timer
-	timer := time.AfterFunc(s.cfg.CellTimeout, func() {
-		tmu.Lock()
-		defer tmu.Unlock()
-		if finished {
-			return
-		}
-		timedOut = true
-		s.signalWorker(syscall.SIGINT)
-		grace = time.AfterFunc(s.cfg.CellGrace, func() { s.lose("cell_timeout") })
-	})
+	stopTimer := s.armTimer("cell_timeout")
 	s.mu.Lock()
 	s.execing = true
 	s.mu.Unlock()
@@ -399,14 +392,7 @@ func (s *Session) exec(req Request) reply {
 	wall := time.Since(t0)
 	// The cell's calls end with it (cancelled if still waiting).
 	s.calls.endCell()
-	timer.Stop()
-	tmu.Lock()
-	finished = true
-	if grace != nil {
-		grace.Stop()
-	}
-	to := timedOut
-	tmu.Unlock()
+	to := stopTimer()
 	s.mu.Lock()
 	s.execing = false
 	s.mu.Unlock()
@@ -452,8 +438,9 @@ func (s *Session) exec(req Request) reply {
 		}
 		rep["error"] = nil
 		if w.Error != nil {
-			rep["error"] = *w.Error
-			outcome = w.Error.Type
+			e := workerError(*w.Error)
+			rep["error"] = e
+			outcome = e.Type
 		}
 		if to {
 			e := ErrorInfo{Type: ErrCellTimeout, Message: "the cell overran its timeout of " + s.cfg.CellTimeout.String() + " and was interrupted; the namespace is kept"}
@@ -469,6 +456,37 @@ func (s *Session) exec(req Request) reply {
 		s.audit(cell, req.Code, outcome, wall, rep, stdout, stderr)
 	}
 	return rep
+}
+
+// armTimer bounds one request for the worker: SIGINT at --cell-timeout
+// (a KeyboardInterrupt in the worker), the jail killed, for reason,
+// --cell-grace later. The returned stop disarms it and says whether the
+// timeout was reached; finished, under tmu, keeps a timer that fires as
+// the reply arrives from arming the kill for a request that has ended.
+func (s *Session) armTimer(reason string) (stop func() bool) {
+	var tmu sync.Mutex
+	var timedOut, finished bool
+	var grace *time.Timer
+	timer := time.AfterFunc(s.cfg.CellTimeout, func() {
+		tmu.Lock()
+		defer tmu.Unlock()
+		if finished {
+			return
+		}
+		timedOut = true
+		s.signalWorker(syscall.SIGINT)
+		grace = time.AfterFunc(s.cfg.CellGrace, func() { s.lose(reason) })
+	})
+	return func() bool {
+		timer.Stop()
+		tmu.Lock()
+		defer tmu.Unlock()
+		finished = true
+		if grace != nil {
+			grace.Stop()
+		}
+		return timedOut
+	}
 }
 
 // callToken is call with a token chosen by the caller (exec's markers
@@ -508,6 +526,24 @@ func (s *Session) audit(cell int, code, outcome string, wall time.Duration, rep 
 	if _, err := s.cfg.Audit.Write(append(b, '\n')); err != nil {
 		s.cfg.Log.Warn("write the audit log", "err", err)
 	}
+}
+
+// workerError is the worker's account of an exception, which the cell
+// can make say anything (an exception class of its own named CellTimeout,
+// a __repr__ raising one named SessionLost, a patched worker): a
+// supervisor's verdict among them becomes a WorkerError that says what was
+// claimed, and the reason of a lost session is never the worker's, so that
+// a runner cannot be made to count a timeout that did not happen or give
+// up a session that lives.
+func workerError(e ErrorInfo) ErrorInfo {
+	e.Reason = ""
+	// Only the supervisor knows that a cell overran its timeout or that
+	// the jail is gone.
+	if e.Type == ErrCellTimeout || e.Type == ErrSessionLost {
+		e.Message = "the worker claimed " + e.Type + " (only the supervisor gives it): " + e.Message
+		e.Type = ErrWorker
+	}
+	return e
 }
 
 // capNames keeps the worker's list of names within bounds.

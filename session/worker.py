@@ -520,7 +520,19 @@ def _reader(requests):
         requests.put(line)
 
 
+def _token_of(line):
+    # The supervisor's requests are objects with sorted keys whose values
+    # before "t" are strings ("code", "name", "op", "path"), where a quote
+    # is always escaped: the first '"t":"' is the top-level token.
+    i = line.find(b'"t":"')
+    if i < 0:
+        return None
+    j = line.find(b'"', i + 5)
+    return line[i + 5:j].decode("ascii", "replace") if j > 0 else None
+
+
 def main():
+    global _running
     _signal.signal(_signal.SIGINT, _on_sigint)
     # Line by line, so that print and os.write(1, ...) keep their order.
     for stream in (sys.stdout, sys.stderr):
@@ -544,9 +556,26 @@ def main():
         line = requests.get()
         token = None
         try:
-            req = _loads(line)
+            try:
+                req = _loads(line)
+            except BaseException:
+                # A request that does not decode here (nested deeper than
+                # the recursion limit, an integer of more digits than
+                # int() takes) is answered all the same, or the
+                # supervisor would wait for its reply for ever.
+                token = _token_of(line)
+                raise
             token = req["t"]
-            reply = ops[req["op"]](req)
+            op = ops[req["op"]]
+            if op != w.exec:
+                # The supervisor's SIGINT at --cell-timeout interrupts a
+                # cell's code that get, set or a file runs (a __repr__,
+                # a FIFO at the path) as it does a cell's.
+                _running = True
+            try:
+                reply = op(req)
+            finally:
+                _running = False
             reply["t"] = token
             reply["ok"] = True
         except KeyboardInterrupt as e:

@@ -74,7 +74,8 @@ class SessionLost(SessionError):
     """The jail is gone and its namespace with it.  Every later request raises this too;
     start a new Session to go on.  ``reason`` is the supervisor's word for why
     (docs/session-protocol.md): ``cell_timeout`` (a cell that did not stop at its
-    interrupt), ``memory_limit``, ``seccomp``, ``cpu_limit``, ``timeout`` (the
+    interrupt), ``request_timeout`` (the same for ``get``, ``set``, ``load_context`` or a
+    file request), ``memory_limit``, ``seccomp``, ``cpu_limit``, ``timeout`` (the
     session's), ``worker_protocol``, ``worker_exited`` (a cell ended the worker:
     ``os._exit``, a signal), ``setup_error``, ``killed``, ``closed``, ``idle_timeout``;
     or this package's own: ``exited`` (rljail ended without saying why: its stderr is
@@ -655,6 +656,11 @@ class Session:
     # ----------------------------------------------------------------- plumbing
 
     def _request(self, op, timeout=None, serialise=True, **fields):
+        if timeout is None:
+            # The supervisor bounds every request for the worker by the cell timeout
+            # and its grace (get runs a cell's __repr__, a file request may meet a
+            # FIFO); a reply later than that, with the margin, is a wedged session.
+            timeout = self._cell_timeout + self._cell_grace + self._reply_margin
         lock = self._op_lock if serialise else _NoLock
         with lock:
             waiter = _Waiter()

@@ -20,11 +20,12 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import unittest
 
 import support  # noqa: F401  (sets sys.path)
 
-from rljail import Session, SessionLost
+from rljail import RequestError, Session, SessionLost
 from rljail.adapters import dspy as dspy_adapter
 from rljail.adapters import rlm as rlm_adapter
 from rljail.adapters import smolagents as smol_adapter
@@ -257,3 +258,41 @@ class RealAdaptersTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RealHostileWorkerTest(unittest.TestCase):
+    """What a cell makes the worker say (red-team round 4): the supervisor's verdicts stay
+    the supervisor's, and a get that runs a cell's slow __repr__ is answered at the cell
+    timeout."""
+
+    def session(self, **options):
+        s = Session(real_binary(), timeout="10m", **options)
+        self.addCleanup(s.close)
+        return s
+
+    def test_a_cells_own_celltimeout_is_not_a_timeout(self):
+        s = self.session(cell_timeout=2)
+        r = s.run("class CellTimeout(Exception): pass\nraise CellTimeout('forged')")
+        self.assertFalse(r.timed_out, r.error)
+        self.assertEqual(r.error.type, "WorkerError")
+
+    def test_a_cells_own_sessionlost_does_not_lose_the_session(self):
+        s = self.session()
+        s.run("class SessionLost(Exception): pass\nclass X:\n    def __repr__(self):\n"
+              "        raise SessionLost('memory_limit')\nx = X()")
+        with self.assertRaises(RequestError) as cm:
+            s.get("x")
+        self.assertEqual(cm.exception.type, "WorkerError")
+        self.assertTrue(s.alive)
+        self.assertEqual(s.run("print(1)").stdout, "1\n")
+
+    def test_a_slow_get_is_answered(self):
+        s = self.session(cell_timeout=2, cell_grace=1)
+        s.run("import time\nclass Slow:\n    def __repr__(self):\n        time.sleep(1000)\n"
+              "slow = Slow()")
+        t0 = time.monotonic()
+        with self.assertRaises(RequestError) as cm:
+            s.get("slow")
+        self.assertEqual(cm.exception.type, "CellTimeout")
+        self.assertLess(time.monotonic() - t0, 8)
+        self.assertEqual(s.run("print(2)").stdout, "2\n")
