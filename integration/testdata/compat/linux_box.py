@@ -55,3 +55,10 @@ print("ids unchanged", os.getresuid() == (uid, uid, uid), os.getresgid() == (gid
 
 libc = ctypes.util.find_library("c")
 print("find_library", libc, ctypes.CDLL(libc).getpid() == os.getpid())
+
+import resource
+# Reading a process's limits by its pid (psutil's Process.rlimit does).
+print("prlimit read", resource.prlimit(os.getpid(), resource.RLIMIT_NOFILE) == resource.getrlimit(resource.RLIMIT_NOFILE))
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 128), hard))
+print("setrlimit", resource.getrlimit(resource.RLIMIT_NOFILE)[0] == min(soft, 128))
