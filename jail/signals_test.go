@@ -86,6 +86,24 @@ func TestSignalPipe(t *testing.T) {
 		_ = unix.Kill(os.Getpid(), syscall.SIGUSR1)
 	}
 	time.Sleep(50 * time.Millisecond)
+	// A SIGUSR1 still pending (a loaded machine may not have run its
+	// handler yet) would reach the next pipe below: the kernel delivers
+	// the lower-numbered of two pending signals first, so once a SIGUSR2
+	// sent now is read, no SIGUSR1 of the flood is left pending.
+	if err := unix.Kill(os.Getpid(), syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.After(10 * time.Second); ; {
+		select {
+		case s := <-p.C():
+			if s != syscall.SIGUSR2 {
+				continue
+			}
+		case <-deadline:
+			t.Fatal("the SIGUSR2 sent after the flood never arrived")
+		}
+		break
+	}
 	p.Stop()
 	p.Stop() // a second Stop does nothing
 	for _, s := range sigs {
