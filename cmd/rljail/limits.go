@@ -107,6 +107,9 @@ func resourcesFromFlags(c *cli.Context, set map[string]bool) (jail.Resources, er
 		}
 	}
 	r.CgroupParent = c.String("cgroup-parent")
+	if set["cgroup-manager"] && c.String("cgroup-manager") == "" {
+		return r, fmt.Errorf("--cgroup-manager %q is not auto, cgroupfs or systemd", "")
+	}
 	if r.CgroupManager, err = cgroup.ParseManager(c.String("cgroup-manager")); err != nil {
 		return r, err
 	}

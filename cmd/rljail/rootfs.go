@@ -22,8 +22,13 @@ func rootfsCommand() *cli.Command {
 	dirFlag := &cli.StringFlag{Name: "rootfs", Aliases: []string{"out"}, Usage: "rootfs: a name in rljail's data directory (rljail rootfs list), or a directory (a value with a slash); default $RLJAIL_ROOTFS, else the rootfs named python"}
 	// target picks the rootfs of a subcommand: its NAME argument, else --rootfs.
 	target := func(c *cli.Context) (dir, label string, err error) {
+		if err := emptyValue(c, "rootfs"); err != nil {
+			return "", "", err
+		}
 		value := c.String("rootfs")
 		switch {
+		case c.NArg() == 1 && c.Args().First() == "":
+			return "", "", setupError("rljail rootfs %s: an empty NAME names no rootfs (rljail rootfs list shows them; a directory needs a slash)", c.Command.Name)
 		case c.NArg() > 1:
 			return "", "", setupError("usage: rljail rootfs %s [NAME|DIR]", c.Command.Name)
 		case c.NArg() == 1 && value != "":
@@ -67,6 +72,9 @@ func rootfsCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					if c.NArg() > 0 {
 						return setupError("rljail rootfs build takes no arguments (got %q): name the rootfs with --name NAME or --rootfs DIR", c.Args().First())
+					}
+					if err := emptyValue(c, "rootfs", "name", "python", "venv", "wheels", "requirements"); err != nil {
+						return err
 					}
 					value := c.String("rootfs")
 					if n := c.String("name"); n != "" {
@@ -144,7 +152,9 @@ func rootfsCommand() *cli.Command {
 					}
 					m, err := rootfs.Check(dir)
 					if err != nil {
-						return &exitError{code: 1, msg: oneLine(err.Error())}
+						// A missing or damaged rootfs is bad input, as to
+						// verify and a run: exit 125.
+						return setupError("%s", oneLine(err.Error()))
 					}
 					w := c.App.Writer
 					if label != dir {
@@ -560,6 +570,18 @@ func buildLocked(ctx context.Context, opts rootfs.BuildOptions, announce func())
 		announce()
 	}
 	return rootfs.Build(ctx, opts)
+}
+
+// emptyValue refuses a string flag given with an empty value (--name '',
+// --rootfs ''): taken for "not given", it would act on the default instead,
+// and `rljail rootfs remove --rootfs ''` would remove the default rootfs.
+func emptyValue(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if c.IsSet(n) && c.String(n) == "" {
+			return setupError("--%s: an empty value names nothing; give one, or leave the flag out", n)
+		}
+	}
+	return nil
 }
 
 // unwrapPath drops the *PathError wrapper whose path the message names.
