@@ -9,8 +9,8 @@ import (
 )
 
 // TestRootfsEmptyValuesRefused: an empty rootfs name or directory is bad
-// input, not "the default": `rootfs remove ''` must not remove the default
-// rootfs, `rootfs build --name ''` must not rebuild it, and every other
+// input, not "the default": `rootfs remove ""` must not remove the default
+// rootfs, `rootfs build --name ""` must not rebuild it, and every other
 // surface that takes a rootfs (info, verify, --rootfs of a run or a build,
 // a profile's rootfs) and --cgroup-manager refuse an empty value with one
 // line and exit 125. `rootfs info` of a missing or damaged rootfs is bad

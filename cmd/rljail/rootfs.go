@@ -572,9 +572,9 @@ func buildLocked(ctx context.Context, opts rootfs.BuildOptions, announce func())
 	return rootfs.Build(ctx, opts)
 }
 
-// emptyValue refuses a string flag given with an empty value (--name '',
-// --rootfs ''): taken for "not given", it would act on the default instead,
-// and `rljail rootfs remove --rootfs ''` would remove the default rootfs.
+// emptyValue refuses a string flag given with an empty value (--name "",
+// --rootfs ""): taken for "not given", it would act on the default instead,
+// and `rljail rootfs remove --rootfs ""` would remove the default rootfs.
 func emptyValue(c *cli.Context, names ...string) error {
 	for _, n := range names {
 		if c.IsSet(n) && c.String(n) == "" {
