@@ -79,3 +79,119 @@ func TestRootfsEmptyValuesRefused(t *testing.T) {
 		t.Errorf("rootfs info of a damaged rootfs does not name it: %q", stderr)
 	}
 }
+
+// TestRootfsBuildFailureLeavesNothing: a build that fails (an interpreter
+// that does not exist, found once the build lock is held; as root also a
+// full disk, a small tmpfs as the target) is one line and exit 125, and
+// leaves nothing where it was to go: no half-built tree, no temp
+// directory, no build lock, no parent directory it created. `rootfs
+// remove` takes the lock file away with the rootfs.
+func TestRootfsBuildFailureLeavesNothing(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			base := newDir(t)
+			if err := os.Chown(base, testUID, testGID); err != nil {
+				t.Fatal(err)
+			}
+			rljail := func(args ...string) (string, string, int) {
+				cmd := exec.Command(testBin, args...)
+				cmd.Env = modeEnv(m)
+				cmd.Dir = base
+				return attackExec(t, m, cmd)
+			}
+			left := func(what, dir string) {
+				t.Helper()
+				names, err := os.ReadDir(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range names {
+					t.Errorf("%s: left %s", what, filepath.Join(dir, e.Name()))
+				}
+			}
+			args := []string{"rootfs", "build", "-q", "--rootfs", filepath.Join(base, "new", "parent", "py"), "--python", "/nonexistent/python3"}
+			_, stderr, exit := rljail(args...)
+			checkSetupError(t, "rljail "+shellQuote(args), stderr, exit)
+			left("rljail "+shellQuote(args), base)
+
+			if m == asRoot {
+				small := filepath.Join(base, "small")
+				if err := os.Mkdir(small, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", small).CombinedOutput(); err != nil {
+					t.Fatalf("mount a small tmpfs: %v: %s", err, out)
+				}
+				t.Cleanup(func() { exec.Command("umount", small).Run() })
+				args := []string{"rootfs", "build", "-q", "--no-commands", "--rootfs", filepath.Join(small, "py")}
+				_, stderr, exit := rljail(args...)
+				checkSetupError(t, "rljail "+shellQuote(args)+" (8 MiB free)", stderr, exit)
+				if !strings.Contains(stderr, "no space left on device") {
+					t.Errorf("a full disk is not named: %q", stderr)
+				}
+				left("a build onto a full disk", small)
+				if out, err := exec.Command("umount", small).CombinedOutput(); err != nil {
+					t.Fatalf("umount: %v: %s", err, out)
+				}
+				if err := os.Remove(small); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			dir := filepath.Join(base, "py")
+			if out, stderr, exit := rljail("rootfs", "build", "-q", "--no-commands", "--rootfs", dir); exit != 0 {
+				t.Fatalf("rootfs build: exit %d: %s%s", exit, out, stderr)
+			}
+			if out, stderr, exit := rljail("rootfs", "remove", dir); exit != 0 {
+				t.Fatalf("rootfs remove: exit %d: %s%s", exit, out, stderr)
+			}
+			left("a build and its removal", base)
+		})
+	}
+}
+
+// TestRootfsFirstBuildOnce: jails started together on a data directory
+// with no rootfs yet build the default once (one of them says so) and all
+// run; the build lock, which lives only while held, is gone after.
+func TestRootfsFirstBuildOnce(t *testing.T) {
+	data := newDir(t)
+	if err := os.Chown(data, testUID, testGID); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	type outcome struct {
+		stdout, stderr string
+		exit           int
+	}
+	results := make(chan outcome, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			cmd := exec.Command(testBin, "--no-workspace", "--", "python3", "-c", "print('ran')")
+			cmd.Env = append(modeEnv(asRootless), "XDG_DATA_HOME="+data)
+			stdout, stderr, exit := attackExec(t, asRootless, cmd)
+			results <- outcome{stdout, stderr, exit}
+		}()
+	}
+	builds := 0
+	for i := 0; i < n; i++ {
+		r := <-results
+		if r.exit != 0 || r.stdout != "ran\n" {
+			t.Errorf("a run on a rootfs built on first use: exit %d, stdout %q, stderr %q", r.exit, r.stdout, r.stderr)
+		}
+		builds += strings.Count(r.stderr, "yet: building it")
+	}
+	if builds != 1 {
+		t.Errorf("%d runs built the default rootfs, want 1", builds)
+	}
+	names, err := os.ReadDir(filepath.Join(data, "rljail", "rootfs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0].Name() != "python" {
+		var got []string
+		for _, e := range names {
+			got = append(got, e.Name())
+		}
+		t.Errorf("the data directory holds %q, want the rootfs python alone", got)
+	}
+}

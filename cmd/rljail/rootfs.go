@@ -501,25 +501,60 @@ func checkRootfsPlace(dir string, guard *hostfile.Guard) error {
 }
 
 // lockRootfs takes the exclusive build lock beside the rootfs at dir (its
-// parent is created if missing); the returned func releases it.
+// parent is created if missing); the returned func releases it. The lock
+// file lives only while it is held: release removes it, and the parent
+// directories this call created when they stayed empty (a build that
+// failed), so that a build, a failed one included, or a removal leaves no
+// lock behind. A waiter that then holds the lock of a removed file sees
+// that the path no longer names it (another inode, or none) and takes the
+// lock again on what the path names now, so two holders never overlap.
 func lockRootfs(dir string) (func(), error) {
 	parent := filepath.Dir(dir)
+	var made []string // deepest first
+	for p := parent; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || p == filepath.Dir(p) {
+			break
+		}
+		made = append(made, p)
+	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", parent, err)
 	}
+	removeMade := func() {
+		for _, p := range made {
+			if os.Remove(p) != nil {
+				return // not empty: the rootfs, or someone else's
+			}
+		}
+	}
 	lockPath := filepath.Join(parent, "."+filepath.Base(dir)+".lock")
-	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open the build lock: %w", err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+	for attempt := 0; ; attempt++ {
+		lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			removeMade()
+			return nil, fmt.Errorf("open the build lock: %w", err)
+		}
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+			lock.Close()
+			removeMade()
+			return nil, fmt.Errorf("take the build lock %s: %w", lockPath, err)
+		}
+		var held, named unix.Stat_t
+		if unix.Fstat(int(lock.Fd()), &held) == nil && unix.Stat(lockPath, &named) == nil &&
+			held.Dev == named.Dev && held.Ino == named.Ino {
+			return func() {
+				os.Remove(lockPath) // while held: see above
+				removeMade()
+				unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+				lock.Close()
+			}, nil
+		}
+		// Its holder removed the file while we waited: lock the new one.
 		lock.Close()
-		return nil, fmt.Errorf("take the build lock %s: %w", lockPath, err)
+		if attempt == 100 {
+			return nil, fmt.Errorf("take the build lock %s: it was replaced 100 times while waited for", lockPath)
+		}
 	}
-	return func() {
-		unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-		lock.Close()
-	}, nil
 }
 
 // removeLocked removes the rootfs at dir under its build lock, so that a
