@@ -12,10 +12,11 @@ import (
 // input, not "the default": `rootfs remove ""` must not remove the default
 // rootfs, `rootfs build --name ""` must not rebuild it, and every other
 // surface that takes a rootfs (info, verify, --rootfs of a run or a build,
-// a profile's rootfs) and --cgroup-manager refuse an empty value with one
-// line and exit 125. `rootfs info` of a missing or damaged rootfs is bad
-// input too (125, one line). Rootless, in a data directory of the test's
-// own (XDG_DATA_HOME), where the default rootfs is built first.
+// a profile's rootfs, check) and --cgroup-manager refuse an empty value
+// with one line and exit 125; so does check a --cgroup-manager it does not
+// know. `rootfs info` of a missing or damaged rootfs is bad input too (125,
+// one line). Rootless, in a data directory of the test's own
+// (XDG_DATA_HOME), where the default rootfs is built first.
 func TestRootfsEmptyValuesRefused(t *testing.T) {
 	data := newDir(t)
 	if err := os.Chown(data, testUID, testGID); err != nil {
@@ -51,6 +52,9 @@ func TestRootfsEmptyValuesRefused(t *testing.T) {
 		{"-q", "--rootfs", "", "--", "true"},
 		{"-q", "--profile", prof, "--", "true"},
 		{"-q", "--cgroup-manager", "", "--", "true"},
+		{"check", "--rootfs", ""},
+		{"check", "--cgroup-manager", ""},
+		{"check", "--cgroup-manager", "bogus"},
 		{"rootfs", "info", "nosuch"},
 		{"rootfs", "info", filepath.Join(data, "nosuch")},
 	} {
