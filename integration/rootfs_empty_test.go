@@ -14,8 +14,9 @@ import (
 // surface that takes a rootfs (info, verify, --rootfs of a run or a build,
 // a profile's rootfs, check) and --cgroup-manager refuse an empty value
 // with one line and exit 125; so does check a --cgroup-manager it does not
-// know. `rootfs info` of a missing or damaged rootfs is bad input too (125,
-// one line). Rootless, in a data directory of the test's own
+// know. `rootfs info` and `rootfs verify` of a missing or damaged rootfs
+// (no manifest, or one that does not parse) are bad input too (125, one
+// line), as to a run. Rootless, in a data directory of the test's own
 // (XDG_DATA_HOME), where the default rootfs is built first.
 func TestRootfsEmptyValuesRefused(t *testing.T) {
 	data := newDir(t)
@@ -63,11 +64,18 @@ func TestRootfsEmptyValuesRefused(t *testing.T) {
 		checkSetupError(t, what, stderr, exit)
 		after, err := os.Stat(manifest)
 		if err != nil {
-			t.Fatalf("%s: the default rootfs is gone: %v", what, err)
+			t.Errorf("%s: the default rootfs is gone: %v", what, err)
+			if out, stderr, exit := rljail("rootfs", "build", "-q", "--no-commands"); exit != 0 {
+				t.Fatalf("rootfs build: exit %d: %s%s", exit, out, stderr)
+			}
+			after, err = os.Stat(manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+			t.Errorf("%s: the default rootfs was rebuilt", what)
 		}
-		if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
-			t.Fatalf("%s: the default rootfs was rebuilt", what)
-		}
+		before = after
 	}
 	// A damaged rootfs (its manifest gone) is bad input to info as well.
 	damaged := filepath.Join(data, "damaged")
@@ -77,10 +85,23 @@ func TestRootfsEmptyValuesRefused(t *testing.T) {
 	if err := os.Remove(filepath.Join(damaged, ".rljail-rootfs.json")); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, exit := rljail("rootfs", "info", damaged)
-	checkSetupError(t, "rljail rootfs info "+damaged+" (no manifest)", stderr, exit)
-	if !strings.Contains(stderr, damaged) {
-		t.Errorf("rootfs info of a damaged rootfs does not name it: %q", stderr)
+	for _, damage := range []string{"no manifest", "a manifest that does not parse"} {
+		if damage == "a manifest that does not parse" {
+			writeFile(t, filepath.Join(damaged, ".rljail-rootfs.json"), "garbage\n", 0o644)
+		}
+		for _, args := range [][]string{
+			{"rootfs", "info", damaged},
+			{"rootfs", "verify", damaged},
+			{"rootfs", "verify", "--update-fingerprint", damaged},
+			{"-q", "--rootfs", damaged, "--", "true"},
+		} {
+			_, stderr, exit := rljail(args...)
+			what := "rljail " + shellQuote(args) + " (" + damage + ")"
+			checkSetupError(t, what, stderr, exit)
+			if !strings.Contains(stderr, damaged) {
+				t.Errorf("%s: the line does not name the rootfs: %q", what, stderr)
+			}
+		}
 	}
 }
 

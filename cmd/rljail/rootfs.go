@@ -217,7 +217,11 @@ func rootfsCommand() *cli.Command {
 					}
 					diffs, err := verify(dir)
 					if err != nil {
-						return &exitError{code: 1, msg: oneLine(err.Error())}
+						// Not a list of differences but a rootfs that cannot
+						// be verified at all (a damaged or older manifest):
+						// bad input, 125, as to info and a run; 1 means
+						// differences found.
+						return setupError("%s", oneLine(err.Error()))
 					}
 					for _, d := range diffs {
 						fmt.Fprintln(c.App.Writer, safeText(d.String()))
