@@ -220,3 +220,52 @@ func TestRootfsFirstBuildOnce(t *testing.T) {
 		t.Errorf("the data directory holds %q, want the rootfs python alone", got)
 	}
 }
+
+// TestRootfsBadNamesShownSafely: a rootfs path, name or package source
+// holding control characters (a terminal escape, a bell, a newline) or
+// spaces is refused with one line and exit 125 that shows the characters
+// (^[, <9B>) rather than passing them to the terminal, and nothing is made
+// for it.
+func TestRootfsBadNamesShownSafely(t *testing.T) {
+	for _, m := range bothModes {
+		base := newDir(t)
+		if err := os.Chown(base, testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"a\x1b]0;owned\x07b", "a\nb c", "a\xc2\x9bb", "a\x7fb"} {
+			dir := filepath.Join(base, bad)
+			for _, args := range [][]string{
+				{"-q", "--rootfs", dir, "--", "true"},
+				{"-q", "--rootfs", bad, "--", "true"},
+				{"rootfs", "info", dir},
+				{"rootfs", "verify", dir},
+				{"rootfs", "remove", dir},
+				{"rootfs", "build", "-q", "--name", bad},
+				{"rootfs", "build", "-q", "--rootfs", filepath.Join(dir, "py"), "--python", dir},
+				{"rootfs", "build", "-q", "--rootfs", filepath.Join(base, "py"), "--venv", dir},
+				{"rootfs", "build", "-q", "--rootfs", filepath.Join(base, "py"), "--wheels", dir, "--requirements", dir},
+				{"rootfs", "build", "-q", "--rootfs", filepath.Join(base, "py"), "--system-packages", "python3-" + bad},
+			} {
+				cmd := exec.Command(testBin, args...)
+				cmd.Env = modeEnv(m)
+				cmd.Dir = base
+				_, stderr, exit := attackExec(t, m, cmd)
+				what := string(m) + ": rljail " + shellQuote(args)
+				checkSetupError(t, what, stderr, exit)
+				for _, r := range strings.TrimSuffix(stderr, "\n") {
+					if r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0xfffd {
+						t.Errorf("%s: the error line passes the control character %U: %q", what, r, stderr)
+						break
+					}
+				}
+			}
+		}
+		names, err := os.ReadDir(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range names {
+			t.Errorf("%s: left %q", m, e.Name())
+		}
+	}
+}
