@@ -463,6 +463,12 @@ func TestRootfsPackageSources(t *testing.T) {
 	}{
 		{[]string{"--system-packages", "python3-numpy,python3-rljail-no-such-package"}, "python3-rljail-no-such-package is not installed"},
 		{[]string{"--system-packages", "libc6"}, "libc6 is not a Python package"},
+		// What a rootfs leaves out is refused when named, not built into a
+		// rootfs without it.
+		{[]string{"--system-packages", "python3-tk"}, "python3-tk needs Tk, which needs a display"},
+		{[]string{"--system-packages", "python3-numpy,python3-dev"}, "python3-dev is a -dev package"},
+		{[]string{"--system-packages", "python3-pip"}, "python3-pip is pip, which a rootfs holds only with --with-pip"},
+		{[]string{"--system-packages", "python3-numpy,"}, "an empty package name"},
 		{[]string{"--venv", other}, "was made by Python 3.12.1"},
 		{[]string{"--venv", filepath.Join(dir, "wheels")}, "not a virtual environment"},
 		{[]string{"--wheels", wheels}, "--wheels DIR and --requirements FILE go together"},

@@ -172,23 +172,38 @@ func parseDepends(field string) [][]string {
 
 // followedPackage tells which dependencies of a Python package Build takes
 // along: other Python packages, their data packages (python-matplotlib-data)
-// and fonts. The interpreter's own packages are the rootfs already; shared
-// libraries come with the extension modules that load them (the ELF closure
-// decides, not the package metadata).
+// and fonts, except those leftOut names. The interpreter's own packages are
+// the rootfs already; shared libraries come with the extension modules
+// that load them (the ELF closure decides, not the package metadata).
 func followedPackage(name string, withPip bool) bool {
-	switch name {
-	case "python3", "python3-minimal", "python3-venv", "python3-all",
-		// Tk needs a display, as the standard library's tkinter, which the
-		// rootfs leaves out too.
-		"python3-tk", "python3-pil.imagetk":
+	if leftOut(name, withPip) != "" {
 		return false
-	case "python3-pip", "python3-pip-whl":
-		return withPip
-	}
-	if strings.HasSuffix(name, "-dev") {
-		return false // headers and build tools (python3-all-dev, via pythran): no compiler in a jail
 	}
 	return strings.HasPrefix(name, "python3-") || strings.HasPrefix(name, "python-") || strings.HasPrefix(name, "fonts-")
+}
+
+// leftOut says why a rootfs never holds the package name (empty: it may):
+// as a dependency it is skipped, and named in --system-packages it is
+// refused, rather than built into a rootfs that then lacks it.
+func leftOut(name string, withPip bool) string {
+	switch name {
+	case "python3", "python3-minimal", "python3-venv", "python3-all":
+		return "is the interpreter's own, which the rootfs holds already"
+	case "python3-tk", "python3-pil.imagetk":
+		// Tk needs a display, as the standard library's tkinter, which the
+		// rootfs leaves out too.
+		return "needs Tk, which needs a display: a rootfs leaves Tk out"
+	case "python3-pip", "python3-pip-whl":
+		if !withPip {
+			return "is pip, which a rootfs holds only with --with-pip"
+		}
+		return ""
+	}
+	if strings.HasSuffix(name, "-dev") {
+		// headers and build tools (python3-all-dev, via pythran)
+		return "is a -dev package (headers and build tools): a jail has no compiler"
+	}
+	return ""
 }
 
 // addSystemPackages resolves the named Debian packages and their followed
@@ -201,12 +216,18 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 	chosen := map[string]bool{}
 	var queue []string
 	for _, n := range names {
+		if n == "" {
+			return packageErrorf("--system-packages: an empty package name (a comma too many in %q?)", strings.Join(names, ","))
+		}
 		p, ok := pkgs[n]
 		if !ok || !p.installed {
 			return packageErrorf("--system-packages: %s is not installed on this host (apt-get install %s)", n, n)
 		}
 		if !strings.HasPrefix(n, "python3-") && !strings.HasPrefix(n, "python-") {
 			return packageErrorf("--system-packages: %s is not a Python package (python3-*); the libraries a package needs come with it", n)
+		}
+		if why := leftOut(n, plan.withPip); why != "" {
+			return packageErrorf("--system-packages: %s %s", n, why)
 		}
 		if !chosen[n] {
 			chosen[n] = true
