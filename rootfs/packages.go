@@ -318,9 +318,12 @@ func packageFiles(ctx context.Context, name string) ([]string, error) {
 }
 
 // droppedPrefixes are the parts of a package no program reads at run time
-// (documentation, headers, desktop integration) and /etc, which the jail
-// has its own of (a link into it is followed by tree.mirror instead).
+// (documentation, headers, desktop integration; debhelper's add-ons, such
+// as python3-numpy's dh_numpy3, Perl programs for building Debian packages
+// that a rootfs, with no Perl, could not even start) and /etc, which the
+// jail has its own of (a link into it is followed by tree.mirror instead).
 var droppedPrefixes = []string{
+	"/usr/bin/dh_", "/usr/share/debhelper/", "/usr/share/numpy3/",
 	"/etc/", "/usr/include/", "/usr/share/doc/", "/usr/share/doc-base/", "/usr/share/man/",
 	"/usr/share/info/", "/usr/share/lintian/", "/usr/share/bug/", "/usr/share/menu/",
 	"/usr/share/applications/", "/usr/share/icons/", "/usr/share/pixmaps/", "/usr/share/perl5/",
