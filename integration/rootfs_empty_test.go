@@ -12,9 +12,9 @@ import (
 // input, not "the default": `rootfs remove ""` must not remove the default
 // rootfs, `rootfs build --name ""` must not rebuild it, and every other
 // surface that takes a rootfs (info, verify, --rootfs of a run or a build,
-// a profile's rootfs, check) and --cgroup-manager refuse an empty value
-// with one line and exit 125; so does check a --cgroup-manager it does not
-// know. `rootfs info` and `rootfs verify` of a missing or damaged rootfs
+// a profile's rootfs, check), --cgroup-manager and --cgroup-parent refuse
+// an empty value with one line and exit 125; so does check a
+// --cgroup-manager it does not know. `rootfs info` and `rootfs verify` of a missing or damaged rootfs
 // (no manifest, or one that does not parse) are bad input too (125, one
 // line), as to a run. Rootless, in a data directory of the test's own
 // (XDG_DATA_HOME), where the default rootfs is built first.
@@ -53,6 +53,8 @@ func TestRootfsEmptyValuesRefused(t *testing.T) {
 		{"-q", "--rootfs", "", "--", "true"},
 		{"-q", "--profile", prof, "--", "true"},
 		{"-q", "--cgroup-manager", "", "--", "true"},
+		{"-q", "--cgroup-parent", "", "--", "true"},
+		{"check", "--cgroup-parent", ""},
 		{"check", "--rootfs", ""},
 		{"check", "--cgroup-manager", ""},
 		{"check", "--cgroup-manager", "bogus"},

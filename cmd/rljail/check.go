@@ -25,7 +25,7 @@ func checkCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			// Bad flags are bad input (125), as to a run, not a failed check.
-			if err := emptyValue(c, "rootfs", "cgroup-manager"); err != nil {
+			if err := emptyValue(c, "rootfs", "cgroup-manager", "cgroup-parent"); err != nil {
 				return err
 			}
 			if _, err := cgroup.ParseManager(c.String("cgroup-manager")); err != nil {
