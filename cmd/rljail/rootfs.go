@@ -227,7 +227,11 @@ func rootfsCommand() *cli.Command {
 						fmt.Fprintln(c.App.Writer, safeText(d.String()))
 					}
 					if len(diffs) > 0 {
-						return &exitError{code: 1, msg: fmt.Sprintf("rootfs %s differs from its build in %d places", label, len(diffs))}
+						places := "places"
+						if len(diffs) == 1 {
+							places = "place"
+						}
+						return &exitError{code: 1, msg: fmt.Sprintf("rootfs %s differs from its build in %d %s", label, len(diffs), places)}
 					}
 					if c.Bool("update-fingerprint") {
 						fmt.Fprintf(c.App.Writer, "rootfs %s is as built; its fingerprint is recorded anew\n", label)
