@@ -455,6 +455,20 @@ func TestRootfsPackageSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(other, "pyvenv.cfg"), "home = /opt/python3.12/bin\nversion = 3.12.1\n", 0o644)
+	// A venv (another user's, say) whose link outside it names a file only
+	// root may read: the build, as root, must not publish it in a rootfs
+	// every user and jail may read.
+	secret := filepath.Join(dir, "secret")
+	writeFile(t, secret, "root's secret\n", 0o600)
+	leaky := filepath.Join(dir, "venvleak")
+	leakySite := filepath.Join(leaky, "lib", "python3.11", "site-packages")
+	if err := os.MkdirAll(leakySite, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(leaky, "pyvenv.cfg"), "home = /usr/bin\nversion = 3.11.2\n", 0o644)
+	if err := os.Symlink(secret, filepath.Join(leakySite, "leak.txt")); err != nil {
+		t.Fatal(err)
+	}
 	badReq := filepath.Join(dir, "bad-requirements.txt")
 	writeFile(t, badReq, "rljnosuchwheel==1.0\n", 0o644)
 	for _, tc := range []struct {
@@ -471,6 +485,7 @@ func TestRootfsPackageSources(t *testing.T) {
 		{[]string{"--system-packages", "python3-numpy,"}, "an empty package name"},
 		{[]string{"--venv", other}, "was made by Python 3.12.1"},
 		{[]string{"--venv", filepath.Join(dir, "wheels")}, "not a virtual environment"},
+		{[]string{"--venv", leaky}, "which other users may not read"},
 		{[]string{"--wheels", wheels}, "--wheels DIR and --requirements FILE go together"},
 		{[]string{"--wheels", wheels, "--requirements", badReq}, "No matching distribution found for rljnosuchwheel"},
 	} {
