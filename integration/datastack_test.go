@@ -469,6 +469,23 @@ func TestRootfsPackageSources(t *testing.T) {
 	if err := os.Symlink(secret, filepath.Join(leakySite, "leak.txt")); err != nil {
 		t.Fatal(err)
 	}
+	// One whose lib is a link into a directory only root may enter.
+	linked := filepath.Join(dir, "venvlink")
+	privateLib := filepath.Join(dir, "private", "lib")
+	if err := os.MkdirAll(filepath.Join(privateLib, "python3.11", "site-packages"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(privateLib, "python3.11", "site-packages", "rootsmod.py"), "SECRET = 1\n", 0o644)
+	if err := os.Chmod(filepath.Join(dir, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(linked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(linked, "pyvenv.cfg"), "home = /usr/bin\nversion = 3.11.2\n", 0o644)
+	if err := os.Symlink(privateLib, filepath.Join(linked, "lib")); err != nil {
+		t.Fatal(err)
+	}
 	badReq := filepath.Join(dir, "bad-requirements.txt")
 	writeFile(t, badReq, "rljnosuchwheel==1.0\n", 0o644)
 	for _, tc := range []struct {
@@ -486,6 +503,7 @@ func TestRootfsPackageSources(t *testing.T) {
 		{[]string{"--venv", other}, "was made by Python 3.12.1"},
 		{[]string{"--venv", filepath.Join(dir, "wheels")}, "not a virtual environment"},
 		{[]string{"--venv", leaky}, "which other users may not read"},
+		{[]string{"--venv", linked}, "which other users may not read"},
 		{[]string{"--wheels", wheels}, "--wheels DIR and --requirements FILE go together"},
 		{[]string{"--wheels", wheels, "--requirements", badReq}, "No matching distribution found for rljnosuchwheel"},
 	} {

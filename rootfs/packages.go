@@ -407,6 +407,17 @@ func (plan *packagePlan) addVenv(dir string, info pythonInfo) error {
 	if fi, err := os.Stat(site); err != nil || !fi.IsDir() {
 		return packageErrorf("--venv %s has no %s", dir, site)
 	}
+	// A link inside the venv on the way to site-packages (lib -> elsewhere)
+	// may lead only where others may read: whoever planted it must not have
+	// the build publish a directory private to the builder (below /root).
+	realVenv, err1 := filepath.EvalSymlinks(abs)
+	realSite, err2 := filepath.EvalSymlinks(site)
+	if err1 != nil || err2 != nil {
+		return packageErrorf("--venv %s: %v", dir, errors.Join(err1, err2))
+	}
+	if realSite != filepath.Join(realVenv, "lib", "python"+minorVersion(info.Version), "site-packages") && !othersMayRead(realSite) {
+		return packageErrorf("--venv %s: its site-packages leads to %s, which other users may not read, and every file of a rootfs is readable by all", dir, realSite)
+	}
 	plan.dirs = append(plan.dirs, dirCopy{from: site, to: plan.purelib})
 	plan.packages = append(plan.packages, Package{Name: abs, Version: info.Version, Source: "venv"})
 	return nil

@@ -378,13 +378,14 @@ func (t *tree) copyDirTo(ctx context.Context, from, to string, excluded func(rel
 }
 
 // othersMayRead tells whether a user who is neither the owner of the
-// regular file at real (a path with no symlink in it) nor in its group
-// could read it: o+r on the file, o+x on every directory above it.
+// regular file or directory at real (a path with no symlink in it) nor in
+// its group could read it: o+r on it (and o+x, a directory), o+x on every
+// directory above it.
 // (An ACL could grant more; it is not consulted, which errs towards
 // refusing.)
 func othersMayRead(real string) bool {
 	fi, err := os.Stat(real)
-	if err != nil || fi.Mode().Perm()&0o004 == 0 {
+	if err != nil || fi.Mode().Perm()&0o004 == 0 || fi.IsDir() && fi.Mode().Perm()&0o001 == 0 {
 		return false
 	}
 	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
