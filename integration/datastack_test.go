@@ -12,12 +12,15 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -486,6 +489,24 @@ func TestRootfsPackageSources(t *testing.T) {
 	if err := os.Symlink(privateLib, filepath.Join(linked, "lib")); err != nil {
 		t.Fatal(err)
 	}
+	// Requirements that name a wheel on a network (a server this test
+	// runs, on the loopback, serving the wheelhouse): --no-index does not
+	// stop pip fetching a direct URL or a --find-links URL, and a build
+	// must never read the network.
+	var fetched atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		http.FileServer(http.Dir(wheels)).ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	emptyWheels := filepath.Join(dir, "nowheels")
+	if err := os.Mkdir(emptyWheels, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	urlReq := filepath.Join(dir, "url-requirements.txt")
+	writeFile(t, urlReq, "rljwheelmod @ "+srv.URL+"/rljwheelmod-1.0-py3-none-any.whl\n", 0o644)
+	linksReq := filepath.Join(dir, "links-requirements.txt")
+	writeFile(t, linksReq, "--find-links "+srv.URL+"/\nrljwheelmod==1.0\n", 0o644)
 	badReq := filepath.Join(dir, "bad-requirements.txt")
 	writeFile(t, badReq, "rljnosuchwheel==1.0\n", 0o644)
 	for _, tc := range []struct {
@@ -506,6 +527,8 @@ func TestRootfsPackageSources(t *testing.T) {
 		{[]string{"--venv", linked}, "which other users may not read"},
 		{[]string{"--wheels", wheels}, "--wheels DIR and --requirements FILE go together"},
 		{[]string{"--wheels", wheels, "--requirements", badReq}, "No matching distribution found for rljnosuchwheel"},
+		{[]string{"--wheels", emptyWheels, "--requirements", urlReq}, "names something on a network"},
+		{[]string{"--wheels", emptyWheels, "--requirements", linksReq}, "No matching distribution found for rljwheelmod"},
 	} {
 		parent := filepath.Join(dir, "refused")
 		out := filepath.Join(parent, "rootfs")
@@ -518,5 +541,8 @@ func TestRootfsPackageSources(t *testing.T) {
 			t.Errorf("build %v left %s behind (%d entries)", tc.args, parent, len(entries))
 			os.RemoveAll(parent)
 		}
+	}
+	if n := fetched.Load(); n != 0 {
+		t.Errorf("a build with requirements naming %s made %d requests to it: a build must not read the network", srv.URL, n)
 	}
 }

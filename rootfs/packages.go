@@ -597,8 +597,14 @@ func pipInstall(ctx context.Context, python string, w *wheelInstall, dryRun bool
 	if err != nil {
 		return "", fmt.Errorf("pip install: %w", err)
 	}
+	// --no-index stops pip's index, not a URL that the requirements file
+	// names (`pkg @ https://...`, `--find-links https://...`), which pip
+	// fetches all the same: every request goes to a proxy that is not there
+	// (port 1 of the loopback; no retries), so that a build never reads the
+	// network. file: URLs and paths are not requests and still work.
 	args := []string{"-I", "-m", "pip", "install", "--isolated", "--no-index", "--find-links", w.dir,
 		"--only-binary", ":all:", "--no-compile", "--no-cache-dir", "--disable-pip-version-check",
+		"--proxy", noNetworkProxy, "--retries", "0", "--timeout", "2",
 		"--no-warn-script-location", "--target", staged, "-r", w.requirements}
 	if dryRun {
 		args = append(args, "--dry-run")
@@ -610,10 +616,17 @@ func pipInstall(ctx context.Context, python string, w *wheelInstall, dryRun bool
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return staged, ctxErr
 		}
+		if bytes.Contains(out, []byte("ProxyError")) || bytes.Contains(out, []byte(noNetworkProxy)) {
+			return staged, packageErrorf("--requirements %s names something on a network (a URL, or --find-links/--index-url to one): a build installs from the wheelhouse %s alone; put the wheel there", w.requirements, w.dir)
+		}
 		return staged, packageErrorf("pip install --no-index --find-links %s -r %s failed: %s", w.dir, w.requirements, oneLineTail(out))
 	}
 	return staged, nil
 }
+
+// noNetworkProxy is where pip's requests go in a build: nothing listens on
+// port 1 of the loopback, so each fails at once.
+const noNetworkProxy = "http://127.0.0.1:1"
 
 func oneLineTail(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
