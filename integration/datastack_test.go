@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -507,6 +508,22 @@ func TestRootfsPackageSources(t *testing.T) {
 	writeFile(t, urlReq, "rljwheelmod @ "+srv.URL+"/rljwheelmod-1.0-py3-none-any.whl\n", 0o644)
 	linksReq := filepath.Join(dir, "links-requirements.txt")
 	writeFile(t, linksReq, "--find-links "+srv.URL+"/\nrljwheelmod==1.0\n", 0o644)
+	// pip builds a VCS checkout, a local source tree or an editable
+	// install whatever --only-binary says, running its setup.py: refused
+	// before pip runs (the marker shows whether setup.py ran).
+	src := filepath.Join(dir, "src")
+	marker := filepath.Join(dir, "setup-py-ran")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "setup.py"), "open("+strconv.Quote(marker)+", 'w').close()\nfrom setuptools import setup\nsetup(name='rljsrc', version='1', py_modules=[])\n", 0o644)
+	gitReq := filepath.Join(dir, "git-requirements.txt")
+	writeFile(t, gitReq, "rljsrc @ git+"+srv.URL+"/src.git\n", 0o644)
+	srcReq := filepath.Join(dir, "src-requirements.txt")
+	writeFile(t, srcReq, "./src\n", 0o644)
+	nestedReq := filepath.Join(dir, "nested-requirements.txt")
+	writeFile(t, filepath.Join(dir, "editable.txt"), "-e ./src\n", 0o644)
+	writeFile(t, nestedReq, "rljwheelmod==1.0 ; python_version >= '3'  # a comment\n-r editable.txt\n", 0o644)
 	badReq := filepath.Join(dir, "bad-requirements.txt")
 	writeFile(t, badReq, "rljnosuchwheel==1.0\n", 0o644)
 	for _, tc := range []struct {
@@ -527,8 +544,11 @@ func TestRootfsPackageSources(t *testing.T) {
 		{[]string{"--venv", linked}, "which other users may not read"},
 		{[]string{"--wheels", wheels}, "--wheels DIR and --requirements FILE go together"},
 		{[]string{"--wheels", wheels, "--requirements", badReq}, "No matching distribution found for rljnosuchwheel"},
-		{[]string{"--wheels", emptyWheels, "--requirements", urlReq}, "names something on a network"},
-		{[]string{"--wheels", emptyWheels, "--requirements", linksReq}, "No matching distribution found for rljwheelmod"},
+		{[]string{"--wheels", emptyWheels, "--requirements", urlReq}, "is a URL or a direct reference"},
+		{[]string{"--wheels", emptyWheels, "--requirements", linksReq}, "names a place on a network"},
+		{[]string{"--wheels", emptyWheels, "--requirements", gitReq}, "is a URL or a direct reference"},
+		{[]string{"--wheels", emptyWheels, "--requirements", srcReq}, "is a path (a local directory or archive, built from source)"},
+		{[]string{"--wheels", emptyWheels, "--requirements", nestedReq}, "is an editable install"},
 	} {
 		parent := filepath.Join(dir, "refused")
 		out := filepath.Join(parent, "rootfs")
@@ -541,6 +561,9 @@ func TestRootfsPackageSources(t *testing.T) {
 			t.Errorf("build %v left %s behind (%d entries)", tc.args, parent, len(entries))
 			os.RemoveAll(parent)
 		}
+	}
+	if exists(marker) {
+		t.Errorf("a build ran the setup.py of a source tree the requirements named")
 	}
 	if n := fetched.Load(); n != 0 {
 		t.Errorf("a build with requirements naming %s made %d requests to it: a build must not read the network", srv.URL, n)

@@ -448,6 +448,9 @@ func (plan *packagePlan) addWheels(ctx context.Context, dir, requirements, pytho
 	if out, err := hostexec.CombinedOutput(cmd); err != nil {
 		return packageErrorf("--wheels needs pip in %s, which has none (%s): install it (Debian: apt-get install python3-pip) or use --venv", python, strings.TrimSpace(tail(out, 200)))
 	}
+	if err := checkRequirements(req, 0); err != nil {
+		return err
+	}
 	w := &wheelInstall{dir: abs, requirements: req}
 	// A dry run resolves the requirements against the wheelhouse, so that
 	// one it cannot satisfy is refused before the build starts.
@@ -622,6 +625,75 @@ func pipInstall(ctx context.Context, python string, w *wheelInstall, dryRun bool
 		return staged, packageErrorf("pip install --no-index --find-links %s -r %s failed: %s", w.dir, w.requirements, oneLineTail(out))
 	}
 	return staged, nil
+}
+
+// checkRequirements refuses a requirements file (and the files it names
+// with -r and -c) that asks pip for more than wheels from the wheelhouse:
+// pip builds a local directory, an sdist, a VCS checkout or an editable
+// install whatever --only-binary says (running its setup.py as the
+// builder), clones a VCS URL past --no-index, and --no-binary would undo
+// --only-binary. Named requirements (extras, versions, markers, --hash)
+// and local --find-links directories pass.
+func checkRequirements(file string, depth int) error {
+	if depth > 8 {
+		return packageErrorf("--requirements %s: -r/-c nested more than 8 deep", file)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return packageErrorf("--requirements %s: %v", file, unwrapPathErr(err))
+	}
+	refuse := func(line, why string) error {
+		return packageErrorf("--requirements %s: %q %s: a build installs wheels from the wheelhouse alone (name the package, and put its wheel there)", file, line, why)
+	}
+	text := strings.ReplaceAll(string(data), "\\\n", " ") // continuation lines
+	for _, line := range strings.Split(text, "\n") {
+		if i := strings.Index(line, "#"); i == 0 || i > 0 && (line[i-1] == ' ' || line[i-1] == '\t') {
+			line = line[:i]
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if strings.Contains(line, "${") {
+			return refuse(line, "uses an environment variable")
+		}
+		if strings.HasPrefix(line, "-") {
+			opt, val, _ := strings.Cut(strings.Replace(line, "=", " ", 1), " ")
+			val = strings.TrimSpace(val)
+			switch opt {
+			case "-r", "--requirement", "-c", "--constraint":
+				if strings.Contains(val, "://") {
+					return refuse(line, "names a file on a network")
+				}
+				if !filepath.IsAbs(val) {
+					val = filepath.Join(filepath.Dir(file), val)
+				}
+				if err := checkRequirements(val, depth+1); err != nil {
+					return err
+				}
+			case "-e", "--editable":
+				return refuse(line, "is an editable install, built from source")
+			case "--no-binary":
+				return refuse(line, "asks for a build from source")
+			case "-f", "--find-links":
+				if strings.Contains(val, "://") && !strings.HasPrefix(val, "file:") {
+					return refuse(line, "names a place on a network")
+				}
+			}
+			continue
+		}
+		name := line
+		if i := strings.IndexAny(name, ";"); i >= 0 {
+			name = name[:i]
+		}
+		switch {
+		case strings.Contains(name, "://") || strings.Contains(name, "@"):
+			return refuse(line, "is a URL or a direct reference (name @ URL)")
+		case strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "~"):
+			return refuse(line, "is a path (a local directory or archive, built from source)")
+		}
+	}
+	return nil
 }
 
 // noNetworkProxy is where pip's requests go in a build: nothing listens on
