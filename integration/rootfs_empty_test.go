@@ -109,7 +109,8 @@ func TestRootfsEmptyValuesRefused(t *testing.T) {
 
 // TestRootfsBuildFailureLeavesNothing: a build that fails (an interpreter
 // that does not exist, found once the build lock is held; as root also a
-// full disk, a small tmpfs as the target) is one line and exit 125, and
+// full disk, a small tmpfs as the target, also as a rootless run's data
+// directory when it builds the default) is one line and exit 125, and
 // leaves nothing where it was to go: no half-built tree, no temp
 // directory, no build lock, no parent directory it created. `rootfs
 // remove` takes the lock file away with the rootfs.
@@ -157,6 +158,16 @@ func TestRootfsBuildFailureLeavesNothing(t *testing.T) {
 					t.Errorf("a full disk is not named: %q", stderr)
 				}
 				left("a build onto a full disk", small)
+				// The default rootfs built on first use, by a rootless run
+				// whose data directory is that full disk.
+				if err := os.Chmod(small, 0o777); err != nil {
+					t.Fatal(err)
+				}
+				run := exec.Command(testBin, "-q", "--no-workspace", "--", "python3", "-c", "pass")
+				run.Env = append(modeEnv(asRootless), "XDG_DATA_HOME="+small)
+				_, stderr, exit = attackExec(t, asRootless, run)
+				checkSetupError(t, "a rootless run whose first-use build fills the disk", stderr, exit)
+				left("a first-use build onto a full disk", small)
 				if out, err := exec.Command("umount", small).CombinedOutput(); err != nil {
 					t.Fatalf("umount: %v: %s", err, out)
 				}
