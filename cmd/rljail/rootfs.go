@@ -88,7 +88,11 @@ func rootfsCommand() *cli.Command {
 					}
 					dir, _, err := locateRootfs(value, "")
 					if err != nil {
-						return setupError("%v", err)
+						msg := err.Error()
+						if c.String("name") != "" { // the name, not --rootfs, was given
+							msg = "--name: " + strings.TrimPrefix(msg, "--rootfs: ")
+						}
+						return setupError("%s", msg)
 					}
 					logf := func(msg string) {
 						if !c.Bool("quiet") {
