@@ -38,7 +38,11 @@ func rootfsCommand() *cli.Command {
 		}
 		dir, namedBy, err := locateRootfs(value, "")
 		if err != nil {
-			return "", "", setupError("%v", err)
+			msg := err.Error()
+			if c.NArg() == 1 { // the NAME argument, not --rootfs
+				msg = strings.TrimPrefix(msg, "--rootfs: ")
+			}
+			return "", "", setupError("%s", msg)
 		}
 		label = dir
 		if namedBy == "" || !rootfs.IsDirValue(value) && value != "" {
