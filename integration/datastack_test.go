@@ -12,12 +12,16 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -455,6 +459,71 @@ func TestRootfsPackageSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(other, "pyvenv.cfg"), "home = /opt/python3.12/bin\nversion = 3.12.1\n", 0o644)
+	// A venv (another user's, say) whose link outside it names a file only
+	// root may read: the build, as root, must not publish it in a rootfs
+	// every user and jail may read.
+	secret := filepath.Join(dir, "secret")
+	writeFile(t, secret, "root's secret\n", 0o600)
+	leaky := filepath.Join(dir, "venvleak")
+	leakySite := filepath.Join(leaky, "lib", "python3.11", "site-packages")
+	if err := os.MkdirAll(leakySite, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(leaky, "pyvenv.cfg"), "home = /usr/bin\nversion = 3.11.2\n", 0o644)
+	if err := os.Symlink(secret, filepath.Join(leakySite, "leak.txt")); err != nil {
+		t.Fatal(err)
+	}
+	// One whose lib is a link into a directory only root may enter.
+	linked := filepath.Join(dir, "venvlink")
+	privateLib := filepath.Join(dir, "private", "lib")
+	if err := os.MkdirAll(filepath.Join(privateLib, "python3.11", "site-packages"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(privateLib, "python3.11", "site-packages", "rootsmod.py"), "SECRET = 1\n", 0o644)
+	if err := os.Chmod(filepath.Join(dir, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(linked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(linked, "pyvenv.cfg"), "home = /usr/bin\nversion = 3.11.2\n", 0o644)
+	if err := os.Symlink(privateLib, filepath.Join(linked, "lib")); err != nil {
+		t.Fatal(err)
+	}
+	// Requirements that name a wheel on a network (a server this test
+	// runs, on the loopback, serving the wheelhouse): --no-index does not
+	// stop pip fetching a direct URL or a --find-links URL, and a build
+	// must never read the network.
+	var fetched atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		http.FileServer(http.Dir(wheels)).ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	emptyWheels := filepath.Join(dir, "nowheels")
+	if err := os.Mkdir(emptyWheels, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	urlReq := filepath.Join(dir, "url-requirements.txt")
+	writeFile(t, urlReq, "rljwheelmod @ "+srv.URL+"/rljwheelmod-1.0-py3-none-any.whl\n", 0o644)
+	linksReq := filepath.Join(dir, "links-requirements.txt")
+	writeFile(t, linksReq, "--find-links "+srv.URL+"/\nrljwheelmod==1.0\n", 0o644)
+	// pip builds a VCS checkout, a local source tree or an editable
+	// install whatever --only-binary says, running its setup.py: refused
+	// before pip runs (the marker shows whether setup.py ran).
+	src := filepath.Join(dir, "src")
+	marker := filepath.Join(dir, "setup-py-ran")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "setup.py"), "open("+strconv.Quote(marker)+", 'w').close()\nfrom setuptools import setup\nsetup(name='rljsrc', version='1', py_modules=[])\n", 0o644)
+	gitReq := filepath.Join(dir, "git-requirements.txt")
+	writeFile(t, gitReq, "rljsrc @ git+"+srv.URL+"/src.git\n", 0o644)
+	srcReq := filepath.Join(dir, "src-requirements.txt")
+	writeFile(t, srcReq, "./src\n", 0o644)
+	nestedReq := filepath.Join(dir, "nested-requirements.txt")
+	writeFile(t, filepath.Join(dir, "editable.txt"), "-e ./src\n", 0o644)
+	writeFile(t, nestedReq, "rljwheelmod==1.0 ; python_version >= '3'  # a comment\n-r editable.txt\n", 0o644)
 	badReq := filepath.Join(dir, "bad-requirements.txt")
 	writeFile(t, badReq, "rljnosuchwheel==1.0\n", 0o644)
 	for _, tc := range []struct {
@@ -463,10 +532,23 @@ func TestRootfsPackageSources(t *testing.T) {
 	}{
 		{[]string{"--system-packages", "python3-numpy,python3-rljail-no-such-package"}, "python3-rljail-no-such-package is not installed"},
 		{[]string{"--system-packages", "libc6"}, "libc6 is not a Python package"},
+		// What a rootfs leaves out is refused when named, not built into a
+		// rootfs without it.
+		{[]string{"--system-packages", "python3-tk"}, "python3-tk needs Tk, which needs a display"},
+		{[]string{"--system-packages", "python3-numpy,python3-dev"}, "python3-dev is a -dev package"},
+		{[]string{"--system-packages", "python3-pip"}, "python3-pip is pip, which a rootfs holds only with --with-pip"},
+		{[]string{"--system-packages", "python3-numpy,"}, "an empty package name"},
 		{[]string{"--venv", other}, "was made by Python 3.12.1"},
 		{[]string{"--venv", filepath.Join(dir, "wheels")}, "not a virtual environment"},
+		{[]string{"--venv", leaky}, "which other users may not read"},
+		{[]string{"--venv", linked}, "which other users may not read"},
 		{[]string{"--wheels", wheels}, "--wheels DIR and --requirements FILE go together"},
 		{[]string{"--wheels", wheels, "--requirements", badReq}, "No matching distribution found for rljnosuchwheel"},
+		{[]string{"--wheels", emptyWheels, "--requirements", urlReq}, "is a URL or a direct reference"},
+		{[]string{"--wheels", emptyWheels, "--requirements", linksReq}, "names a place on a network"},
+		{[]string{"--wheels", emptyWheels, "--requirements", gitReq}, "is a URL or a direct reference"},
+		{[]string{"--wheels", emptyWheels, "--requirements", srcReq}, "is a path (a local directory or archive, built from source)"},
+		{[]string{"--wheels", emptyWheels, "--requirements", nestedReq}, "is an editable install"},
 	} {
 		parent := filepath.Join(dir, "refused")
 		out := filepath.Join(parent, "rootfs")
@@ -479,5 +561,11 @@ func TestRootfsPackageSources(t *testing.T) {
 			t.Errorf("build %v left %s behind (%d entries)", tc.args, parent, len(entries))
 			os.RemoveAll(parent)
 		}
+	}
+	if exists(marker) {
+		t.Errorf("a build ran the setup.py of a source tree the requirements named")
+	}
+	if n := fetched.Load(); n != 0 {
+		t.Errorf("a build with requirements naming %s made %d requests to it: a build must not read the network", srv.URL, n)
 	}
 }

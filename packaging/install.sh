@@ -38,6 +38,21 @@ while [ $# -gt 0 ]; do
 	shift
 done
 case $apparmor in auto | yes | no) ;; *) echo "install.sh: --apparmor auto|yes|no, not $apparmor" >&2; exit 2 ;; esac
+# PREFIX goes after DESTDIR and into the units' ExecStart (through sed):
+# an absolute path of plain characters only, no "." or ".." element.
+case $prefix in
+/*) ;;
+*)
+	printf 'install.sh: PREFIX must be an absolute path (such as /usr/local), not "%s"\n' "$(printf %s "$prefix" | tr -c 'A-Za-z0-9._/+-' '?')" >&2
+	exit 2
+	;;
+esac
+case $prefix in
+*[!A-Za-z0-9._/+-]* | */./* | */../* | */. | */.. | *//*)
+	printf 'install.sh: PREFIX %s may hold only letters, digits and . _ / + - (no "." or ".." element)\n' "$(printf %s "$prefix" | tr -c 'A-Za-z0-9._/+-' '?')" >&2
+	exit 2
+	;;
+esac
 [ -z "$destdir" ] || activate=no
 src=$(cd "$(dirname "$0")/.." && pwd)
 bindir=$prefix/bin

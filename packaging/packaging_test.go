@@ -224,3 +224,23 @@ func TestInstallDestdir(t *testing.T) {
 		})
 	}
 }
+
+// TestInstallRefusesBadPrefix: a PREFIX that is not an absolute path of
+// plain characters is refused with one line, before anything is installed:
+// a relative one was glued to DESTDIR ("DESTDIRrelative/bin"), and one with
+// a space, #, & or a newline corrupts the units' ExecStart (sed's
+// replacement, and systemd's word splitting).
+func TestInstallRefusesBadPrefix(t *testing.T) {
+	bin := fakeBinary(t)
+	for _, prefix := range []string{"", "relative", "usr/local", "/usr/lo cal", "/usr/#x", "/usr/&x", "/usr/x\ny", "/usr/$HOME", "/usr/../etc"} {
+		dest := t.TempDir()
+		out, err := exec.Command("sh", "install.sh", "--bin", bin, "--destdir", dest+"/root", "--prefix", prefix).CombinedOutput()
+		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+		if err == nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "install.sh: ") {
+			t.Errorf("install.sh --prefix %q: %v, output %q; want it refused with one line", prefix, err, out)
+		}
+		if names, _ := os.ReadDir(dest); len(names) > 0 {
+			t.Errorf("install.sh --prefix %q left %d entries in its DESTDIR's parent", prefix, len(names))
+		}
+	}
+}

@@ -98,7 +98,9 @@ type defaults struct {
 	Env     []string `toml:"env"`
 	Volumes []string `toml:"volumes"`
 	Workdir string   `toml:"workdir"`
-	Rootfs  string   `toml:"rootfs"`
+	// Rootfs is a pointer so that rootfs = "" is refused as a name rather
+	// than taken for "not given" (the default rootfs).
+	Rootfs *string `toml:"rootfs"`
 }
 
 // Names lists the embedded profiles.
@@ -305,18 +307,19 @@ func applyDefaults(p *Profile, d defaults) error {
 	if d.Workdir != "" {
 		p.Workdir = d.Workdir
 	}
-	if d.Rootfs != "" {
+	if d.Rootfs != nil {
+		v := *d.Rootfs
 		switch {
-		case rootfs.IsDirValue(d.Rootfs):
-			if !path.IsAbs(d.Rootfs) {
-				return fmt.Errorf("defaults.rootfs %q: a directory must be an absolute path (or give a rootfs name)", d.Rootfs)
+		case rootfs.IsDirValue(v):
+			if !path.IsAbs(v) {
+				return fmt.Errorf("defaults.rootfs %q: a directory must be an absolute path (or give a rootfs name)", v)
 			}
 		default:
-			if err := rootfs.ValidName(d.Rootfs); err != nil {
+			if err := rootfs.ValidName(v); err != nil {
 				return fmt.Errorf("defaults.rootfs: %w", err)
 			}
 		}
-		p.Rootfs = d.Rootfs
+		p.Rootfs = v
 	}
 	return nil
 }

@@ -142,6 +142,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad timeout", "[defaults]\ntimeout = \"soon\"\n", []string{"defaults.timeout"}},
 		{"bad rootfs name", "[defaults]\nrootfs = \"Data\"\n", []string{"defaults.rootfs", `"Data" is not a rootfs name`}},
 		{"relative rootfs directory", "[defaults]\nrootfs = \"./py\"\n", []string{"defaults.rootfs", "absolute path"}},
+		{"empty rootfs", "[defaults]\nrootfs = \"\"\n", []string{"defaults.rootfs", `"" is not a rootfs name`}},
 		{"rootfs at the top level", "rootfs = \"data\"\n", []string{"unknown key rootfs"}},
 		{"syntax", "[seccomp\n", []string{"line 1"}},
 	}

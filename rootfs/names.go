@@ -147,7 +147,13 @@ func RemoveIn(parent *os.File, name, label string) error {
 	dir := InDir(parent, name)
 	exists, err := replaceable(dir)
 	if err != nil {
-		return errors.New(strings.ReplaceAll(err.Error(), dir, label))
+		// replaceable speaks for a build ("refusing to replace it"):
+		// here nothing is to be replaced, only removed.
+		msg := strings.ReplaceAll(err.Error(), dir, label)
+		if i := strings.Index(msg, "refusing to replace it"); i >= 0 {
+			msg = msg[:i] + "refusing to remove it"
+		}
+		return errors.New(msg)
 	}
 	if !exists {
 		return fmt.Errorf("no rootfs at %s", label)

@@ -172,23 +172,38 @@ func parseDepends(field string) [][]string {
 
 // followedPackage tells which dependencies of a Python package Build takes
 // along: other Python packages, their data packages (python-matplotlib-data)
-// and fonts. The interpreter's own packages are the rootfs already; shared
-// libraries come with the extension modules that load them (the ELF closure
-// decides, not the package metadata).
+// and fonts, except those leftOut names. The interpreter's own packages are
+// the rootfs already; shared libraries come with the extension modules
+// that load them (the ELF closure decides, not the package metadata).
 func followedPackage(name string, withPip bool) bool {
-	switch name {
-	case "python3", "python3-minimal", "python3-venv", "python3-all",
-		// Tk needs a display, as the standard library's tkinter, which the
-		// rootfs leaves out too.
-		"python3-tk", "python3-pil.imagetk":
+	if leftOut(name, withPip) != "" {
 		return false
-	case "python3-pip", "python3-pip-whl":
-		return withPip
-	}
-	if strings.HasSuffix(name, "-dev") {
-		return false // headers and build tools (python3-all-dev, via pythran): no compiler in a jail
 	}
 	return strings.HasPrefix(name, "python3-") || strings.HasPrefix(name, "python-") || strings.HasPrefix(name, "fonts-")
+}
+
+// leftOut says why a rootfs never holds the package name (empty: it may):
+// as a dependency it is skipped, and named in --system-packages it is
+// refused, rather than built into a rootfs that then lacks it.
+func leftOut(name string, withPip bool) string {
+	switch name {
+	case "python3", "python3-minimal", "python3-venv", "python3-all":
+		return "is the interpreter's own, which the rootfs holds already"
+	case "python3-tk", "python3-pil.imagetk":
+		// Tk needs a display, as the standard library's tkinter, which the
+		// rootfs leaves out too.
+		return "needs Tk, which needs a display: a rootfs leaves Tk out"
+	case "python3-pip", "python3-pip-whl":
+		if !withPip {
+			return "is pip, which a rootfs holds only with --with-pip"
+		}
+		return ""
+	}
+	if strings.HasSuffix(name, "-dev") {
+		// headers and build tools (python3-all-dev, via pythran)
+		return "is a -dev package (headers and build tools): a jail has no compiler"
+	}
+	return ""
 }
 
 // addSystemPackages resolves the named Debian packages and their followed
@@ -201,12 +216,18 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 	chosen := map[string]bool{}
 	var queue []string
 	for _, n := range names {
+		if n == "" {
+			return packageErrorf("--system-packages: an empty package name (a comma too many in %q?)", strings.Join(names, ","))
+		}
 		p, ok := pkgs[n]
 		if !ok || !p.installed {
 			return packageErrorf("--system-packages: %s is not installed on this host (apt-get install %s)", n, n)
 		}
 		if !strings.HasPrefix(n, "python3-") && !strings.HasPrefix(n, "python-") {
 			return packageErrorf("--system-packages: %s is not a Python package (python3-*); the libraries a package needs come with it", n)
+		}
+		if why := leftOut(n, plan.withPip); why != "" {
+			return packageErrorf("--system-packages: %s %s", n, why)
 		}
 		if !chosen[n] {
 			chosen[n] = true
@@ -297,9 +318,12 @@ func packageFiles(ctx context.Context, name string) ([]string, error) {
 }
 
 // droppedPrefixes are the parts of a package no program reads at run time
-// (documentation, headers, desktop integration) and /etc, which the jail
-// has its own of (a link into it is followed by tree.mirror instead).
+// (documentation, headers, desktop integration; debhelper's add-ons, such
+// as python3-numpy's dh_numpy3, Perl programs for building Debian packages
+// that a rootfs, with no Perl, could not even start) and /etc, which the
+// jail has its own of (a link into it is followed by tree.mirror instead).
 var droppedPrefixes = []string{
+	"/usr/bin/dh_", "/usr/share/debhelper/", "/usr/share/numpy3/",
 	"/etc/", "/usr/include/", "/usr/share/doc/", "/usr/share/doc-base/", "/usr/share/man/",
 	"/usr/share/info/", "/usr/share/lintian/", "/usr/share/bug/", "/usr/share/menu/",
 	"/usr/share/applications/", "/usr/share/icons/", "/usr/share/pixmaps/", "/usr/share/perl5/",
@@ -383,6 +407,17 @@ func (plan *packagePlan) addVenv(dir string, info pythonInfo) error {
 	if fi, err := os.Stat(site); err != nil || !fi.IsDir() {
 		return packageErrorf("--venv %s has no %s", dir, site)
 	}
+	// A link inside the venv on the way to site-packages (lib -> elsewhere)
+	// may lead only where others may read: whoever planted it must not have
+	// the build publish a directory private to the builder (below /root).
+	realVenv, err1 := filepath.EvalSymlinks(abs)
+	realSite, err2 := filepath.EvalSymlinks(site)
+	if err1 != nil || err2 != nil {
+		return packageErrorf("--venv %s: %v", dir, errors.Join(err1, err2))
+	}
+	if realSite != filepath.Join(realVenv, "lib", "python"+minorVersion(info.Version), "site-packages") && !othersMayRead(realSite) {
+		return packageErrorf("--venv %s: its site-packages leads to %s, which other users may not read, and every file of a rootfs is readable by all", dir, realSite)
+	}
 	plan.dirs = append(plan.dirs, dirCopy{from: site, to: plan.purelib})
 	plan.packages = append(plan.packages, Package{Name: abs, Version: info.Version, Source: "venv"})
 	return nil
@@ -412,6 +447,9 @@ func (plan *packagePlan) addWheels(ctx context.Context, dir, requirements, pytho
 	cmd.Env = pythonEnv
 	if out, err := hostexec.CombinedOutput(cmd); err != nil {
 		return packageErrorf("--wheels needs pip in %s, which has none (%s): install it (Debian: apt-get install python3-pip) or use --venv", python, strings.TrimSpace(tail(out, 200)))
+	}
+	if err := checkRequirements(req, 0); err != nil {
+		return err
 	}
 	w := &wheelInstall{dir: abs, requirements: req}
 	// A dry run resolves the requirements against the wheelhouse, so that
@@ -562,8 +600,14 @@ func pipInstall(ctx context.Context, python string, w *wheelInstall, dryRun bool
 	if err != nil {
 		return "", fmt.Errorf("pip install: %w", err)
 	}
+	// --no-index stops pip's index, not a URL that the requirements file
+	// names (`pkg @ https://...`, `--find-links https://...`), which pip
+	// fetches all the same: every request goes to a proxy that is not there
+	// (port 1 of the loopback; no retries), so that a build never reads the
+	// network. file: URLs and paths are not requests and still work.
 	args := []string{"-I", "-m", "pip", "install", "--isolated", "--no-index", "--find-links", w.dir,
 		"--only-binary", ":all:", "--no-compile", "--no-cache-dir", "--disable-pip-version-check",
+		"--proxy", noNetworkProxy, "--retries", "0", "--timeout", "2",
 		"--no-warn-script-location", "--target", staged, "-r", w.requirements}
 	if dryRun {
 		args = append(args, "--dry-run")
@@ -575,10 +619,86 @@ func pipInstall(ctx context.Context, python string, w *wheelInstall, dryRun bool
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return staged, ctxErr
 		}
+		if bytes.Contains(out, []byte("ProxyError")) || bytes.Contains(out, []byte(noNetworkProxy)) {
+			return staged, packageErrorf("--requirements %s names something on a network (a URL, or --find-links/--index-url to one): a build installs from the wheelhouse %s alone; put the wheel there", w.requirements, w.dir)
+		}
 		return staged, packageErrorf("pip install --no-index --find-links %s -r %s failed: %s", w.dir, w.requirements, oneLineTail(out))
 	}
 	return staged, nil
 }
+
+// checkRequirements refuses a requirements file (and the files it names
+// with -r and -c) that asks pip for more than wheels from the wheelhouse:
+// pip builds a local directory, an sdist, a VCS checkout or an editable
+// install whatever --only-binary says (running its setup.py as the
+// builder), clones a VCS URL past --no-index, and --no-binary would undo
+// --only-binary. Named requirements (extras, versions, markers, --hash)
+// and local --find-links directories pass.
+func checkRequirements(file string, depth int) error {
+	if depth > 8 {
+		return packageErrorf("--requirements %s: -r/-c nested more than 8 deep", file)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return packageErrorf("--requirements %s: %v", file, unwrapPathErr(err))
+	}
+	refuse := func(line, why string) error {
+		return packageErrorf("--requirements %s: %q %s: a build installs wheels from the wheelhouse alone (name the package, and put its wheel there)", file, line, why)
+	}
+	text := strings.ReplaceAll(string(data), "\\\n", " ") // continuation lines
+	for _, line := range strings.Split(text, "\n") {
+		if i := strings.Index(line, "#"); i == 0 || i > 0 && (line[i-1] == ' ' || line[i-1] == '\t') {
+			line = line[:i]
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if strings.Contains(line, "${") {
+			return refuse(line, "uses an environment variable")
+		}
+		if strings.HasPrefix(line, "-") {
+			opt, val, _ := strings.Cut(strings.Replace(line, "=", " ", 1), " ")
+			val = strings.TrimSpace(val)
+			switch opt {
+			case "-r", "--requirement", "-c", "--constraint":
+				if strings.Contains(val, "://") {
+					return refuse(line, "names a file on a network")
+				}
+				if !filepath.IsAbs(val) {
+					val = filepath.Join(filepath.Dir(file), val)
+				}
+				if err := checkRequirements(val, depth+1); err != nil {
+					return err
+				}
+			case "-e", "--editable":
+				return refuse(line, "is an editable install, built from source")
+			case "--no-binary":
+				return refuse(line, "asks for a build from source")
+			case "-f", "--find-links":
+				if strings.Contains(val, "://") && !strings.HasPrefix(val, "file:") {
+					return refuse(line, "names a place on a network")
+				}
+			}
+			continue
+		}
+		name := line
+		if i := strings.IndexAny(name, ";"); i >= 0 {
+			name = name[:i]
+		}
+		switch {
+		case strings.Contains(name, "://") || strings.Contains(name, "@"):
+			return refuse(line, "is a URL or a direct reference (name @ URL)")
+		case strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "~"):
+			return refuse(line, "is a path (a local directory or archive, built from source)")
+		}
+	}
+	return nil
+}
+
+// noNetworkProxy is where pip's requests go in a build: nothing listens on
+// port 1 of the loopback, so each fails at once.
+const noNetworkProxy = "http://127.0.0.1:1"
 
 func oneLineTail(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")

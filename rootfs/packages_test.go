@@ -85,6 +85,9 @@ func TestKeepPackageFile(t *testing.T) {
 		{"/usr/share/matplotlib/mpl-data/matplotlibrc", false, true},
 		{"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", false, true},
 		{"/usr/bin/f2py3", false, true},
+		{"/usr/bin/dh_numpy3", false, false},
+		{"/usr/share/numpy3/versions", false, false},
+		{"/usr/share/debhelper/autoscripts/postinst-python3", false, false},
 		{"/usr/share/doc/python3-numpy/copyright", false, false},
 		{"/usr/share/man/man1/f2py.1.gz", false, false},
 		{"/usr/include/python3.11/numpy/arrayobject.h", false, false},
@@ -278,6 +281,54 @@ func TestWheelsNeedPip(t *testing.T) {
 		var pe *PackageError
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("addWheels(%q, %q) = %v, want a PackageError with %q", tc.dir, tc.req, err, tc.want)
+		}
+	}
+}
+
+// TestCheckRequirements: a requirements file may name packages (versions,
+// extras, markers, hashes, comments, continuations, nested files, local
+// --find-links); a URL, a path, an editable, a VCS or --no-binary is
+// refused, in a nested file too.
+func TestCheckRequirements(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("ok-nested.txt", "six==1.16\n")
+	write("bad-nested.txt", "-e ./src\n")
+	for _, tc := range []struct {
+		text string
+		want string // "" if accepted
+	}{
+		{"numpy==1.24.2\npandas[performance]>=1.5 ; python_version >= '3.11'  # comment\n# only a comment\n\n", ""},
+		{"attrs==22.2 \\\n    --hash=sha256:0123456789abcdef\n", ""},
+		{"--find-links /srv/wheels\n--only-binary :all:\n-r ok-nested.txt\n-c ok-nested.txt\nsix\n", ""},
+		{"--index-url https://pypi.org/simple\nsix\n", ""}, // ignored: --no-index
+		{"six @ https://example.org/six-1.16-py2.py3-none-any.whl\n", "direct reference"},
+		{"six @ file:///srv/six.whl\n", "direct reference"},
+		{"git+https://example.org/six.git#egg=six\n", "direct reference"},
+		{"https://example.org/six.tar.gz\n", "direct reference"},
+		{"./src\n", "is a path"},
+		{"/srv/six-1.16.tar.gz\n", "is a path"},
+		{"-e ./src\n", "editable"},
+		{"--editable=git+https://example.org/x.git\n", "editable"},
+		{"--no-binary :all:\nsix\n", "from source"},
+		{"--find-links https://example.org/wheels/\nsix\n", "on a network"},
+		{"-r https://example.org/req.txt\n", "on a network"},
+		{"-r bad-nested.txt\n", "editable"},
+		{"six==${VERSION}\n", "environment variable"},
+	} {
+		p := write("req.txt", tc.text)
+		err := checkRequirements(p, 0)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v, want it accepted", tc.text, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want an error with %q", tc.text, err, tc.want)
 		}
 	}
 }

@@ -343,6 +343,17 @@ func (t *tree) copyDirTo(ctx context.Context, from, to string, excluded func(rel
 				t.log(fmt.Sprintf("leaving out %s: symlink to %s outside %s", p, target, from))
 				return nil
 			}
+			// Followed, the link's target is published: a rootfs's files
+			// are readable by every user and every jail. What the builder
+			// (root, say, building from a user's venv) may read and others
+			// may not (/etc/shadow, a file below /root) must not be.
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", p, err)
+			}
+			if !othersMayRead(real) {
+				return fmt.Errorf("copy %s: it links to %s, which other users may not read, and every file of a rootfs is readable by all: copy the file in, or remove the link", p, real)
+			}
 		default:
 			return fmt.Errorf("copy %s: a %v, not a file, directory or symlink", p, mode)
 		}
@@ -364,6 +375,28 @@ func (t *tree) copyDirTo(ctx context.Context, from, to string, excluded func(rel
 		}
 	}
 	return sos, nil
+}
+
+// othersMayRead tells whether a user who is neither the owner of the
+// regular file or directory at real (a path with no symlink in it) nor in
+// its group could read it: o+r on it (and o+x, a directory), o+x on every
+// directory above it.
+// (An ACL could grant more; it is not consulted, which errs towards
+// refusing.)
+func othersMayRead(real string) bool {
+	fi, err := os.Stat(real)
+	if err != nil || fi.Mode().Perm()&0o004 == 0 || fi.IsDir() && fi.Mode().Perm()&0o001 == 0 {
+		return false
+	}
+	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
+		di, err := os.Stat(d)
+		if err != nil || di.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == filepath.Dir(d) {
+			return true
+		}
+	}
 }
 
 // mkdirAll creates directory p of the tree and its missing parents.

@@ -226,6 +226,10 @@ func TestCopyDirTo(t *testing.T) {
 		}
 	}
 	host := t.TempDir()
+	// (Open to others, as a venv is: a link out of it is followed only to
+	// a file others may read.)
+	must(os.Chmod(host, 0o755))
+	must(os.Chmod(filepath.Dir(host), 0o755))
 	from := filepath.Join(host, "site")
 	elsewhere := filepath.Join(host, "elsewhere")
 	must(os.MkdirAll(filepath.Join(from, "pkg/__pycache__"), 0o755))
@@ -363,5 +367,55 @@ func TestSummarizeReadsAsScanTree(t *testing.T) {
 	must(unix.Mkfifo(filepath.Join(root, "usr/fifo"), 0o644))
 	if _, err := summarize(context.Background(), root); err == nil || !strings.Contains(err.Error(), "no place in the rootfs") {
 		t.Errorf("summarize of a tree with a FIFO: %v, want refused", err)
+	}
+}
+
+// TestCopyDirToRefusesPrivateTarget: a link out of the copied directory is
+// followed only to a file that others may read (o+r, and o+x on every
+// directory above it): a rootfs publishes what it holds to every user.
+func TestCopyDirToRefusesPrivateTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		fileMode, dirMode os.FileMode
+		ok                bool
+	}{
+		{"public", 0o644, 0o755, true},
+		{"file 0600", 0o600, 0o755, false},
+		{"file 0640", 0o640, 0o755, false},
+		{"directory 0700", 0o644, 0o700, false},
+		{"directory 0754", 0o644, 0o754, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := t.TempDir()
+			for _, d := range []string{host, filepath.Dir(host)} {
+				if err := os.Chmod(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			from, private := filepath.Join(host, "site"), filepath.Join(host, "private")
+			for _, d := range []string{from, private} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			secret := filepath.Join(private, "secret")
+			if err := os.WriteFile(secret, []byte("secret\n"), tc.fileMode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(private, tc.dirMode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(secret, filepath.Join(from, "leak.txt")); err != nil {
+				t.Fatal(err)
+			}
+			tr := newTree(t.TempDir(), func(s string) { t.Log(s) })
+			_, err := tr.copyDirTo(context.Background(), from, "/dst", func(string, bool) bool { return false })
+			if tc.ok != (err == nil) {
+				t.Fatalf("copyDirTo: %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "which other users may not read") {
+				t.Errorf("the error does not say why: %v", err)
+			}
+		})
 	}
 }

@@ -24,6 +24,13 @@ func checkCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 		},
 		Action: func(c *cli.Context) error {
+			// Bad flags are bad input (125), as to a run, not a failed check.
+			if err := emptyValue(c, "rootfs", "cgroup-manager", "cgroup-parent"); err != nil {
+				return err
+			}
+			if _, err := cgroup.ParseManager(c.String("cgroup-manager")); err != nil {
+				return setupError("%v", err)
+			}
 			flag := c.String("rootfs")
 			report := hostcheck.Run(hostcheck.Options{
 				ProbeUserns:  jail.Probe,

@@ -107,6 +107,12 @@ func resourcesFromFlags(c *cli.Context, set map[string]bool) (jail.Resources, er
 		}
 	}
 	r.CgroupParent = c.String("cgroup-parent")
+	if set["cgroup-parent"] && r.CgroupParent == "" {
+		return r, fmt.Errorf("--cgroup-parent: an empty value names no cgroup; give one, or leave the flag out")
+	}
+	if set["cgroup-manager"] && c.String("cgroup-manager") == "" {
+		return r, fmt.Errorf("--cgroup-manager %q is not auto, cgroupfs or systemd", "")
+	}
 	if r.CgroupManager, err = cgroup.ParseManager(c.String("cgroup-manager")); err != nil {
 		return r, err
 	}

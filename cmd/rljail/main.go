@@ -140,12 +140,14 @@ func runCLIWith(args []string, stdin io.Reader, stdout, stderr io.Writer, restor
 			// find an earlier run's report there.
 			reportParseFailure(args[2:], ee.msg)
 		}
+		// A path or name the user typed may hold control characters
+		// (--rootfs $'a\x1b[2J'): the line shows them, never passes them.
 		if ee.msg != "" {
-			fmt.Fprintln(ownLines(stderr), "rljail: "+ee.msg)
+			fmt.Fprintln(ownLines(stderr), "rljail: "+safeText(ee.msg))
 		}
 		return ee.code
 	}
-	fmt.Fprintln(ownLines(stderr), "rljail: "+oneLine(err.Error()))
+	fmt.Fprintln(ownLines(stderr), "rljail: "+safeText(oneLine(err.Error())))
 	return jail.ExitSetupError
 }
 

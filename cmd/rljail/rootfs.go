@@ -22,8 +22,13 @@ func rootfsCommand() *cli.Command {
 	dirFlag := &cli.StringFlag{Name: "rootfs", Aliases: []string{"out"}, Usage: "rootfs: a name in rljail's data directory (rljail rootfs list), or a directory (a value with a slash); default $RLJAIL_ROOTFS, else the rootfs named python"}
 	// target picks the rootfs of a subcommand: its NAME argument, else --rootfs.
 	target := func(c *cli.Context) (dir, label string, err error) {
+		if err := emptyValue(c, "rootfs"); err != nil {
+			return "", "", err
+		}
 		value := c.String("rootfs")
 		switch {
+		case c.NArg() == 1 && c.Args().First() == "":
+			return "", "", setupError("rljail rootfs %s: an empty NAME names no rootfs (rljail rootfs list shows them; a directory needs a slash)", c.Command.Name)
 		case c.NArg() > 1:
 			return "", "", setupError("usage: rljail rootfs %s [NAME|DIR]", c.Command.Name)
 		case c.NArg() == 1 && value != "":
@@ -33,7 +38,11 @@ func rootfsCommand() *cli.Command {
 		}
 		dir, namedBy, err := locateRootfs(value, "")
 		if err != nil {
-			return "", "", setupError("%v", err)
+			msg := err.Error()
+			if c.NArg() == 1 { // the NAME argument, not --rootfs
+				msg = strings.TrimPrefix(msg, "--rootfs: ")
+			}
+			return "", "", setupError("%s", msg)
 		}
 		label = dir
 		if namedBy == "" || !rootfs.IsDirValue(value) && value != "" {
@@ -68,6 +77,9 @@ func rootfsCommand() *cli.Command {
 					if c.NArg() > 0 {
 						return setupError("rljail rootfs build takes no arguments (got %q): name the rootfs with --name NAME or --rootfs DIR", c.Args().First())
 					}
+					if err := emptyValue(c, "rootfs", "name", "python", "venv", "wheels", "requirements"); err != nil {
+						return err
+					}
 					value := c.String("rootfs")
 					if n := c.String("name"); n != "" {
 						if value != "" {
@@ -80,7 +92,11 @@ func rootfsCommand() *cli.Command {
 					}
 					dir, _, err := locateRootfs(value, "")
 					if err != nil {
-						return setupError("%v", err)
+						msg := err.Error()
+						if c.String("name") != "" { // the name, not --rootfs, was given
+							msg = "--name: " + strings.TrimPrefix(msg, "--rootfs: ")
+						}
+						return setupError("%s", msg)
 					}
 					logf := func(msg string) {
 						if !c.Bool("quiet") {
@@ -144,7 +160,9 @@ func rootfsCommand() *cli.Command {
 					}
 					m, err := rootfs.Check(dir)
 					if err != nil {
-						return &exitError{code: 1, msg: oneLine(err.Error())}
+						// A missing or damaged rootfs is bad input, as to
+						// verify and a run: exit 125.
+						return setupError("%s", oneLine(err.Error()))
 					}
 					w := c.App.Writer
 					if label != dir {
@@ -207,13 +225,21 @@ func rootfsCommand() *cli.Command {
 					}
 					diffs, err := verify(dir)
 					if err != nil {
-						return &exitError{code: 1, msg: oneLine(err.Error())}
+						// Not a list of differences but a rootfs that cannot
+						// be verified at all (a damaged or older manifest):
+						// bad input, 125, as to info and a run; 1 means
+						// differences found.
+						return setupError("%s", oneLine(err.Error()))
 					}
 					for _, d := range diffs {
 						fmt.Fprintln(c.App.Writer, safeText(d.String()))
 					}
 					if len(diffs) > 0 {
-						return &exitError{code: 1, msg: fmt.Sprintf("rootfs %s differs from its build in %d places", label, len(diffs))}
+						places := "places"
+						if len(diffs) == 1 {
+							places = "place"
+						}
+						return &exitError{code: 1, msg: fmt.Sprintf("rootfs %s differs from its build in %d %s", label, len(diffs), places)}
 					}
 					if c.Bool("update-fingerprint") {
 						fmt.Fprintf(c.App.Writer, "rootfs %s is as built; its fingerprint is recorded anew\n", label)
@@ -491,25 +517,60 @@ func checkRootfsPlace(dir string, guard *hostfile.Guard) error {
 }
 
 // lockRootfs takes the exclusive build lock beside the rootfs at dir (its
-// parent is created if missing); the returned func releases it.
+// parent is created if missing); the returned func releases it. The lock
+// file lives only while it is held: release removes it, and the parent
+// directories this call created when they stayed empty (a build that
+// failed), so that a build, a failed one included, or a removal leaves no
+// lock behind. A waiter that then holds the lock of a removed file sees
+// that the path no longer names it (another inode, or none) and takes the
+// lock again on what the path names now, so two holders never overlap.
 func lockRootfs(dir string) (func(), error) {
 	parent := filepath.Dir(dir)
+	var made []string // deepest first
+	for p := parent; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || p == filepath.Dir(p) {
+			break
+		}
+		made = append(made, p)
+	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", parent, err)
 	}
+	removeMade := func() {
+		for _, p := range made {
+			if os.Remove(p) != nil {
+				return // not empty: the rootfs, or someone else's
+			}
+		}
+	}
 	lockPath := filepath.Join(parent, "."+filepath.Base(dir)+".lock")
-	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open the build lock: %w", err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+	for attempt := 0; ; attempt++ {
+		lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			removeMade()
+			return nil, fmt.Errorf("open the build lock: %w", err)
+		}
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+			lock.Close()
+			removeMade()
+			return nil, fmt.Errorf("take the build lock %s: %w", lockPath, err)
+		}
+		var held, named unix.Stat_t
+		if unix.Fstat(int(lock.Fd()), &held) == nil && unix.Stat(lockPath, &named) == nil &&
+			held.Dev == named.Dev && held.Ino == named.Ino {
+			return func() {
+				os.Remove(lockPath) // while held: see above
+				removeMade()
+				unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+				lock.Close()
+			}, nil
+		}
+		// Its holder removed the file while we waited: lock the new one.
 		lock.Close()
-		return nil, fmt.Errorf("take the build lock %s: %w", lockPath, err)
+		if attempt == 100 {
+			return nil, fmt.Errorf("take the build lock %s: it was replaced 100 times while waited for", lockPath)
+		}
 	}
-	return func() {
-		unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-		lock.Close()
-	}, nil
 }
 
 // removeLocked removes the rootfs at dir under its build lock, so that a
@@ -560,6 +621,18 @@ func buildLocked(ctx context.Context, opts rootfs.BuildOptions, announce func())
 		announce()
 	}
 	return rootfs.Build(ctx, opts)
+}
+
+// emptyValue refuses a string flag given with an empty value (--name "",
+// --rootfs ""): taken for "not given", it would act on the default instead,
+// and `rljail rootfs remove --rootfs ""` would remove the default rootfs.
+func emptyValue(c *cli.Context, names ...string) error {
+	for _, n := range names {
+		if c.IsSet(n) && c.String(n) == "" {
+			return setupError("--%s: an empty value names nothing; give one, or leave the flag out", n)
+		}
+	}
+	return nil
 }
 
 // unwrapPath drops the *PathError wrapper whose path the message names.

@@ -367,6 +367,9 @@ func buildJailSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, 
 		}
 		spec.Workspace = ws
 	}
+	if err := emptyValue(c, "rootfs"); err != nil {
+		return spec, err
+	}
 	choice := rootfsChoice{flag: c.String("rootfs"), profile: prof.Rootfs, unverified: c.Bool("rootfs-unverified")}
 	choice.early, _ = c.App.Metadata[rootfsCheckKey].(*rootfsCheck)
 	if spec.Rootfs, spec.BeforePayload, err = ensureRootfs(c.Context, choice, guard, notice); err != nil {
