@@ -327,8 +327,14 @@ func (t *tree) copyDirTo(ctx context.Context, from, to string, excluded func(rel
 		dst := path.Join(to, rel)
 		switch mode := d.Type(); {
 		case d.IsDir():
+			if err := publishable(p, d, 0o005); err != nil {
+				return err
+			}
 			return t.mkdir(dst)
 		case mode.IsRegular():
+			if err := publishable(p, d, 0o004); err != nil {
+				return err
+			}
 		case mode&fs.ModeSymlink != 0:
 			target, err := os.Readlink(p)
 			if err != nil {
@@ -375,6 +381,22 @@ func (t *tree) copyDirTo(ctx context.Context, from, to string, excluded func(rel
 		}
 	}
 	return sos, nil
+}
+
+// publishable refuses a file or directory of a copied tree that other users may
+// not read (want: the permission bits for others it needs, r or r-x): a rootfs
+// publishes each of its files to every user and every jail, so that a file kept
+// private where it was (a venv's .env at 0600, a directory made under umask 077)
+// would be published by the copy, which makes it 0644.
+func publishable(p string, d fs.DirEntry, want fs.FileMode) error {
+	fi, err := d.Info()
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", p, err)
+	}
+	if fi.Mode().Perm()&want != want {
+		return fmt.Errorf("copy %s: other users may not read it (mode %04o), and every file of a rootfs is readable by all: make it readable (chmod o+r, o+rx for a directory) if it belongs in the rootfs, or remove it", p, fi.Mode().Perm())
+	}
+	return nil
 }
 
 // othersMayRead tells whether a user who is neither the owner of the

@@ -419,3 +419,46 @@ func TestCopyDirToRefusesPrivateTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestCopyDirToRefusesPrivateEntries: a file or directory inside the copied
+// tree that other users may not read is refused, not published at 0644.
+func TestCopyDirToRefusesPrivateEntries(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		fileMode, dirMode os.FileMode
+		ok                bool
+	}{
+		{"public", 0o644, 0o755, true},
+		{"file 0600", 0o600, 0o755, false},
+		{"file 0640", 0o640, 0o755, false},
+		{"directory 0700", 0o644, 0o700, false},
+		{"directory 0754", 0o644, 0o754, false},
+		{"directory 0711", 0o644, 0o711, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			from := filepath.Join(t.TempDir(), "site")
+			sub := filepath.Join(from, "pkg")
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(sub, ".env"), []byte("KEY=secret\n"), tc.fileMode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(sub, ".env"), tc.fileMode); err != nil { // whatever the umask
+				t.Fatal(err)
+			}
+			if err := os.Chmod(sub, tc.dirMode); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(sub, 0o755) })
+			tr := newTree(t.TempDir(), func(s string) { t.Log(s) })
+			_, err := tr.copyDirTo(context.Background(), from, "/dst", func(string, bool) bool { return false })
+			if tc.ok != (err == nil) {
+				t.Fatalf("copyDirTo: %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "other users may not read it") {
+				t.Errorf("the error does not say why: %v", err)
+			}
+		})
+	}
+}
