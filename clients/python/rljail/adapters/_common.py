@@ -25,6 +25,28 @@ LARGE_VALUE_BYTES = 1 << 20
 RUNTIME_OUTPUT_BYTES = 256 << 10
 
 
+#: The jail-side factory of a tool added after the session started (both scaffolds hold
+#: it): a function named as the host's tool, with its parameters as the host has them,
+#: that calls through the session's late-tool bridge, ``_rljail_late_tool``.
+LATE_TOOL_SOURCE = r'''
+def _rljail_late_tool_fn(name, params):
+    """A tool added after the session started: its parameters as the host has them,
+    called through the session's late-tool bridge."""
+    def tool(*args, **kwargs):
+        if len(args) > len(params):
+            raise TypeError("%s() takes %d positional arguments but %d were given"
+                            % (name, len(params), len(args)))
+        bound = dict(zip(params, args))
+        for key in kwargs:
+            if key in bound:
+                raise TypeError("%s() got multiple values for argument %r" % (name, key))
+        bound.update(kwargs)
+        return _rljail_late_tool(name=name, kwargs=bound)
+    tool.__name__ = tool.__qualname__ = name
+    return tool
+'''
+
+
 def to_json(value):
     """``value`` as plain JSON data (dicts, lists, str, numbers, bool, None), converting
     tuples, sets, dataclasses and pydantic models; TypeError for anything else."""

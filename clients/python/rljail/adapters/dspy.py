@@ -39,8 +39,8 @@ import tempfile
 import threading
 
 from ..session import CellTimeout, RequestError, SessionError, SessionLost
-from ._common import (HostInputs, INPUTS_IN_JAIL, LARGE_VALUE_BYTES, RUNTIME_OUTPUT_BYTES, release,
-                      start_session, to_json)
+from ._common import (HostInputs, INPUTS_IN_JAIL, LARGE_VALUE_BYTES, LATE_TOOL_SOURCE,
+                      RUNTIME_OUTPUT_BYTES, release, start_session, to_json)
 
 __all__ = ["RljailInterpreter", "FinalOutput", "CodeInterpreterError", "CodeExecutionError"]
 
@@ -122,23 +122,6 @@ def _rljail_submit_value(value):
     return json.loads(json.dumps(value, default=str))
 
 
-def _rljail_late_tool_fn(name, params):
-    """A tool added after the session started: its parameters as the host has them,
-    called through the session's late-tool bridge."""
-    def tool(*args, **kwargs):
-        if len(args) > len(params):
-            raise TypeError("%s() takes %d positional arguments but %d were given"
-                            % (name, len(params), len(args)))
-        bound = dict(zip(params, args))
-        for key in kwargs:
-            if key in bound:
-                raise TypeError("%s() got multiple values for argument %r" % (name, key))
-        bound.update(kwargs)
-        return _rljail_late_tool(name=name, kwargs=bound)
-    tool.__name__ = tool.__qualname__ = name
-    return tool
-
-
 class _RljailDSPyScaffold:
     def __init__(self, ns, names):
         self.ns = ns
@@ -173,7 +156,7 @@ class _RljailDSPyScaffold:
     def restore(self):
         self.ns.update(self.fixed)
         self.ns["_rljail_submitted"] = self.ns["_rljail_value"] = None
-'''
+''' + LATE_TOOL_SOURCE
 
 
 def _submit_code(output_fields):

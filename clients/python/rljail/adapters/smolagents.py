@@ -26,7 +26,7 @@ import re
 import threading
 
 from ..session import CellTimeout, SessionError
-from ._common import HostInputs, bind, release, start_session, to_json
+from ._common import LATE_TOOL_SOURCE, HostInputs, bind, release, start_session, to_json
 
 __all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError"]
 
@@ -113,17 +113,7 @@ class _RljailSmolScaffold:
 
     def late(self, name, params):
         # A tool sent once the session started: called through the late-tool bridge.
-        def tool(*args, **kwargs):
-            if len(args) > len(params):
-                raise TypeError("%s() takes %d positional arguments but %d were given"
-                                % (name, len(params), len(args)))
-            bound = dict(zip(params, args))
-            for key in kwargs:
-                if key in bound:
-                    raise TypeError("%s() got multiple values for argument %r" % (name, key))
-            bound.update(kwargs)
-            return _rljail_late_tool(name=name, kwargs=bound)
-        tool.__name__ = tool.__qualname__ = name
+        tool = _rljail_late_tool_fn(name, params)
         if name == "final_answer":
             bridge = tool
 
@@ -134,7 +124,7 @@ class _RljailSmolScaffold:
     def restore(self):
         self.ns.update(self.fixed)
         self.ns["_rljail_last"] = None
-'''
+''' + LATE_TOOL_SOURCE
 
 
 def _offsets(code):
