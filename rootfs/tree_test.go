@@ -370,95 +370,77 @@ func TestSummarizeReadsAsScanTree(t *testing.T) {
 	}
 }
 
-// TestCopyDirToRefusesPrivateTarget: a link out of the copied directory is
-// followed only to a file that others may read (o+r, and o+x on every
-// directory above it): a rootfs publishes what it holds to every user.
-func TestCopyDirToRefusesPrivateTarget(t *testing.T) {
-	for _, tc := range []struct {
+// TestCopyDirToRefusesPrivate: a rootfs publishes what it holds to every user,
+// so a copy refuses what others may not read: a link out of the copied directory
+// is followed only to a file with o+r below directories with o+x, and a file or
+// directory inside it needs o+r (o+rx for a directory).
+func TestCopyDirToRefusesPrivate(t *testing.T) {
+	yes := true
+	modes := []struct {
 		name              string
 		fileMode, dirMode os.FileMode
 		ok                bool
+		// linkOK, where it differs from ok: others may reach a file by
+		// its name through a directory they may search but not list.
+		linkOK *bool
 	}{
-		{"public", 0o644, 0o755, true},
-		{"file 0600", 0o600, 0o755, false},
-		{"file 0640", 0o640, 0o755, false},
-		{"directory 0700", 0o644, 0o700, false},
-		{"directory 0754", 0o644, 0o754, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			host := t.TempDir()
-			for _, d := range []string{host, filepath.Dir(host)} {
-				if err := os.Chmod(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			from, private := filepath.Join(host, "site"), filepath.Join(host, "private")
-			for _, d := range []string{from, private} {
-				if err := os.Mkdir(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			secret := filepath.Join(private, "secret")
-			if err := os.WriteFile(secret, []byte("secret\n"), tc.fileMode); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(private, tc.dirMode); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink(secret, filepath.Join(from, "leak.txt")); err != nil {
-				t.Fatal(err)
-			}
-			tr := newTree(t.TempDir(), func(s string) { t.Log(s) })
-			_, err := tr.copyDirTo(context.Background(), from, "/dst", func(string, bool) bool { return false })
-			if tc.ok != (err == nil) {
-				t.Fatalf("copyDirTo: %v, want ok=%v", err, tc.ok)
-			}
-			if err != nil && !strings.Contains(err.Error(), "which other users may not read") {
-				t.Errorf("the error does not say why: %v", err)
-			}
-		})
+		{"public", 0o644, 0o755, true, nil},
+		{"file 0600", 0o600, 0o755, false, nil},
+		{"file 0640", 0o640, 0o755, false, nil},
+		{"directory 0700", 0o644, 0o700, false, nil},
+		{"directory 0754", 0o644, 0o754, false, nil},
+		{"directory 0711", 0o644, 0o711, false, &yes},
 	}
-}
-
-// TestCopyDirToRefusesPrivateEntries: a file or directory inside the copied
-// tree that other users may not read is refused, not published at 0644.
-func TestCopyDirToRefusesPrivateEntries(t *testing.T) {
-	for _, tc := range []struct {
-		name              string
-		fileMode, dirMode os.FileMode
-		ok                bool
-	}{
-		{"public", 0o644, 0o755, true},
-		{"file 0600", 0o600, 0o755, false},
-		{"file 0640", 0o640, 0o755, false},
-		{"directory 0700", 0o644, 0o700, false},
-		{"directory 0754", 0o644, 0o754, false},
-		{"directory 0711", 0o644, 0o711, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			from := filepath.Join(t.TempDir(), "site")
-			sub := filepath.Join(from, "pkg")
-			if err := os.MkdirAll(sub, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(sub, ".env"), []byte("KEY=secret\n"), tc.fileMode); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(filepath.Join(sub, ".env"), tc.fileMode); err != nil { // whatever the umask
-				t.Fatal(err)
-			}
-			if err := os.Chmod(sub, tc.dirMode); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.Chmod(sub, 0o755) })
-			tr := newTree(t.TempDir(), func(s string) { t.Log(s) })
-			_, err := tr.copyDirTo(context.Background(), from, "/dst", func(string, bool) bool { return false })
-			if tc.ok != (err == nil) {
-				t.Fatalf("copyDirTo: %v, want ok=%v", err, tc.ok)
-			}
-			if err != nil && !strings.Contains(err.Error(), "other users may not read it") {
-				t.Errorf("the error does not say why: %v", err)
-			}
-		})
+	for _, where := range []string{"a link's target", "inside the tree"} {
+		for _, tc := range modes {
+			t.Run(where+"/"+tc.name, func(t *testing.T) {
+				host := t.TempDir()
+				for _, d := range []string{host, filepath.Dir(host)} {
+					if err := os.Chmod(d, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				from := filepath.Join(host, "site")
+				private := filepath.Join(host, "private") // the link's target's directory
+				if where == "inside the tree" {
+					private = filepath.Join(from, "pkg")
+				}
+				for _, d := range []string{from, private} {
+					if err := os.MkdirAll(d, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				secret := filepath.Join(private, "secret")
+				if err := os.WriteFile(secret, []byte("secret\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(secret, tc.fileMode); err != nil { // whatever the umask
+					t.Fatal(err)
+				}
+				if err := os.Chmod(private, tc.dirMode); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.Chmod(private, 0o755) })
+				want := "other users may not read it"
+				if where == "a link's target" {
+					if err := os.Symlink(secret, filepath.Join(from, "leak.txt")); err != nil {
+						t.Fatal(err)
+					}
+					want = "which other users may not read"
+				}
+				ok := tc.ok
+				if where == "a link's target" && tc.linkOK != nil {
+					ok = *tc.linkOK
+				}
+				tr := newTree(t.TempDir(), func(s string) { t.Log(s) })
+				_, err := tr.copyDirTo(context.Background(), from, "/dst", func(string, bool) bool { return false })
+				if ok != (err == nil) {
+					t.Fatalf("copyDirTo: %v, want ok=%v", err, ok)
+				}
+				if err != nil && !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not say why (%q): %v", want, err)
+				}
+			})
+		}
 	}
 }
