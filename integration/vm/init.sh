@@ -83,41 +83,10 @@ GUEST_FLAGS=
 
 echo "rljail-vm: up $(cut -d' ' -f1 /proc/uptime) s; $(grep MemTotal /proc/meminfo), $(grep -c ^processor /proc/cpuinfo) CPUs"
 
-# Stage 1 copied the rootfs (cp -a onto tmpfs): every inode and ctime is
-# new, so runs refuse it until its fingerprint is recorded anew, which
-# first checks every file against the build's list (rljail rootfs verify).
-if ! /bin/rljail rootfs verify --update-fingerprint /rootfs/python >/tmp/rljail-vm-rootfs 2>&1; then
-	echo "rljail-vm: the rootfs copy is not as built:"
-	head -20 /tmp/rljail-vm-rootfs
-fi
-
-failed=
-ran=0
-while read -r name; do
-	[ -n "$name" ] || continue
-	ran=$((ran + 1))
-	echo "RLJAIL-VM-RUN $name"
-	# A package may name the tests that run here (/tests/<name>/run, a
-	# -test.run pattern); GUEST_FLAGS come later and win.
-	run=
-	[ -f "/tests/$name/run" ] && run="-test.run=$(cat "/tests/$name/run")"
-	# The test binary runs in its own directory (with the package's
-	# testdata, when it has one), stdin closed, output on the console.
-	# shellcheck disable=SC2086 # GUEST_FLAGS is a list of flags
-	(cd "/tests/$name" && exec env HOME=/root RLJAIL_IN_VM=1 RLJAIL_BIN=/bin/rljail \
-		RLJAIL_ROOTFS=/rootfs/python "./$name.test" -test.v \
-		-test.timeout="$GUEST_TIMEOUT" ${run:+"$run"} $GUEST_FLAGS) </dev/null 2>&1
-	rc=$?
-	echo "RLJAIL-VM-EXIT $name $rc"
-	[ "$rc" = 0 ] || failed="$failed $name"
-done </tests/order
-
-if [ "$ran" = 0 ]; then
-	echo "RLJAIL-VM-VERDICT: FAIL no-test-binaries"
-elif [ -n "$failed" ]; then
-	echo "RLJAIL-VM-VERDICT: FAIL$failed"
-else
-	echo "RLJAIL-VM-VERDICT: PASS"
-fi
+# Stage 1 copied the rootfs (cp -a onto tmpfs): its fingerprint is recorded
+# anew (run-guests.sh).
+. /lib/rljail-vm/run-guests.sh
+verify_rootfs /bin/rljail /rootfs/python
+run_guests /tests HOME=/root RLJAIL_IN_VM=1 RLJAIL_BIN=/bin/rljail RLJAIL_ROOTFS=/rootfs/python
 sync
 poweroff -f

@@ -201,6 +201,27 @@ func (c *cpioWriter) tree(dst, src string) {
 }
 
 // close writes the trailer and flushes.
+// guestTests writes the test binaries under dir, each in dir/NAME (its
+// binary NAME.test, its testdata, its -test.run pattern in run, which the
+// guest's runner passes on), and dir/order, their names in the order they
+// run. Both VMs' runners read this layout.
+func (c *cpioWriter) guestTests(dir string, guests []guest) {
+	var order strings.Builder
+	for _, g := range guests {
+		d := dir + "/" + g.name
+		c.mkdirAll(d, 0o755)
+		c.hostFile(d+"/"+g.name+".test", g.binary, 0o755)
+		if g.testdata != "" {
+			c.tree(d+"/testdata", g.testdata)
+		}
+		if g.run != "" {
+			c.bytesFile(d+"/run", 0o644, []byte(g.run+"\n"))
+		}
+		fmt.Fprintln(&order, g.name)
+	}
+	c.bytesFile(dir+"/order", 0o644, []byte(order.String()))
+}
+
 func (c *cpioWriter) close() error {
 	c.header("TRAILER!!!", 0, 1, time.Unix(0, 0), 0, 0, 0)
 	if c.err != nil {
@@ -318,28 +339,13 @@ func (ir initramfs) write(out string) (err error) {
 		c.symlink(a, "/bin/busybox")
 	}
 	c.hostFile("bin/rljail", ir.rljail, 0o755)
-	if len(ir.modules) > 0 {
-		c.mkdirAll("lib/rljail-vm", 0o755)
-	}
+	c.mkdirAll("lib/rljail-vm", 0o755)
+	c.hostFile("lib/rljail-vm/run-guests.sh", filepath.Join(filepath.Dir(ir.initSh), "run-guests.sh"), 0o644)
 	for _, m := range ir.modules {
 		c.hostFile("lib/rljail-vm/"+filepath.Base(m), m, 0o644)
 	}
 	c.bytesFile("etc/rljail-vm.conf", 0o644, ir.conf)
-	var order strings.Builder
-	for _, g := range ir.guests {
-		dir := "tests/" + g.name
-		c.mkdirAll(dir, 0o755)
-		c.hostFile(dir+"/"+g.name+".test", g.binary, 0o755)
-		if g.testdata != "" {
-			c.tree(dir+"/testdata", g.testdata)
-		}
-		if g.run != "" {
-			// init.sh passes it as -test.run.
-			c.bytesFile(dir+"/run", 0o644, []byte(g.run+"\n"))
-		}
-		fmt.Fprintln(&order, g.name)
-	}
-	c.bytesFile("tests/order", 0o644, []byte(order.String()))
+	c.guestTests("tests", ir.guests)
 	c.mkdirAll("rootfs", 0o755)
 	c.tree("rootfs/python", ir.rootfs)
 	if err := c.close(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -241,5 +242,64 @@ func TestConsoleJudge(t *testing.T) {
 		if err := c.judge(); (err == nil) != tc.ok {
 			t.Errorf("%s: judge() = %v, want ok=%v", tc.name, err, tc.ok)
 		}
+	}
+}
+
+// vmClock collects a VM test's phase timings from its start.
+type vmClock struct {
+	began   time.Time
+	timings []string
+}
+
+func newVMClock() *vmClock { return &vmClock{began: time.Now()} }
+
+// phase records how long the phase name took since since.
+func (c *vmClock) phase(name string, since time.Time) {
+	c.timings = append(c.timings, fmt.Sprintf("%s %v", name, time.Since(since).Round(10*time.Millisecond)))
+}
+
+// bootAndJudge boots q (the accelerator $RLJAIL_VM_ACCEL or tcg, every console
+// line to the test log and to $RLJAIL_VM_LOG when set), follows the console
+// until the VM ends, logs the timings (stage2 names the console's second
+// landmark) and the guest's runs, and fails t unless the guest's verdict is a
+// pass. Both VM tests end this way.
+func bootAndJudge(ctx context.Context, t *testing.T, q qemuRun, stage2 string, clock *vmClock) {
+	t.Helper()
+	q.logf = t.Logf
+	q.logLine = func(l string) { t.Log("vm| " + l) }
+	if p := os.Getenv("RLJAIL_VM_LOG"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		q.logLine = func(l string) {
+			t.Log("vm| " + l)
+			fmt.Fprintln(f, l)
+		}
+	}
+	q.accel = os.Getenv("RLJAIL_VM_ACCEL")
+	if q.accel == "" {
+		q.accel = "tcg"
+	}
+	c := &console{}
+	start := time.Now()
+	runErr := q.run(ctx, c)
+	clock.phase("VM", start)
+	c.mu.Lock()
+	clock.timings = append(clock.timings, fmt.Sprintf("(first kernel line at %s, %s at %s, first test at %s, verdict at %s)",
+		at(c.first), stage2, at(c.stage2), at(c.firstRun), at(c.verdict)))
+	runs := c.runs
+	c.mu.Unlock()
+	clock.timings = append(clock.timings, fmt.Sprintf("total %v", time.Since(clock.began).Round(100*time.Millisecond)))
+	t.Logf("timings: %s", strings.Join(clock.timings, ", "))
+	for _, r := range runs {
+		t.Logf("in the VM: %s", r)
+	}
+	if runErr != nil {
+		t.Fatalf("%v\n%s", runErr, c.judgeOrTail())
+	}
+	if err := c.judge(); err != nil {
+		t.Fatal(err)
 	}
 }

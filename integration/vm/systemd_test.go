@@ -14,6 +14,7 @@ package vm
 //	/rljail-vm/debs/*.deb          the package, twice: version 1 and 2 (upgrades)
 //	/rljail-vm/src/                packaging/install.sh and contrib/ (make install)
 //	/rljail-vm/run-tests.sh        systemd/run-tests.sh, the tests' runner
+//	/rljail-vm/run-guests.sh       run-guests.sh, the test loop both VMs share
 //	/rljail-vm/tests/<name>/       each `go test -c` binary, its testdata, run
 //	/rljail-vm/apparmor4/          AppArmor 4.1's parser, its C library and abi/tunables
 //	                               (packaging/apparmor-check.sh's cache), for apparmor_test.go
@@ -158,6 +159,7 @@ func (r systemdRun) write(out string) (err error) {
 	c.hostFile("init", r.initSh, 0o755)
 	c.hostFile("rljail-vm/busybox", r.busybox, 0o755)
 	c.hostFile("rljail-vm/run-tests.sh", r.runner, 0o755)
+	c.hostFile("rljail-vm/run-guests.sh", filepath.Join(r.repo, "integration", "vm", "run-guests.sh"), 0o644)
 	c.hostFile("rljail-vm/bin/rljail", r.rljail, 0o755)
 	for _, m := range r.modules {
 		c.hostFile("rljail-vm/modules/"+filepath.Base(m), m, 0o644)
@@ -179,20 +181,7 @@ func (r systemdRun) write(out string) (err error) {
 	for _, d := range []string{"etc/apparmor.d/abi", "etc/apparmor.d/tunables"} {
 		c.tree("rljail-vm/apparmor4/"+d, filepath.Join(r.aa4, d))
 	}
-	var order strings.Builder
-	for _, g := range r.guests {
-		dir := "rljail-vm/tests/" + g.name
-		c.mkdirAll(dir, 0o755)
-		c.hostFile(dir+"/"+g.name+".test", g.binary, 0o755)
-		if g.testdata != "" {
-			c.tree(dir+"/testdata", g.testdata)
-		}
-		if g.run != "" {
-			c.bytesFile(dir+"/run", 0o644, []byte(g.run+"\n"))
-		}
-		fmt.Fprintln(&order, g.name)
-	}
-	c.bytesFile("rljail-vm/tests/order", 0o644, []byte(order.String()))
+	c.guestTests("rljail-vm/tests", r.guests)
 	c.tree("var/lib/rljail/rootfs/python", r.rootfs)
 	if err := c.close(); err != nil {
 		return fmt.Errorf("initramfs %s: %w", out, err)
@@ -220,11 +209,7 @@ func TestSystemdVM(t *testing.T) {
 	ctx, cancel := context.WithTimeoutCause(context.Background(), budget,
 		fmt.Errorf("RLJAIL_VM_TIMEOUT/go test -timeout bound of %v", budget.Round(time.Second)))
 	defer cancel()
-	began := time.Now()
-	var timings []string
-	phase := func(name string, since time.Time) {
-		timings = append(timings, fmt.Sprintf("%s %v", name, time.Since(since).Round(10*time.Millisecond)))
-	}
+	clock := newVMClock()
 
 	h, err := findHostTools(ctx)
 	if err != nil {
@@ -273,17 +258,17 @@ func TestSystemdVM(t *testing.T) {
 		seen[g.name] = true
 		guests = append(guests, g)
 	}
-	phase("build test binaries", start)
+	clock.phase("build test binaries", start)
 
 	start = time.Now()
 	debs, err := buildDebs(ctx, h.repoRoot, h.rljail, filepath.Join(work, "debs"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	phase("debs", start)
+	clock.phase("debs", start)
 
 	start = time.Now()
-	guestTimeout := budget - time.Since(began) - time.Minute
+	guestTimeout := budget - time.Since(clock.began) - time.Minute
 	conf := fmt.Sprintf("GUEST_TIMEOUT=%ds\nGUEST_FLAGS=%s\n", int(guestTimeout.Seconds()),
 		shellQuote([]string{strings.Join(strings.Fields(os.Getenv("RLJAIL_VM_TESTFLAGS")), " ")}))
 	dir := filepath.Join(h.repoRoot, "integration", "vm", "systemd")
@@ -299,50 +284,14 @@ func TestSystemdVM(t *testing.T) {
 	if st, err := os.Stat(initrd); err == nil {
 		t.Logf("initrd %s: %d MiB, %d test binaries", initrd, st.Size()>>20, len(guests))
 	}
-	phase("initrd", start)
+	clock.phase("initrd", start)
 
-	logLine := func(l string) { t.Log("vm| " + l) }
-	if p := os.Getenv("RLJAIL_VM_LOG"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		logLine = func(l string) {
-			t.Log("vm| " + l)
-			fmt.Fprintln(f, l)
-		}
-	}
-	accel := os.Getenv("RLJAIL_VM_ACCEL")
-	if accel == "" {
-		accel = "tcg"
-	}
 	q := qemuRun{
-		qemu: h.qemu, accel: accel, kernel: kernel, initrd: initrd,
+		qemu: h.qemu, kernel: kernel, initrd: initrd,
 		memMiB: systemdVMMemoryMiB, cpus: vmCPUs,
 		cmdline: strings.TrimSpace(systemdKernelCmdline + " " + os.Getenv("RLJAIL_VM_APPEND")),
-		logf:    t.Logf, logLine: logLine,
 	}
-	c := &console{}
-	start = time.Now()
-	runErr := q.run(ctx, c)
-	phase("VM", start)
-	c.mu.Lock()
-	timings = append(timings, fmt.Sprintf("(first kernel line at %s, test runner started at %s, first test at %s, verdict at %s)",
-		at(c.first), at(c.stage2), at(c.firstRun), at(c.verdict)))
-	runs := c.runs
-	c.mu.Unlock()
-	timings = append(timings, fmt.Sprintf("total %v", time.Since(began).Round(100*time.Millisecond)))
-	t.Logf("timings: %s", strings.Join(timings, ", "))
-	for _, r := range runs {
-		t.Logf("in the VM: %s", r)
-	}
-	if runErr != nil {
-		t.Fatalf("%v\n%s", runErr, c.judgeOrTail())
-	}
-	if err := c.judge(); err != nil {
-		t.Fatal(err)
-	}
+	bootAndJudge(ctx, t, q, "test runner started", clock)
 }
 
 // TestSystemdImageStale: an image whose directory names another script's

@@ -194,11 +194,7 @@ func TestCgroupV2InVM(t *testing.T) {
 	ctx, cancel := context.WithTimeoutCause(context.Background(), budget,
 		fmt.Errorf("RLJAIL_VM_TIMEOUT/go test -timeout bound of %v", budget.Round(time.Second)))
 	defer cancel()
-	began := time.Now()
-	var timings []string
-	phase := func(name string, since time.Time) {
-		timings = append(timings, fmt.Sprintf("%s %v", name, time.Since(since).Round(10*time.Millisecond)))
-	}
+	clock := newVMClock()
 
 	h, err := findHostTools(ctx)
 	if err != nil {
@@ -234,7 +230,7 @@ func TestCgroupV2InVM(t *testing.T) {
 		seen[g.name] = true
 		guests = append(guests, g)
 	}
-	phase("build test binaries", start)
+	clock.phase("build test binaries", start)
 
 	// 2. The initramfs, rebuilt every run: writing it (uncompressed, about
 	// 60 MiB) takes a tenth of a second, as long as hashing its inputs would.
@@ -243,7 +239,7 @@ func TestCgroupV2InVM(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s --list-full: %v", h.busybox, err)
 	}
-	guestTimeout := budget - time.Since(began) - time.Minute
+	guestTimeout := budget - time.Since(clock.began) - time.Minute
 	conf := fmt.Sprintf("GUEST_TIMEOUT=%ds\nGUEST_FLAGS=%s\n", int(guestTimeout.Seconds()),
 		shellQuote([]string{strings.Join(strings.Fields(os.Getenv("RLJAIL_VM_TESTFLAGS")), " ")}))
 	ir := initramfs{
@@ -263,50 +259,14 @@ func TestCgroupV2InVM(t *testing.T) {
 	if st, err := os.Stat(initrd); err == nil {
 		t.Logf("initramfs %s: %d MiB, %d test binaries", initrd, st.Size()>>20, len(guests))
 	}
-	phase("initramfs", start)
+	clock.phase("initramfs", start)
 
 	// 3. Boot and follow the console.
-	logLine := func(l string) { t.Log("vm| " + l) }
-	if p := os.Getenv("RLJAIL_VM_LOG"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		logLine = func(l string) {
-			t.Log("vm| " + l)
-			fmt.Fprintln(f, l)
-		}
-	}
-	accel := os.Getenv("RLJAIL_VM_ACCEL")
-	if accel == "" {
-		accel = "tcg"
-	}
 	q := qemuRun{
-		qemu: h.qemu, accel: accel, kernel: h.kernel, initrd: initrd,
+		qemu: h.qemu, kernel: h.kernel, initrd: initrd,
 		memMiB: vmMemoryMiB, cpus: vmCPUs, cmdline: strings.TrimSpace(kernelCmdline + " " + os.Getenv("RLJAIL_VM_APPEND")),
-		logf: t.Logf, logLine: logLine,
 	}
-	c := &console{}
-	start = time.Now()
-	runErr := q.run(ctx, c)
-	phase("VM", start)
-	c.mu.Lock()
-	timings = append(timings, fmt.Sprintf("(first kernel line at %s, init's tmpfs root at %s, first test at %s, verdict at %s)",
-		at(c.first), at(c.stage2), at(c.firstRun), at(c.verdict)))
-	runs := c.runs
-	c.mu.Unlock()
-	timings = append(timings, fmt.Sprintf("total %v", time.Since(began).Round(100*time.Millisecond)))
-	t.Logf("timings: %s", strings.Join(timings, ", "))
-	for _, r := range runs {
-		t.Logf("in the VM: %s", r)
-	}
-	if runErr != nil {
-		t.Fatalf("%v\n%s", runErr, c.judgeOrTail())
-	}
-	if err := c.judge(); err != nil {
-		t.Fatal(err)
-	}
+	bootAndJudge(ctx, t, q, "init's tmpfs root", clock)
 }
 
 // at renders a moment of the boot, if it came.
