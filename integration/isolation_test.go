@@ -554,7 +554,7 @@ print(json.dumps(dict(os.environ)))
 		// The default --cpus 1 on a host of more CPUs sizes the numeric
 		// libraries' thread pools (README, limits; TestThreadPoolHints).
 		if runtime.NumCPU() > 1 {
-			for _, k := range []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "NUMEXPR_NUM_THREADS"} {
+			for _, k := range threadPoolVars {
 				want[k] = "1"
 			}
 		}

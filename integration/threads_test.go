@@ -8,6 +8,10 @@ import (
 	"testing"
 )
 
+// threadPoolVars are the variables the jail sizes the numeric libraries'
+// thread pools by under --cpus (README, limits).
+var threadPoolVars = []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "NUMEXPR_NUM_THREADS"}
+
 // TestThreadPoolHints checks the environment a jail under --cpus gives the
 // numeric libraries' thread pools (jail.threadHints): --cpus rounded up in
 // OMP_NUM_THREADS and the rest when that is fewer than the CPUs rljail may
@@ -18,7 +22,7 @@ func TestThreadPoolHints(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Fatalf("this test needs a machine with two CPUs or more (it has %d)", runtime.NumCPU())
 	}
-	vars := []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "NUMEXPR_NUM_THREADS"}
+	vars := threadPoolVars
 	code := `import json, os; print(json.dumps({k: os.environ.get(k) for k in ` + pyList(vars) + `}))`
 	one := func(v string) map[string]any {
 		m := map[string]any{}
