@@ -256,3 +256,34 @@ func TestParseGuestPackages(t *testing.T) {
 		t.Error("an item without a directory was accepted")
 	}
 }
+
+// buildGuests builds the test binaries of packages and of the extra packages
+// the environment variable env names (parseGuestPackages) into work, each
+// once; a package with no tests for its tags is left out, with a line saying
+// so.
+func buildGuests(ctx context.Context, t *testing.T, h hostTools, packages []guestPackage, env, work string) []guest {
+	t.Helper()
+	extra, err := parseGuestPackages(os.Getenv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gt := goTool{goBin: h.goBin, root: h.repoRoot}
+	var guests []guest
+	seen := map[string]bool{}
+	for _, p := range append(append([]guestPackage{}, packages...), extra...) {
+		g, ok, err := gt.build(ctx, p, work)
+		if err != nil {
+			t.Fatalf("building the VM tests of %s: %v", p.dir, err)
+		}
+		if !ok {
+			t.Logf("%s has no tests with tags %q: not run in the VM", p.dir, p.tags)
+			continue
+		}
+		if seen[g.name] {
+			continue
+		}
+		seen[g.name] = true
+		guests = append(guests, g)
+	}
+	return guests
+}

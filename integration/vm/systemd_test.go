@@ -237,27 +237,8 @@ func TestSystemdVM(t *testing.T) {
 	}
 
 	start := time.Now()
-	packages := systemdGuests
-	extra, err := parseGuestPackages(os.Getenv("RLJAIL_VM_SYSTEMD_PACKAGES"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	packages = append(packages, extra...)
 	work := t.TempDir()
-	gt := goTool{goBin: h.goBin, root: h.repoRoot}
-	var guests []guest
-	seen := map[string]bool{}
-	for _, p := range packages {
-		g, ok, err := gt.build(ctx, p, work)
-		if err != nil {
-			t.Fatalf("building the VM tests of %s: %v", p.dir, err)
-		}
-		if !ok || seen[g.name] {
-			continue
-		}
-		seen[g.name] = true
-		guests = append(guests, g)
-	}
+	guests := buildGuests(ctx, t, h, systemdGuests, "RLJAIL_VM_SYSTEMD_PACKAGES", work)
 	clock.phase("build test binaries", start)
 
 	start = time.Now()

@@ -205,31 +205,8 @@ func TestCgroupV2InVM(t *testing.T) {
 
 	// 1. The test binaries.
 	start := time.Now()
-	packages := defaultGuests
-	extra, err := parseGuestPackages(os.Getenv("RLJAIL_VM_PACKAGES"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	packages = append(packages, extra...)
 	work := t.TempDir()
-	gt := goTool{goBin: h.goBin, root: h.repoRoot}
-	var guests []guest
-	seen := map[string]bool{}
-	for _, p := range packages {
-		g, ok, err := gt.build(ctx, p, work)
-		if err != nil {
-			t.Fatalf("building the VM tests of %s: %v", p.dir, err)
-		}
-		if !ok {
-			t.Logf("%s has no tests with tags %q: not run in the VM", p.dir, p.tags)
-			continue
-		}
-		if seen[g.name] {
-			continue
-		}
-		seen[g.name] = true
-		guests = append(guests, g)
-	}
+	guests := buildGuests(ctx, t, h, defaultGuests, "RLJAIL_VM_PACKAGES", work)
 	clock.phase("build test binaries", start)
 
 	// 2. The initramfs, rebuilt every run: writing it (uncompressed, about
