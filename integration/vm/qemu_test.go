@@ -245,6 +245,25 @@ func TestConsoleJudge(t *testing.T) {
 	}
 }
 
+// startVMTest bounds a VM test by its budget (runBudget: the context ends
+// then, or with the test), starts its clock and finds the host's tools.
+func startVMTest(t *testing.T) (context.Context, time.Duration, *vmClock, hostTools) {
+	t.Helper()
+	budget, err := runBudget(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeoutCause(context.Background(), budget,
+		fmt.Errorf("RLJAIL_VM_TIMEOUT/go test -timeout bound of %v", budget.Round(time.Second)))
+	t.Cleanup(cancel)
+	clock := newVMClock()
+	h, err := findHostTools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, budget, clock, h
+}
+
 // vmClock collects a VM test's phase timings from its start.
 type vmClock struct {
 	began   time.Time

@@ -202,19 +202,7 @@ func TestSystemdVM(t *testing.T) {
 	if os.Getenv("RLJAIL_VM_KERNEL") != "" {
 		t.Fatal("RLJAIL_VM_KERNEL: the systemd VM boots only the cached Debian kernel (its overlay.ko)")
 	}
-	budget, err := runBudget(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeoutCause(context.Background(), budget,
-		fmt.Errorf("RLJAIL_VM_TIMEOUT/go test -timeout bound of %v", budget.Round(time.Second)))
-	defer cancel()
-	clock := newVMClock()
-
-	h, err := findHostTools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, budget, clock, h := startVMTest(t)
 	image, err := systemdImage(h.repoRoot)
 	if err != nil {
 		t.Fatal(err)

@@ -187,19 +187,7 @@ func TestCgroupV2InVM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a qemu VM for minutes; not with -short")
 	}
-	budget, err := runBudget(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeoutCause(context.Background(), budget,
-		fmt.Errorf("RLJAIL_VM_TIMEOUT/go test -timeout bound of %v", budget.Round(time.Second)))
-	defer cancel()
-	clock := newVMClock()
-
-	h, err := findHostTools(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, budget, clock, h := startVMTest(t)
 	kernelReal, _ := filepath.EvalSymlinks(h.kernel)
 	t.Logf("kernel %s, rljail %s, rootfs %s, budget %v", kernelReal, h.rljail, h.rootfs, budget.Round(time.Second))
 
