@@ -60,6 +60,9 @@ _SIZE_FLAGS = {"memory", "tmp_size", "file_size", "output_limit"}
 
 # How long close() waits for rljail to end after "close" before it stops it.
 _CLOSE_WAIT = 10.0
+# How long a request whose write found rljail's stdin closed waits for rljail's exit
+# status, which says more than the broken pipe (rljail closes it only as it exits).
+_EXIT_WAIT = 5.0
 # Lines from the supervisor longer than this are a broken session, not data to buffer.
 _MAX_LINE = 256 << 20
 # The last bytes of rljail's stderr kept for error messages.
@@ -678,6 +681,11 @@ class Session:
             except (OSError, ValueError) as e:
                 with self._state_lock:
                     self._waiters.pop(rid, None)
+                # A closed pipe is rljail gone or going (a bad flag: exit 125): the
+                # reader, at its end of output, says so with the exit status and
+                # rljail's last line, which tell more than the write's error.
+                if threading.current_thread() is not self._reader:
+                    self._reader.join(_EXIT_WAIT)
                 self._lose("exited", "cannot write to rljail: %s" % e)
                 raise SessionLost(self._lost[0], self._lost[1], self.stderr_tail)
             if not waiter.event.wait(timeout):

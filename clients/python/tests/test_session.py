@@ -5,6 +5,7 @@ only the package decides (flags, binary discovery, client-side checks) are below
 
 import os
 import sys
+import time
 import unittest
 from unittest import mock
 
@@ -76,6 +77,26 @@ class BinaryTest(unittest.TestCase):
         with self.assertRaises(rljail.SessionLost) as cm:
             rljail.Session([sys.executable, "-c", "import sys; sys.exit(125)"])
         self.assertEqual(cm.exception.reason, "exited")
+
+    def test_exit_status_beats_the_broken_pipe(self):
+        # rljail closes its stdin only as it exits (a bad flag: 125 and one line): a
+        # request whose write finds the pipe closed before the exit is seen must still
+        # give the status and rljail's line, not the write's error. The stand-in
+        # answers hello, closes its stdin, says its line and exits a moment later.
+        code = ("import json, os, sys, time\n"
+                "rid = json.loads(sys.stdin.readline())['id']\n"
+                "print(json.dumps({'id': rid, 'ok': True, 'protocol': %d}), flush=True)\n"
+                "os.close(0)\n"
+                "sys.stderr.write('rljail: the session ended: bad\\n'); sys.stderr.flush()\n"
+                "time.sleep(0.5)\nsys.exit(125)" % rljail.PROTOCOL_VERSION)
+        s = rljail.Session([sys.executable, "-c", code])
+        time.sleep(0.2)  # its stdin is closed by now; it has not exited
+        with self.assertRaises(rljail.SessionLost) as cm:
+            s.run("1")
+        self.assertEqual(cm.exception.reason, "exited")
+        self.assertIn("status 125", str(cm.exception))
+        self.assertIn("the session ended: bad", str(cm.exception))
+        s.close()
 
     def test_wrong_protocol_version(self):
         code = ("import sys, json\nline = sys.stdin.readline()\n"
