@@ -20,6 +20,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -56,6 +57,8 @@ const (
 	DefaultMaxLLMCalls  = 50 // as DSPy's RLM
 	DefaultMaxToolCalls = 100
 	DefaultCallTimeout  = 120 * time.Second
+	// DefaultMaxResultBytes is Config.MaxResultBytes's default.
+	DefaultMaxResultBytes = 8 << 20
 	// DefaultMaxPromptChars bounds one prompt; a batch's prompts count
 	// one by one.
 	DefaultMaxPromptChars = 1 << 20
@@ -120,6 +123,10 @@ type Config struct {
 	MaxToolCalls   int
 	MaxPromptChars int // per prompt, in characters (code points)
 	CallTimeout    time.Duration
+	// MaxResultBytes caps what one call's answers come to, in bytes of
+	// JSON (a batch's together): over it the call fails, and nothing of
+	// the answer is held for the jail.
+	MaxResultBytes int
 	Tools          []Tool
 	// Record, when set, receives one record per call (the audit log).
 	Record func(Record)
@@ -210,6 +217,9 @@ func New(cfg Config, a Answerer, recordPrompts bool) *Bridge {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
 	}
+	if cfg.MaxResultBytes <= 0 {
+		cfg.MaxResultBytes = DefaultMaxResultBytes
+	}
 	b := &Bridge{cfg: cfg, answer: a, tools: map[string]Tool{}, prompts: recordPrompts}
 	for _, t := range cfg.Tools {
 		b.tools[t.Name] = t
@@ -291,7 +301,12 @@ func (b *Bridge) dispatch(ctx context.Context, req *Request) Result {
 	if !isLLM && len(values) != 1 {
 		return Result{ErrorType: ErrFailed, Error: fmt.Sprintf("%s: no single result", req.Name)}
 	}
+	size := 0
 	for _, v := range values {
+		size += len(v) + 1
+		if size > b.cfg.MaxResultBytes {
+			return Result{ErrorType: ErrFailed, Error: fmt.Sprintf("%s: the answer is over the %d bytes of JSON one call's result may be", req.Name, b.cfg.MaxResultBytes)}
+		}
 		if !json.Valid(v) {
 			return Result{ErrorType: ErrFailed, Error: req.Name + ": the answer is not JSON"}
 		}
@@ -299,7 +314,7 @@ func (b *Bridge) dispatch(ctx context.Context, req *Request) Result {
 	if !isLLM || !req.Batched {
 		return Result{Value: values[0]}
 	}
-	out, err := json.Marshal(values)
+	out, err := marshalNoHTML(values)
 	if err != nil {
 		return Result{ErrorType: ErrFailed, Error: err.Error()}
 	}
@@ -315,31 +330,63 @@ func (b *Bridge) check(call Call) (req *Request, res Result) {
 	if !utf8.Valid(call.Args) || !utf8.ValidString(call.Name) {
 		return bad("%s: the call is not valid UTF-8", safeName(call.Name))
 	}
-	var args map[string]json.RawMessage
-	if err := json.Unmarshal(call.Args, &args); err != nil || args == nil {
+	if t := bytes.TrimLeft(call.Args, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return bad("%s: the arguments are not a JSON object", safeName(call.Name))
 	}
 	req = &Request{Call: call}
+	// What the answerer needs is decoded below, once, straight from the
+	// call's JSON; the raw arguments are not held for the call's whole
+	// wait as well.
+	req.Args = nil
 	switch call.Name {
-	case LLMQuery, RLMQuery:
-		var p string
-		if err := json.Unmarshal(args["prompt"], &p); err != nil {
+	case LLMQuery, RLMQuery, LLMQueryBatched, RLMQueryBatched:
+		var a struct {
+			Prompt  *string   `json:"prompt"`
+			Prompts *[]string `json:"prompts"`
+			Model   *string   `json:"model"`
+		}
+		err := json.Unmarshal(call.Args, &a)
+		var te *json.UnmarshalTypeError
+		batched := call.Name == LLMQueryBatched || call.Name == RLMQueryBatched
+		switch {
+		case errors.As(err, &te) && te.Field == "model":
+			return bad("%s: model must be a string or None", call.Name)
+		case err != nil && !errors.As(err, &te):
+			return bad("%s: the arguments are not a JSON object", safeName(call.Name))
+		case !batched && (a.Prompt == nil || (te != nil && te.Field == "prompt")):
 			return bad("%s(prompt): prompt must be a string", call.Name)
-		}
-		req.Prompts = []string{p}
-	case LLMQueryBatched, RLMQueryBatched:
-		var ps []string
-		if err := json.Unmarshal(args["prompts"], &ps); err != nil {
+		case batched && (a.Prompts == nil || (te != nil && te.Field == "prompts")):
 			return bad("%s(prompts): prompts must be a list of strings", call.Name)
+		case te != nil:
+			return bad("%s: the arguments are not what it takes", call.Name)
 		}
+		if a.Model != nil {
+			if len(*a.Model) > 200 {
+				return bad("%s: model must be a string or None", call.Name)
+			}
+			req.Model = *a.Model
+		}
+		if !batched {
+			req.Prompts = []string{*a.Prompt}
+			break
+		}
+		ps := *a.Prompts
 		if len(ps) > MaxBatch {
 			return bad("%s: %d prompts, more than the %d one call may carry", call.Name, len(ps), MaxBatch)
+		}
+		if len(ps) == 0 {
+			// It would cost no budget and still reach the runner.
+			return bad("%s: no prompts: a batch needs at least one", call.Name)
 		}
 		req.Prompts, req.Batched = ps, true
 	default:
 		t, ok := b.tools[call.Name]
 		if !ok {
 			return bad("no host function %q: the runner declared none of that name", safeName(call.Name))
+		}
+		var args map[string]json.RawMessage
+		if err := json.Unmarshal(call.Args, &args); err != nil || args == nil {
+			return bad("%s: the arguments are not a JSON object", safeName(call.Name))
 		}
 		req.ToolArgs = map[string]json.RawMessage{}
 		for k, v := range args {
@@ -355,11 +402,6 @@ func (b *Bridge) check(call Call) (req *Request, res Result) {
 		}
 		b.counts.ToolCalls++
 		return req, Result{}
-	}
-	if m, ok := args["model"]; ok && string(m) != "null" {
-		if err := json.Unmarshal(m, &req.Model); err != nil || len(req.Model) > 200 {
-			return bad("%s: model must be a string or None", call.Name)
-		}
 	}
 	chars := 0
 	for i, p := range req.Prompts {
@@ -392,20 +434,36 @@ func safeName(s string) string {
 	return string(q[1 : len(q)-1])
 }
 
+// oneLine is s made one line (cleanLine) and cut to max characters
+// (cutRunes). Text that may carry a secret is redacted between the two.
 func oneLine(s string, max int) string {
-	b := []rune{}
-	for _, r := range s {
-		if r == '\n' || r == '\r' {
-			r = ' '
+	return cutRunes(cleanLine(s), max)
+}
+
+// cleanLine turns line breaks into spaces and drops other control
+// characters: first, so that a redaction after it sees the text as the
+// jail will (no control character left to drop would join two pieces of
+// a secret).
+func cleanLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\r':
+			return ' '
+		case r < 0x20 || r == 0x7f:
+			return -1
 		}
-		if r < 0x20 || r == 0x7f {
-			continue
+		return r
+	}, s)
+}
+
+// cutRunes cuts s to max characters, marking the cut with "...".
+func cutRunes(s string, max int) string {
+	n := 0
+	for i := range s {
+		if n == max {
+			return s[:i] + "..."
 		}
-		b = append(b, r)
-		if len(b) >= max {
-			b = append(b, '.', '.', '.')
-			break
-		}
+		n++
 	}
-	return string(b)
+	return s
 }

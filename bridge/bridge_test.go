@@ -33,7 +33,7 @@ func (e *echo) Answer(ctx context.Context, req *Request) ([]json.RawMessage, err
 	}
 	var out []json.RawMessage
 	for _, p := range req.Prompts {
-		b, _ := json.Marshal("re: " + p)
+		b, _ := marshalNoHTML("re: " + p)
 		out = append(out, b)
 	}
 	return out, nil
@@ -58,6 +58,16 @@ func TestServe(t *testing.T) {
 		{"prompt not a string", LLMQuery, `{"prompt":3}`, ErrBadCall, ""},
 		{"prompts not strings", LLMQueryBatched, `{"prompts":[1]}`, ErrBadCall, ""},
 		{"invalid UTF-8", LLMQuery, "{\"prompt\":\"\xff\xfe\"}", ErrBadCall, ""},
+		{"an empty batch", LLMQueryBatched, `{"prompts":[]}`, ErrBadCall, ""},
+		{"a batch of null", LLMQueryBatched, `{"prompts":null}`, ErrBadCall, ""},
+		{"a batch without prompts", LLMQueryBatched, `{"model":"m"}`, ErrBadCall, ""},
+		{"no prompt", LLMQuery, `{}`, ErrBadCall, ""},
+		{"null arguments", LLMQuery, `null`, ErrBadCall, ""},
+		{"a model not a string", LLMQuery, `{"prompt":"hi","model":3}`, ErrBadCall, ""},
+		{"a model too long", LLMQuery, `{"prompt":"hi","model":"` + strings.Repeat("m", 201) + `"}`, ErrBadCall, ""},
+		{"a null model", LLMQuery, `{"prompt":"hi","model":null}`, "", `"re: hi"`},
+		{"an answer with markup", LLMQuery, `{"prompt":"<b>&"}`, "", `"re: <b>&"`},
+		{"a batch with markup", LLMQueryBatched, `{"prompts":["<"]}`, "", `["re: <"]`},
 		{"a prompt too long", LLMQuery, `{"prompt":"` + strings.Repeat("x", 101) + `"}`, ErrLLMBudget, ""},
 	}
 	for _, tc := range tests {
@@ -148,7 +158,7 @@ func TestForwarder(t *testing.T) {
 	b := New(Config{Tools: []Tool{{Name: "add", Params: []string{"a", "b"}}}}, f, false)
 	go func() {
 		e := <-events
-		if e.Name != "add" || string(e.Args) != `{"a":1,"b":2}` {
+		if args, _ := marshalNoHTML(e.Args); e.Name != "add" || string(args) != `{"a":1,"b":2}` {
 			t.Errorf("event %+v", e)
 		}
 		if err := f.Deliver(e.Call, json.RawMessage(`3`), ""); err != nil {

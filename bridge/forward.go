@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,14 +11,15 @@ import (
 
 // Event is a call handed to the runner on the session protocol:
 // {"event":"call","call":7,"name":"llm_query","args":{...}}. Name and
-// Args are the checked call's (Args re-encoded by the bridge, so that
-// they are well-formed JSON whatever the jail sent).
+// Args are the checked call's: Args is what the bridge decoded, encoded
+// once as the event's line is (well-formed JSON whatever the jail sent,
+// and no second copy of a large prompt held while it is written).
 type Event struct {
-	Event string          `json:"event"`
-	Call  int64           `json:"call"`
-	Cell  int             `json:"cell"`
-	Name  string          `json:"name"`
-	Args  json.RawMessage `json:"args"`
+	Event string `json:"event"`
+	Call  int64  `json:"call"`
+	Cell  int    `json:"cell"`
+	Name  string `json:"name"`
+	Args  any    `json:"args"`
 }
 
 // Forwarder answers calls by handing them to the runner (--llm client,
@@ -40,10 +42,7 @@ var ErrUnknownCall = errors.New("no call of that number is waiting for its resul
 
 // Answer emits req as an event and waits for its result.
 func (f *Forwarder) Answer(ctx context.Context, req *Request) ([]json.RawMessage, error) {
-	args, err := canonicalArgs(req)
-	if err != nil {
-		return nil, err
-	}
+	args := canonicalArgs(req)
 	ch := make(chan Result, 1)
 	f.mu.Lock()
 	f.pending[req.ID] = ch
@@ -100,18 +99,29 @@ func (f *Forwarder) Deliver(call int64, value json.RawMessage, errMsg string) er
 	return nil
 }
 
-// canonicalArgs re-encodes a checked call's arguments.
-func canonicalArgs(req *Request) (json.RawMessage, error) {
-	var v any
+// canonicalArgs are a checked call's arguments as the runner's event
+// carries them.
+func canonicalArgs(req *Request) any {
 	switch {
 	case req.ToolArgs != nil:
-		v = req.ToolArgs
+		return req.ToolArgs
 	case req.Batched:
-		v = map[string]any{"prompts": req.Prompts, "model": nullable(req.Model)}
+		return map[string]any{"prompts": req.Prompts, "model": nullable(req.Model)}
 	default:
-		v = map[string]any{"prompt": req.Prompts[0], "model": nullable(req.Model)}
+		return map[string]any{"prompt": req.Prompts[0], "model": nullable(req.Model)}
 	}
-	return json.Marshal(v)
+}
+
+// marshalNoHTML is json.Marshal without its HTML escaping: a '<' of the
+// jail's is one byte in the runner's event, not six.
+func marshalNoHTML(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func nullable(s string) any {

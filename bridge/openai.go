@@ -25,6 +25,7 @@ type OpenAI struct {
 	endpoint string // the chat-completions URL
 	model    string
 	key      string
+	redactor *Redactor
 	retries  int
 	client   *http.Client
 	sem      chan struct{}
@@ -33,8 +34,10 @@ type OpenAI struct {
 // DefaultConcurrency is --llm-concurrency's default.
 const DefaultConcurrency = 8
 
-// maxResponse bounds one response body read from the endpoint.
-const maxResponse = 16 << 20
+// maxResponse bounds one response body read from the endpoint: with
+// DefaultConcurrency requests at once, 32 MiB of bodies at most per
+// session (a call's answers together are held to Config.MaxResultBytes).
+const maxResponse = 4 << 20
 
 // NewOpenAI returns an Answerer for the endpoint (a base URL such as
 // http://127.0.0.1:8000/v1, or the full .../chat/completions URL), the
@@ -59,8 +62,18 @@ func NewOpenAI(endpoint, model, key string, concurrency, retries int) (*OpenAI, 
 	if retries < 0 {
 		retries = 0
 	}
+	// What the endpoint says is redacted of the key and of what the URL
+	// carries as a credential (a password, a query's values), before any
+	// cut.
+	secrets := []string{key}
+	if p, ok := u.User.Password(); ok {
+		secrets = append(secrets, p)
+	}
+	for _, vs := range u.Query() {
+		secrets = append(secrets, vs...)
+	}
 	return &OpenAI{
-		endpoint: u.String(), model: model, key: key, retries: retries,
+		endpoint: u.String(), model: model, key: key, retries: retries, redactor: NewRedactor(secrets...),
 		client: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: concurrency, IdleConnTimeout: 30 * time.Second}},
 		sem:    make(chan struct{}, concurrency),
 	}, nil
@@ -85,7 +98,7 @@ func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, e
 			defer wg.Done()
 			text, err := o.complete(ctx, model, p)
 			if err == nil {
-				out[i], err = json.Marshal(o.redact(text))
+				out[i], err = marshalNoHTML(o.redact(text))
 			}
 			errs[i] = err
 		}()
@@ -96,21 +109,19 @@ func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, e
 			if len(req.Prompts) > 1 {
 				err = fmt.Errorf("prompt %d: %w", i, err)
 			}
-			return nil, redactedError{err, o.redact(err.Error())}
+			return nil, redactedError{err, o.redact(cleanLine(err.Error()))}
 		}
 	}
 	return out, nil
 }
 
-// redact takes the key out of text bound for the jail: an endpoint may
-// echo the key it was sent (an error body such as "Incorrect API key
-// provided: sk-...", a proxy that reflects the request), and what the
-// endpoint says reaches the cell as the answer or as CallFailed's message.
+// redact takes the key (and every fragment of it: Redactor) out of text
+// bound for the jail: an endpoint may echo the key it was sent (an error
+// body such as "Incorrect API key provided: sk-...", a proxy that
+// reflects the request), and what the endpoint says reaches the cell as
+// the answer or as CallFailed's message, and the audit log.
 func (o *OpenAI) redact(text string) string {
-	if o.key == "" {
-		return text
-	}
-	return strings.ReplaceAll(text, o.key, "[the key of --llm-key-env]")
+	return o.redactor.Redact(text)
 }
 
 // redactedError is an error whose text had the key taken out; it still
@@ -192,7 +203,9 @@ func (o *OpenAI) post(ctx context.Context, body []byte) (text string, retry bool
 	}
 	if resp.StatusCode != http.StatusOK {
 		retry := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-		return "", retry, fmt.Errorf("the model endpoint answered %s: %s", resp.Status, oneLine(apiError(data), 300))
+		// Redacted before the cut: a cut first could split the key (the
+		// cell chooses the length of the model name an error echoes).
+		return "", retry, fmt.Errorf("the model endpoint answered %s: %s", o.redact(oneLine(resp.Status, 100)), cutRunes(o.redact(cleanLine(apiError(data))), 300))
 	}
 	var r struct {
 		Choices []struct {

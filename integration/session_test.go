@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -52,6 +53,9 @@ type sessionProc struct {
 	other  chan map[string]any // lines without an id the test waits for
 	done   chan struct{}
 	nextID int
+	// maxLine is the longest line rljail wrote on its stdout, in bytes as
+	// written (before any decoding of the test's).
+	maxLine atomic.Int64
 }
 
 func startSession(t testing.TB, m mode, args ...string) *sessionProc {
@@ -88,6 +92,9 @@ func startSessionEnv(t testing.TB, m mode, env []string, args ...string) *sessio
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
 		for sc.Scan() {
+			if n := int64(len(sc.Bytes())); n > s.maxLine.Load() {
+				s.maxLine.Store(n)
+			}
 			var v map[string]any
 			if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
 				s.other <- map[string]any{"unparsed": sc.Text()}
@@ -278,7 +285,7 @@ func TestSession(t *testing.T) {
 func sessionPersistence(t *testing.T, m mode) {
 	s := startSession(t, m)
 	h := s.do(t, map[string]any{"op": "hello"})
-	if h["ok"] != true || h["protocol"] != float64(1) {
+	if h["ok"] != true || h["protocol"] != float64(2) {
 		t.Fatalf("hello: %v", h)
 	}
 	if r := s.exec(t, "x = 41\nx += 1"); r["ok"] != true || r["error"] != nil {

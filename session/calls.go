@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,6 +37,10 @@ type calls struct {
 	inflight int
 	seq      int64 // the supervisor's call numbers (events' "call")
 	refused  int   // calls refused before the bridge saw them
+	// held is what the calls in flight hold, in bytes: each call's line
+	// from the moment it is taken, then its result until the worker has
+	// it (Config.MaxCallBytesHeld bounds it).
+	held int
 }
 
 func newCalls(s *Session) *calls {
@@ -49,6 +54,9 @@ func newCalls(s *Session) *calls {
 	}
 	cfg := s.cfg.Bridge
 	cfg.Record = s.auditCall
+	if cfg.MaxResultBytes <= 0 || cfg.MaxResultBytes > s.cfg.MaxCallBytes {
+		cfg.MaxResultBytes = s.cfg.MaxCallBytes
+	}
 	c.br = bridge.New(cfg, a, s.cfg.AuditPrompts)
 	return c
 }
@@ -94,15 +102,20 @@ func (c *calls) counts() bridge.Counts {
 }
 
 // take handles one call line from the worker (the channel's reader calls
-// it, one line at a time).
+// it, one line at a time, and reuses line's memory after it returns).
+// Everything a call makes the supervisor hold is counted against the
+// session's caps before it is kept: a line over MaxCallBytes, or one that
+// would take the calls in flight over MaxCallBytesHeld, is refused at once
+// with BadCall, as a call over the count of calls in flight is. A refusal
+// is written to the worker from the reader itself, so that a cell that
+// floods the channel and reads nothing stalls its own channel, not the
+// host's memory.
 func (c *calls) take(line []byte) {
-	var m struct {
-		N    json.RawMessage `json:"n"`
-		Name string          `json:"name"`
-		Args json.RawMessage `json:"args"`
+	var num struct {
+		N json.RawMessage `json:"n"`
 	}
 	var n int64
-	if json.Unmarshal(line, &m) != nil || json.Unmarshal(m.N, &n) != nil {
+	if json.Unmarshal(line, &num) != nil || json.Unmarshal(num.N, &n) != nil {
 		// Without a number there is nobody to answer.
 		c.s.mu.Lock()
 		c.s.discarded++
@@ -113,7 +126,12 @@ func (c *calls) take(line []byte) {
 		c.mu.Lock()
 		c.refused++
 		c.mu.Unlock()
-		c.reply(n, bridge.Result{ErrorType: bridge.ErrBadCall, Error: msg})
+		c.reply(n, bridge.Result{ErrorType: bridge.ErrBadCall, Error: msg}, 0)
+	}
+	size := len(line)
+	if size > c.s.cfg.MaxCallBytes {
+		refuse(fmt.Sprintf("the call is %d bytes of JSON, over the %d one call may be", size, c.s.cfg.MaxCallBytes))
+		return
 	}
 	if !utf8.Valid(line) {
 		// encoding/json replaced the bad bytes of the name silently: a
@@ -122,30 +140,41 @@ func (c *calls) take(line []byte) {
 		return
 	}
 	c.mu.Lock()
-	if !c.open {
+	switch {
+	case !c.open:
 		c.mu.Unlock()
 		refuse("no cell is running: a call from a thread an earlier cell left is refused")
 		return
-	}
-	if c.inflight >= maxCallsInFlight {
+	case c.inflight >= maxCallsInFlight:
 		c.mu.Unlock()
 		refuse(fmt.Sprintf("%d calls of this cell are waiting already, the most at once", maxCallsInFlight))
 		return
+	case c.held+size > c.s.cfg.MaxCallBytesHeld:
+		c.mu.Unlock()
+		refuse(fmt.Sprintf("the calls in flight hold %d bytes already: a call of %d bytes would pass the %d they may hold at once", c.held, size, c.s.cfg.MaxCallBytesHeld))
+		return
 	}
+	c.held += size
 	c.inflight++
 	c.seq++
-	call := bridge.Call{ID: c.seq, Cell: c.cell, Name: m.Name, Args: m.Args}
-	ctx := c.ctx
+	id, cell, ctx := c.seq, c.cell, c.ctx
 	c.wg.Add(1)
 	c.mu.Unlock()
-	go func() {
+	var m struct {
+		Name string          `json:"name"`
+		Args json.RawMessage `json:"args"`
+	}
+	_ = json.Unmarshal(line, &m) // it read as JSON above
+	// The call goes to its goroutine as an argument, so that its
+	// arguments are garbage once the bridge has taken what it needs.
+	go func(call bridge.Call) {
 		res := c.br.Serve(ctx, call)
 		c.mu.Lock()
 		c.inflight--
 		c.mu.Unlock()
 		c.wg.Done()
-		c.reply(n, res)
-	}()
+		c.reply(n, res, size)
+	}(bridge.Call{ID: id, Cell: cell, Name: m.Name, Args: m.Args})
 }
 
 // workerResult is a call's result as it goes back to the worker.
@@ -157,20 +186,39 @@ type workerResult struct {
 	Error     string          `json:"error,omitempty"`
 }
 
-// reply sends a call's result to the worker. A worker that does not read
-// blocks this write only (the socket waits in Go's poller); the cell timer
-// still ends the cell.
-func (c *calls) reply(n int64, res bridge.Result) {
+// reply sends a call's result to the worker and gives back the held
+// bytes of its line (reserved, 0 for a refusal). The result takes the
+// line's place among the held bytes while it waits for the channel: one
+// that would pass MaxCallBytesHeld goes back as CallFailed instead. A
+// worker that does not read blocks this write only (the socket waits in
+// Go's poller); the cell timer still ends the cell.
+func (c *calls) reply(n int64, res bridge.Result, reserved int) {
 	r := workerResult{C: "result", N: n, Value: res.Value, ErrorType: res.ErrorType, Error: res.Error}
 	if r.ErrorType == "" && len(r.Value) == 0 {
 		r.Value = json.RawMessage("null")
 	}
-	b, err := json.Marshal(r)
+	b, err := marshalLine(r)
 	if err != nil {
-		b, _ = json.Marshal(workerResult{C: "result", N: n, ErrorType: bridge.ErrFailed, Error: "the result could not be encoded"})
+		b, _ = marshalLine(workerResult{C: "result", N: n, ErrorType: bridge.ErrFailed, Error: "the result could not be encoded"})
 	}
-	if err := c.s.writeWorker(append(b, '\n')); err != nil {
+	res.Value, r.Value = nil, nil
+	c.mu.Lock()
+	if reserved > 0 && len(b) > reserved && c.held-reserved+len(b) > c.s.cfg.MaxCallBytesHeld {
+		msg := fmt.Sprintf("the result is %d bytes: with the calls in flight it would pass the %d they may hold at once", len(b), c.s.cfg.MaxCallBytesHeld)
+		b, _ = marshalLine(workerResult{C: "result", N: n, ErrorType: bridge.ErrFailed, Error: msg})
+	}
+	if reserved > 0 {
+		c.held += len(b) - reserved
+		reserved = len(b)
+	}
+	c.mu.Unlock()
+	if err := c.s.writeWorker(b); err != nil {
 		c.s.cfg.Log.Debug("send a call's result to the worker", "session", c.s.id, "err", err)
+	}
+	if reserved > 0 {
+		c.mu.Lock()
+		c.held -= reserved
+		c.mu.Unlock()
 	}
 }
 
@@ -192,9 +240,22 @@ func (s *Session) emitEvent(ev bridge.Event) error {
 	return s.writeLine(ev)
 }
 
+// marshalLine encodes v as one JSON line, its newline included, without
+// encoding/json's HTML escaping: a '<' the jail wrote stays one byte, not
+// six, so that no reply or event grows past what its caps counted.
+func marshalLine(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // writeLine writes v as one JSON line to the runner.
 func (s *Session) writeLine(v any) error {
-	b, err := json.Marshal(v)
+	b, err := marshalLine(v)
 	if err != nil {
 		return fmt.Errorf("encode a line for the runner: %w", err)
 	}
@@ -206,7 +267,7 @@ func (s *Session) writeLine(v any) error {
 	if s.writeErr != nil {
 		return s.writeErr
 	}
-	if _, err := s.w.Write(append(b, '\n')); err != nil {
+	if _, err := s.w.Write(b); err != nil {
 		s.writeErr = err
 		return err
 	}
@@ -225,13 +286,13 @@ func (s *Session) auditCall(rec bridge.Record) {
 		Kind      string `json:"kind"`
 		bridge.Record
 	}{s.id, "call", rec}
-	b, err := json.Marshal(line)
+	b, err := marshalLine(line)
 	if err != nil {
 		return
 	}
 	s.amu.Lock()
 	defer s.amu.Unlock()
-	if _, err := s.cfg.Audit.Write(append(b, '\n')); err != nil {
+	if _, err := s.cfg.Audit.Write(b); err != nil {
 		s.cfg.Log.Warn("write the audit log", "err", err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // ProtocolVersion is the version of the runner's protocol
 // (docs/session-protocol.md); hello reports it.
-const ProtocolVersion = 1
+const ProtocolVersion = 2
 
 // Error types of the protocol: the "type" of a reply's error that the
 // supervisor itself decides. An exception in a cell has its Python type.
@@ -51,9 +51,23 @@ type Request struct {
 	Error *string `json:"error"`
 }
 
+// Origins of a reply's error: the supervisor's own verdict, or what the
+// worker reported of the cell's code (its exception: the cell can make it
+// say anything, type included).
+const (
+	OriginRljail = "rljail"
+	OriginCell   = "cell"
+)
+
+// MaxRepr caps get's repr of a value that is not JSON.
+const MaxRepr = 64 << 10
+
 // ErrorInfo is a reply's error.
 type ErrorInfo struct {
-	Type      string `json:"type"`
+	Type string `json:"type"`
+	// Origin is OriginRljail or OriginCell: a runner decides by it, never
+	// by a type name a cell can choose.
+	Origin    string `json:"origin"`
 	Message   string `json:"message,omitempty"`
 	Traceback string `json:"traceback,omitempty"`
 	// Reason says why a session was lost (SessionLost).
@@ -140,10 +154,16 @@ func checkJailPath(p string, places []string) *protocolError {
 
 // lineReader reads lines of at most max bytes; a longer line is read to
 // its end and dropped (errLineTooLong), so the stream stays in step
-// without holding more than max bytes.
+// without holding more than max bytes. With reuse, every line is built in
+// one buffer that the next call overwrites: the reader of the worker's
+// channel, whose lines the jail writes as fast as it likes, holds one
+// line's worth of memory at a time, not one allocation per line for the
+// collector to catch up with.
 type lineReader struct {
-	r   *bufio.Reader
-	max int
+	r     *bufio.Reader
+	max   int
+	reuse bool
+	buf   []byte
 }
 
 var errLineTooLong = errors.New("line too long")
@@ -153,15 +173,24 @@ func newLineReader(r io.Reader, max int) *lineReader {
 }
 
 // next returns the next line without its newline. At EOF a last line
-// without a newline is returned first.
+// without a newline is returned first. With reuse, the line is valid
+// until the next call.
 func (l *lineReader) next() ([]byte, error) {
 	var line []byte
+	if l.reuse {
+		line = l.buf[:0]
+	}
+	defer func() {
+		if l.reuse && cap(line) > cap(l.buf) {
+			l.buf = line[:0]
+		}
+	}()
 	tooLong := false
 	for {
 		chunk, err := l.r.ReadSlice('\n')
 		if !tooLong {
 			if len(line)+len(chunk) > l.max+1 {
-				tooLong, line = true, nil
+				tooLong, line = true, line[:0]
 			} else {
 				line = append(line, chunk...)
 			}

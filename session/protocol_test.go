@@ -89,9 +89,9 @@ func TestWorkerCommandTools(t *testing.T) {
 		{nil, `[]`},
 		{[]bridge.Tool{{Name: "search", Params: []string{"query", "k"}}, {Name: "now"}}, `[{"name":"search","params":["query","k"]},{"name":"now","params":[]}]`},
 	} {
-		argv := workerCommand("python3", c.tools)
-		if len(argv) != 6 || argv[4] != workerSource || argv[5] != c.want {
-			t.Errorf("%v: argv tail %q, want %s", c.tools, argv[5:], c.want)
+		argv := workerCommand("python3", c.tools, 1234)
+		if len(argv) != 7 || argv[4] != workerSource || argv[5] != c.want || argv[6] != "1234" {
+			t.Errorf("%v: argv tail %q, want %s 1234", c.tools, argv[5:], c.want)
 		}
 	}
 }

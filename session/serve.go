@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rljail/rljail/jail"
 )
@@ -60,7 +63,7 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 	send := func(v reply) {
 		if err := s.writeLine(v); err != nil && werr() == nil {
 			// The reply itself could not be encoded.
-			_ = s.writeLine(reply{"id": v["id"], "ok": false, "error": ErrorInfo{Type: ErrWorker, Message: "the reply could not be encoded"}})
+			_ = s.writeLine(reply{"id": v["id"], "ok": false, "error": verdict(ErrWorker, "the reply could not be encoded")})
 		}
 	}
 	var idle <-chan time.Time
@@ -330,12 +333,14 @@ func (s *Session) workerOp(req Request) reply {
 		return errReply(nil, ErrWorker, "the worker's reply does not read: %s", err)
 	}
 	if !w.OK {
-		e := ErrorInfo{Type: ErrWorker}
+		e := verdict(ErrWorker, "the worker's reply says the request failed, and not why")
 		if w.Error != nil {
-			e = workerError(*w.Error)
+			e = s.workerError(*w.Error)
 		}
 		if timedOut {
-			e = ErrorInfo{Type: ErrCellTimeout, Message: req.Op + " overran --cell-timeout of " + s.cfg.CellTimeout.String() + " in the worker and was interrupted; the namespace is kept", Traceback: e.Traceback}
+			tb := e.Traceback
+			e = verdict(ErrCellTimeout, req.Op+" overran --cell-timeout of "+s.cfg.CellTimeout.String()+" in the worker and was interrupted; the namespace is kept")
+			e.Traceback = tb
 		}
 		return reply{"ok": false, "error": e}
 	}
@@ -349,10 +354,15 @@ func (s *Session) workerOp(req Request) reply {
 			if w.Repr != nil {
 				r = *w.Repr
 			}
+			// The worker cuts a repr to MaxRepr; a worker a cell changed
+			// would not.
+			if len(r) > MaxRepr {
+				r, w.Trunc = cutUTF8(r, MaxRepr), true
+			}
 			rep["repr"], rep["json"], rep["repr_truncated"] = r, false, w.Trunc
 		}
 	case "load_context":
-		rep["names"], rep["kind"] = capNames(w.Names), w.Kind
+		rep["names"], rep["kind"] = capNames(w.Names), capKind(w.Kind)
 	case "put_file":
 		rep["size"] = w.Size
 	case "get_file":
@@ -433,21 +443,25 @@ func (s *Session) exec(req Request) reply {
 			Error *ErrorInfo `json:"error"`
 			Names []string   `json:"names"`
 		}
+		var e *ErrorInfo
 		if err := json.Unmarshal(line, &w); err != nil {
-			w.Error = &ErrorInfo{Type: ErrWorker, Message: "the worker's reply does not read: " + err.Error()}
+			v := verdict(ErrWorker, "the worker's reply does not read: "+err.Error())
+			e = &v
+		} else if w.Error != nil {
+			v := s.workerError(*w.Error)
+			e = &v
 		}
 		rep["error"] = nil
-		if w.Error != nil {
-			e := workerError(*w.Error)
-			rep["error"] = e
+		if e != nil {
+			rep["error"] = *e
 			outcome = e.Type
 		}
 		if to {
-			e := ErrorInfo{Type: ErrCellTimeout, Message: "the cell overran its timeout of " + s.cfg.CellTimeout.String() + " and was interrupted; the namespace is kept"}
-			if w.Error != nil {
-				e.Traceback = w.Error.Traceback
+			v := verdict(ErrCellTimeout, "the cell overran its timeout of "+s.cfg.CellTimeout.String()+" and was interrupted; the namespace is kept")
+			if e != nil {
+				v.Traceback = e.Traceback
 			}
-			rep["error"] = e
+			rep["error"] = v
 			outcome = ErrCellTimeout
 		}
 		rep["names"] = capNames(w.Names)
@@ -520,30 +534,94 @@ func (s *Session) audit(cell int, code, outcome string, wall time.Duration, rep 
 		"stdout_bytes": stdout.Bytes, "stderr_bytes": stderr.Bytes,
 		"stdout_truncated": stdout.Truncated, "stderr_truncated": stderr.Truncated,
 	}
-	b, _ := json.Marshal(rec)
+	b, _ := marshalLine(rec)
 	s.amu.Lock()
 	defer s.amu.Unlock()
-	if _, err := s.cfg.Audit.Write(append(b, '\n')); err != nil {
+	if _, err := s.cfg.Audit.Write(b); err != nil {
 		s.cfg.Log.Warn("write the audit log", "err", err)
 	}
 }
 
 // workerError is the worker's account of an exception, which the cell
-// can make say anything (an exception class of its own named CellTimeout,
-// a __repr__ raising one named SessionLost, a patched worker): a
-// supervisor's verdict among them becomes a WorkerError that says what was
-// claimed, and the reason of a lost session is never the worker's, so that
-// a runner cannot be made to count a timeout that did not happen or give
-// up a session that lives.
-func workerError(e ErrorInfo) ErrorInfo {
-	e.Reason = ""
-	// Only the supervisor knows that a cell overran its timeout or that
-	// the jail is gone.
-	if e.Type == ErrCellTimeout || e.Type == ErrSessionLost {
-		e.Message = "the worker claimed " + e.Type + " (only the supervisor gives it): " + e.Message
-		e.Type = ErrWorker
+// can make say anything (an exception class of its own named CellLimit, a
+// __repr__ raising one named SessionLost, a patched worker, a reply it
+// wrote itself). What it says goes to the runner with origin "cell", its
+// texts held to the output cap (message and traceback, head and tail
+// each) and its type to a name's length; a type that only the supervisor
+// gives (every one of the protocol's) becomes the supervisor's WorkerError
+// that says what was claimed; and the reason of a lost session is never
+// the worker's. So a runner tells the supervisor's verdicts from the
+// cell's exceptions by origin, and is never made to count a timeout that
+// did not happen, a budget that is not spent, or a session lost that
+// lives.
+func (s *Session) workerError(e ErrorInfo) ErrorInfo {
+	out := ErrorInfo{Type: cleanName(e.Type), Origin: OriginCell,
+		Message: capText(e.Message, s.cfg.MaxOutputChars), Traceback: capText(e.Traceback, s.cfg.MaxOutputChars)}
+	if out.Type == "" {
+		out.Type = "Exception"
 	}
-	return e
+	if supervisorTypes[out.Type] {
+		v := verdict(ErrWorker, "the worker claimed "+out.Type+" (a type only rljail gives): "+out.Message)
+		v.Message = capText(v.Message, s.cfg.MaxOutputChars)
+		v.Traceback = out.Traceback
+		return v
+	}
+	return out
+}
+
+// supervisorTypes are the error types only the supervisor gives.
+var supervisorTypes = map[string]bool{
+	ErrBadRequest: true, ErrRequestTooLarge: true, ErrUnknownOp: true, ErrBusy: true,
+	ErrCellTimeout: true, ErrCellLimit: true, ErrSessionLost: true, ErrBadPath: true,
+	ErrFileTooLarge: true, ErrWorker: true, ErrUnknownCall: true,
+}
+
+// verdict is an error the supervisor decided (origin "rljail").
+func verdict(typ, msg string) ErrorInfo {
+	return ErrorInfo{Type: typ, Message: msg, Origin: OriginRljail}
+}
+
+// cleanName keeps of an exception's type name what a name can hold: at
+// most 200 bytes, no control characters.
+func cleanName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return -1
+		}
+		return r
+	}, s)
+	return cutUTF8(s, 200)
+}
+
+// capKind keeps load_context's kind (the worker's word) to a short name.
+func capKind(k string) string {
+	return cleanName(cutUTF8(k, 32))
+}
+
+// capText holds s to max bytes of UTF-8: its head and tail, half each,
+// with a mark between that says how much was cut.
+func capText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	half := max / 2
+	head := cutUTF8(s, half)
+	tail := s[len(s)-half:]
+	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+		tail = tail[1:]
+	}
+	return head + fmt.Sprintf("\n[... %d bytes cut ...]\n", len(s)-len(head)-len(tail)) + tail
+}
+
+// cutUTF8 is s cut to at most n bytes, at a character's start.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // capNames keeps the worker's list of names within bounds.
@@ -564,7 +642,7 @@ func capNames(names []string) []string {
 }
 
 func errReply(id json.RawMessage, typ, format string, a ...any) reply {
-	r := reply{"ok": false, "error": ErrorInfo{Type: typ, Message: refuse(typ, format, a...).msg}}
+	r := reply{"ok": false, "error": verdict(typ, refuse(typ, format, a...).msg)}
 	if id != nil {
 		r["id"] = id
 	}
@@ -572,7 +650,9 @@ func errReply(id json.RawMessage, typ, format string, a ...any) reply {
 }
 
 func lostReply(id json.RawMessage, reason string) reply {
-	r := reply{"ok": false, "error": ErrorInfo{Type: ErrSessionLost, Reason: reason, Message: "the session's jail is gone, and its namespace with it: " + reason}}
+	e := verdict(ErrSessionLost, "the session's jail is gone, and its namespace with it: "+reason)
+	e.Reason = reason
+	r := reply{"ok": false, "error": e}
 	if id != nil {
 		r["id"] = id
 	}

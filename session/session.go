@@ -14,6 +14,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,7 +41,15 @@ const (
 	DefaultMaxRequestBytes = 16 << 20
 	DefaultMaxReplyBytes   = 16 << 20
 	DefaultMaxFileBytes    = 8 << 20
-	DefaultPython          = "python3"
+	// DefaultMaxCallBytes caps one call a cell sends (its line on the
+	// worker's channel) and one call's result; DefaultMaxCallBytesHeld
+	// what all of a session's calls in flight may hold at once (their
+	// lines while they wait, then their results on the way back). Both
+	// bound host memory that the supervisor spends for the jail and that
+	// no cgroup of the jail's is charged for (SECURITY.md).
+	DefaultMaxCallBytes     = 8 << 20
+	DefaultMaxCallBytesHeld = 32 << 20
+	DefaultPython           = "python3"
 	// markerWait bounds the wait, after the worker's reply, for its end
 	// markers on stdout and stderr: a cell that closed or redirected its
 	// descriptor 1 costs itself this much.
@@ -71,6 +80,10 @@ type Config struct {
 	MaxRequestBytes int
 	MaxReplyBytes   int
 	MaxFileBytes    int
+	// MaxCallBytes caps one call line from a cell and one call's result;
+	// MaxCallBytesHeld what the calls in flight hold at once.
+	MaxCallBytes     int
+	MaxCallBytesHeld int
 	// Audit, when set, gets one JSON line per cell, written before the
 	// reply.
 	Audit io.Writer
@@ -113,6 +126,13 @@ func (c Config) withDefaults() Config {
 	if c.MaxFileBytes <= 0 {
 		c.MaxFileBytes = DefaultMaxFileBytes
 	}
+	if c.MaxCallBytes <= 0 {
+		c.MaxCallBytes = DefaultMaxCallBytes
+	}
+	if c.MaxCallBytesHeld <= 0 {
+		c.MaxCallBytesHeld = DefaultMaxCallBytesHeld
+	}
+	c.MaxCallBytesHeld = max(c.MaxCallBytesHeld, c.MaxCallBytes)
 	if c.Python == "" {
 		c.Python = DefaultPython
 	}
@@ -190,7 +210,7 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 	jailEnd := os.NewFile(uintptr(fds[1]), "session-channel-jail")
 
 	spec := cfg.Spec
-	spec.Command = workerCommand(cfg.Python, cfg.Bridge.Tools)
+	spec.Command = workerCommand(cfg.Python, cfg.Bridge.Tools, cfg.MaxCallBytes)
 	spec.Stdin = nil // a cell's stdin reads as empty
 	spec.Stdout, spec.Stderr = s.out, s.errs
 	// The pumps pass everything to the captures, which cap each cell: a
@@ -266,6 +286,7 @@ func (s *Session) ID() string { return s.id }
 // session.
 func (s *Session) readWorker() {
 	lr := newLineReader(s.conn, s.cfg.MaxReplyBytes)
+	lr.reuse = true // take copies what it keeps; the reply is cloned below
 	for {
 		line, err := lr.next()
 		if errors.Is(err, errLineTooLong) {
@@ -307,7 +328,7 @@ func (s *Session) readWorker() {
 		// The cell has ended with its reply: a call read after it (a
 		// thread the cell left running) belongs to no cell.
 		s.calls.closeCell()
-		s.replyCh <- line
+		s.replyCh <- bytes.Clone(line)
 	}
 }
 
@@ -389,11 +410,10 @@ func (s *Session) call(req map[string]any) ([]byte, string) {
 }
 
 func (s *Session) callWith(req map[string]any, token string) ([]byte, string) {
-	b, err := json.Marshal(req)
+	b, err := marshalLine(req)
 	if err != nil {
 		return nil, "worker_protocol"
 	}
-	b = append(b, '\n')
 	s.mu.Lock()
 	if s.lost != "" {
 		s.mu.Unlock()

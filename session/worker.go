@@ -5,6 +5,7 @@ import (
 	_ "embed" // the worker's source
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 
 	"github.com/rljail/rljail/bridge"
 )
@@ -23,8 +24,10 @@ var workerSource string
 // variable, user site or script directory changes what Python imports;
 // -S: no site module either. The runner's tools (checked identifiers,
 // bridge.ParseTool) follow as one JSON argument: the worker defines a
-// function for each.
-func workerCommand(python string, tools []bridge.Tool) []string {
+// function for each; then the most bytes one call's line may be
+// (Config.MaxCallBytes), so that the worker refuses a larger call before
+// it sends it (the supervisor refuses it all the same).
+func workerCommand(python string, tools []bridge.Tool, maxCallBytes int) []string {
 	type tool struct {
 		Name   string   `json:"name"`
 		Params []string `json:"params"`
@@ -34,7 +37,7 @@ func workerCommand(python string, tools []bridge.Tool) []string {
 		list = append(list, tool{t.Name, append([]string{}, t.Params...)})
 	}
 	b, _ := json.Marshal(list)
-	return []string{python, "-I", "-S", "-c", workerSource, string(b)}
+	return []string{python, "-I", "-S", "-c", workerSource, string(b), strconv.Itoa(maxCallBytes)}
 }
 
 // newToken is a fresh 128-bit token for one request to the worker

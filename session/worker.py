@@ -174,9 +174,9 @@ class CallFailed(RuntimeError):
 
 
 CALL_ERRORS = {c.__name__: c for c in (LLMBudgetExceeded, ToolBudgetExceeded, BadCall, CallTimeout, CallFailed)}
-# The supervisor ends the session over a line longer than 16 MiB: a call
-# that would not fit is refused here, before it is sent.
-MAX_CALL_LINE = (16 << 20) - (64 << 10)
+# The supervisor refuses a call line over its cap (the command's second
+# argument): a call that would not fit is refused here, before it is sent.
+MAX_CALL_LINE = 8 << 20
 
 _calls_lock = _thread.allocate_lock()
 _calls = {}  # the worker's call number -> [a lock the reader releases, result]
@@ -197,7 +197,7 @@ def _call(name, args):
     try:
         line = (_dumps({"c": "call", "n": n, "name": name, "args": args}) + "\n").encode("utf-8", "replace")
         if len(line) > MAX_CALL_LINE:
-            raise BadCall("%s: the call is %d bytes of JSON, over the %d the channel carries" % (name, len(line), MAX_CALL_LINE))
+            raise BadCall("%s: the call is %d bytes of JSON, over the %d one call may be" % (name, len(line), MAX_CALL_LINE))
         _write_line(line)
         slot[0].acquire()
     finally:
@@ -532,7 +532,7 @@ def _token_of(line):
 
 
 def main():
-    global _running
+    global _running, MAX_CALL_LINE
     _signal.signal(_signal.SIGINT, _on_sigint)
     # Line by line, so that print and os.write(1, ...) keep their order.
     for stream in (sys.stdout, sys.stderr):
@@ -542,8 +542,11 @@ def main():
             pass
     # The cells' stdin reads as empty; their stdout and stderr are the
     # supervisor's pumps. The tools the runner declared come as the
-    # command's argument (the supervisor's, checked identifiers).
+    # command's argument (the supervisor's, checked identifiers), then
+    # the supervisor's cap on one call's line.
     tools = _loads(sys.argv[1]) if len(sys.argv) > 1 else []
+    if len(sys.argv) > 2:
+        MAX_CALL_LINE = int(sys.argv[2])
     w = Worker(tools)
     ops = {"exec": w.exec, "set": w.set, "get": w.get, "load_context": w.load_context,
            "put_file": w.put_file, "get_file": w.get_file}

@@ -40,7 +40,7 @@ __all__ = [
 log = logging.getLogger("rljail")
 
 #: The version of the session protocol this module speaks (``hello`` reports the other side's).
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # The names of the bridge's own calls; every other call name is a tool the runner declared.
 LLM_CALLS = ("llm_query", "llm_query_batched")
@@ -114,10 +114,13 @@ class RequestError(SessionError):
     for ``get`` of an unknown name, ``ValueTooLarge``, ``FileNotFoundError``,
     ``PermissionError``, ``OSError``...); ``message`` says why."""
 
-    def __init__(self, type, message, reply=None):
+    def __init__(self, type, message, reply=None, origin=None):
         self.type = type
         self.message = message
         self.reply = reply
+        #: ``"rljail"`` for the supervisor's own verdict, ``"cell"`` for what the worker
+        #: reported of the cell's code (which the cell can make say anything).
+        self.origin = origin
         super().__init__("%s: %s" % (type, message))
 
 
@@ -150,13 +153,16 @@ class ErrorInfo:
     """An exception raised in a cell (the session goes on): its type name, message and
     traceback as the worker formatted them, or ``CellTimeout`` for an interrupted cell."""
 
-    __slots__ = ("type", "message", "traceback", "raw")
+    __slots__ = ("type", "message", "traceback", "raw", "origin")
 
-    def __init__(self, type, message="", traceback="", raw=None):
+    def __init__(self, type, message="", traceback="", raw=None, origin="cell"):
         self.type = type
         self.message = message
         self.traceback = traceback
         self.raw = raw
+        #: ``"rljail"`` when the supervisor decided it (``CellTimeout``, ``WorkerError``),
+        #: ``"cell"`` for the cell's own exception, type name included.
+        self.origin = origin
 
     @classmethod
     def from_reply(cls, obj):
@@ -165,7 +171,8 @@ class ErrorInfo:
         if not isinstance(obj, dict):
             return cls("Error", str(obj), "", obj)
         return cls(str(obj.get("type") or "Error"), str(obj.get("message") or ""),
-                   str(obj.get("traceback") or ""), obj)
+                   str(obj.get("traceback") or ""), obj,
+                   "rljail" if obj.get("origin") == "rljail" else "cell")
 
     def __str__(self):
         return "%s: %s" % (self.type, self.message) if self.message else self.type
@@ -229,7 +236,8 @@ class CellResult:
 
     @property
     def timed_out(self):
-        return self.error is not None and self.error.type == "CellTimeout"
+        return (self.error is not None and self.error.type == "CellTimeout"
+                and self.error.origin == "rljail")
 
     def __repr__(self):
         state = "ok" if self.ok else str(self.error)
@@ -701,11 +709,12 @@ class Session:
                 return reply
             err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
             etype = str(err.get("type") or "Error")
-            if etype == "SessionLost":
+            origin = "rljail" if err.get("origin") == "rljail" else "cell"
+            if etype == "SessionLost" and origin == "rljail":
                 reason = str(err.get("reason") or "unknown")
                 self._lose(reason, str(err.get("message") or ""))
                 raise SessionLost(reason, str(err.get("message") or ""), self.stderr_tail, reply)
-            raise RequestError(etype, str(err.get("message") or ""), reply)
+            raise RequestError(etype, str(err.get("message") or ""), reply, origin)
 
     def _send(self, msg):
         line = json.dumps(msg, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -747,7 +756,7 @@ class Session:
                     waiter.event.set()
                 elif msg.get("ok") is False:
                     err = msg.get("error") if isinstance(msg.get("error"), dict) else {}
-                    if err.get("type") == "SessionLost":
+                    if err.get("type") == "SessionLost" and err.get("origin") == "rljail":
                         self._lose(str(err.get("reason") or "unknown"), str(err.get("message") or ""))
                     else:
                         # A refused call_result (a stale call after a cell timeout, say).
@@ -790,7 +799,7 @@ class Session:
         with self._state_lock:
             waiters, self._waiters = self._waiters, {}
         for waiter in waiters.values():
-            waiter.reply = {"ok": False, "error": {"type": "SessionLost", "reason": reason,
+            waiter.reply = {"ok": False, "error": {"type": "SessionLost", "origin": "rljail", "reason": reason,
                                                    "message": message}}
             waiter.event.set()
 

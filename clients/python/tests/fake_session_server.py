@@ -34,7 +34,20 @@ import threading
 import time
 import traceback
 
-PROTOCOL = 1
+PROTOCOL = 2
+def cell_error(etype, message, tb):
+    """A cell's exception as rljail reports it: origin "cell", or the supervisor's
+    WorkerError when the cell named it after a type only rljail gives."""
+    if etype in SUPERVISOR_TYPES:
+        return {"type": "WorkerError", "origin": "rljail", "traceback": tb,
+                "message": "the worker claimed %s (a type only rljail gives): %s" % (etype, message)}
+    return {"type": etype, "origin": "cell", "message": message, "traceback": tb}
+
+
+# The error types only rljail gives (origin "rljail"); any other is a cell's exception.
+SUPERVISOR_TYPES = frozenset(("BadRequest", "RequestTooLarge", "UnknownOp", "Busy", "CellTimeout",
+                              "CellLimit", "SessionLost", "BadPath", "FileTooLarge", "WorkerError",
+                              "UnknownCall"))
 MAX_REQUEST_BYTES = 16 << 20
 MAX_FILE_BYTES = 8 << 20
 MAX_REPR = 64 << 10
@@ -202,14 +215,15 @@ class Server:
         self.send(msg)
 
     def fail(self, rid, etype, message, **extra):
-        err = {"type": etype, "message": message}
+        err = {"type": etype, "origin": "rljail" if etype in SUPERVISOR_TYPES else "cell",
+               "message": message}
         err.update(extra)
         msg = {"id": rid, "ok": False, "error": err}
         self.send(msg)
 
     def lost_reply(self, rid, **fields):
         msg = {"id": rid, "ok": False, "error": {
-            "type": "SessionLost", "reason": self.lost,
+            "type": "SessionLost", "origin": "rljail", "reason": self.lost,
             "message": "the session's jail is gone, and its namespace with it: %s" % self.lost}}
         msg.update(fields)
         self.send(msg)
@@ -526,7 +540,7 @@ class Server:
             except KeyboardInterrupt:
                 self.fail(rid, "WorkerError", "interrupted outside a cell")
             except Exception as e:
-                self.fail(rid, type(e).__name__, str(e))
+                self.send({"id": rid, "ok": False, "error": cell_error(type(e).__name__, str(e), "")})
             finally:
                 with self.state:
                     if self.inflight == rid:  # an op that sent no reply (a lost exec)
@@ -653,11 +667,11 @@ class Server:
         try:
             exec(compile(code, "<cell>", "exec"), self.ns)
         except KeyboardInterrupt:
-            error = {"type": "KeyboardInterrupt", "traceback": traceback.format_exc()}
+            error = {"type": "KeyboardInterrupt", "origin": "cell", "traceback": traceback.format_exc()}
         except WorkerExit:
             lost = "worker_exited"
         except BaseException as e:  # SystemExit too: the cell's, not the session's
-            error = {"type": type(e).__name__, "message": str(e), "traceback": traceback.format_exc()}
+            error = cell_error(type(e).__name__, str(e), traceback.format_exc())
         finally:
             self.running = False
             done.set()
@@ -670,7 +684,7 @@ class Server:
             self.lost_reply(rid, **measured())
             return
         if timed_out.is_set():
-            error = {"type": "CellTimeout", "message": "the cell overran its timeout of %gs and was "
+            error = {"type": "CellTimeout", "origin": "rljail", "message": "the cell overran its timeout of %gs and was "
                      "interrupted; the namespace is kept" % self.cfg.cell_timeout,
                      "traceback": (error or {}).get("traceback", "")}
         names = sorted(k for k in self.ns if not k.startswith("_"))[:1000]
