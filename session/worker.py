@@ -1,6 +1,7 @@
 # rljail's session worker: one persistent Python namespace in the jail.
 #
-# rljail starts it as the jail's payload (python3 -I -S -c THIS) and talks to
+# rljail starts it as the jail's payload (python3 -I -S -c THIS; the cells'
+# import path is then made as `python3 -c`'s, _import_path) and talks to
 # it over descriptor 3, a socket of its own, one JSON object a line. Every
 # request carries a token "t" that its reply repeats; the supervisor accepts
 # only the reply with the token of the request in flight. Nothing here is
@@ -531,8 +532,30 @@ def _token_of(line):
     return line[i + 5:j].decode("ascii", "replace") if j > 0 else None
 
 
+def _import_path():
+    # The cells import what `python3 -c` imports in this rootfs: the worker
+    # runs as python3 -I -S (nothing of the environment, the user's site or
+    # a script's directory changes what the worker itself imports), so the
+    # rootfs's packages (its dist-packages, with their .pth files) come
+    # from site.main() here, and only where the rootfs has a packages
+    # directory: the default rootfs has none and pays nothing (site costs
+    # some 5 ms of a start). Then, as for `python3 -c`, the working
+    # directory ('') and the jail's PYTHONPATH (empty unless the runner
+    # granted it with -e) lead the path. The user's site stays off (-I).
+    version = "python%d.%d" % sys.version_info[:2]
+    prefix = sys.prefix
+    candidates = (prefix + "/local/lib/" + version + "/dist-packages", prefix + "/lib/python3/dist-packages",
+                  prefix + "/lib/" + version + "/dist-packages", prefix + "/lib/" + version + "/site-packages")
+    if any(os.path.isdir(c) for c in candidates):
+        import site
+        site.main()
+    lead = [""] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[0:0] = lead
+
+
 def main():
     global _running, MAX_CALL_LINE
+    _import_path()
     _signal.signal(_signal.SIGINT, _on_sigint)
     # Line by line, so that print and os.write(1, ...) keep their order.
     for stream in (sys.stdout, sys.stderr):
