@@ -485,15 +485,18 @@ func sessionInterrupt(t *testing.T, m mode) {
 	start := time.Now()
 	_, ch := s.send(t, map[string]any{"op": "exec", "code": "import time\ntime.sleep(30)"})
 	time.Sleep(300 * time.Millisecond)
-	if r := s.do(t, map[string]any{"op": "exec", "code": "pass"}); errType(r) != "Busy" {
-		t.Errorf("an exec while one runs: %v, want Busy", r)
-	}
+	// An exec while one runs waits behind it (protocol 2), and interrupt
+	// is answered at once, stopping only the running cell.
+	_, queued := s.send(t, map[string]any{"op": "exec", "code": "print('after', n)"})
 	if r := s.do(t, map[string]any{"op": "interrupt"}); r["interrupted"] != true {
 		t.Errorf("interrupt: %v", r)
 	}
 	r := s.wait(t, ch, 10*time.Second)
 	if errType(r) != "KeyboardInterrupt" || time.Since(start) > 5*time.Second {
 		t.Errorf("the interrupted cell: %v after %v", r, time.Since(start))
+	}
+	if r := s.wait(t, queued, 10*time.Second); r["stdout"] != "after 7\n" {
+		t.Errorf("the exec queued behind the interrupted one: %v", r)
 	}
 	if r := s.exec(t, "print(n)"); r["stdout"] != "7\n" {
 		t.Errorf("after the interrupt: %v", r)

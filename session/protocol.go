@@ -22,7 +22,7 @@ const (
 	ErrBadRequest      = "BadRequest"      // not JSON, not an object, no id, not UTF-8, a bad field
 	ErrRequestTooLarge = "RequestTooLarge" // a line longer than the request cap
 	ErrUnknownOp       = "UnknownOp"
-	ErrBusy            = "Busy"        // a request for the worker while another is in flight
+	ErrBusy            = "Busy"        // a request for the worker while the queue is full
 	ErrCellTimeout     = "CellTimeout" // the cell overran --cell-timeout and was interrupted
 	ErrCellLimit       = "CellLimit"   // --max-cells cells have run
 	ErrSessionLost     = "SessionLost" // the jail is gone, and the namespace with it
@@ -49,6 +49,9 @@ type Request struct {
 	// error (the runner's handler failed).
 	Call  *int64  `json:"call"`
 	Error *string `json:"error"`
+	// close: at once, not behind the queued requests (they are answered
+	// SessionLost).
+	Now bool `json:"now"`
 }
 
 // Origins of a reply's error: the supervisor's own verdict, or what the

@@ -21,17 +21,21 @@ import (
 type reply map[string]any
 
 // Serve speaks the protocol: requests from r, replies to w, one JSON
-// object a line. Requests are read continuously, also while a cell runs
-// (interrupt, hello and malformed lines are answered meanwhile; one
-// request for the worker at a time, another gets Busy). It returns at
-// close, at the end of r (both end the session), at the idle timeout, or
-// when a write to w fails. The goroutine that reads r ends with r: a
-// caller serving a connection closes it once Serve has returned.
+// object a line. Requests are read continuously, also while a cell runs:
+// interrupt, hello, call_result and malformed lines are answered at once;
+// the requests for the worker, and close, are queued and run in the order
+// they came (MaxQueued of them at most, beyond that Busy), so that a
+// script of request lines piped in works as it reads. It returns at
+// close, at the end of r (both end the session, once the queue is done),
+// at the idle timeout, or when a write to w fails. The goroutine that
+// reads r ends with r: a caller serving a connection closes it once Serve
+// has returned.
 func (s *Session) Serve(r io.Reader, w io.Writer) error {
 	lines := make(chan []byte)
 	readErr := make(chan error, 1)
 	stop := make(chan struct{})
 	defer close(stop)
+	closed := make(chan struct{})
 	go func() {
 		lr := newLineReader(r, s.cfg.MaxRequestBytes)
 		for {
@@ -66,6 +70,7 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 			_ = s.writeLine(reply{"id": v["id"], "ok": false, "error": verdict(ErrWorker, "the reply could not be encoded")})
 		}
 	}
+	go s.runQueue(send, stop, closed)
 	var idle <-chan time.Time
 	var idleTimer *time.Timer
 	if s.cfg.IdleTimeout > 0 {
@@ -76,15 +81,18 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 	for {
 		select {
 		case <-readErr:
-			// EOF (or a broken reader) ends the session, once the request
-			// in flight is answered: a runner that pipes its requests and
+			// EOF (or a broken reader) ends the session, once the queued
+			// requests are answered: a runner that pipes its requests and
 			// closes its end still gets every reply.
-			s.drain()
+			s.drain(closed)
 			s.Close()
+			return werr()
+		case <-closed:
+			// A queued close was answered.
 			return werr()
 		case <-idle:
 			s.mu.Lock()
-			busy := s.busy
+			busy := s.busy || len(s.queue) > 0
 			since := time.Since(s.lastReq)
 			s.mu.Unlock()
 			if busy || since < s.cfg.IdleTimeout {
@@ -101,6 +109,11 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 			if done := s.handle1(line, send); done {
 				return werr()
 			}
+			select {
+			case <-closed:
+				return werr()
+			default:
+			}
 		}
 		if err := werr(); err != nil {
 			s.Close()
@@ -109,18 +122,106 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 	}
 }
 
-// drain waits until no request for the worker is in flight (the cell
-// timer and its grace bound a cell).
-func (s *Session) drain() {
+// drain waits until the queue is done: no request for the worker queued
+// or in flight (the cell timer and its grace bound each), or a queued
+// close answered.
+func (s *Session) drain(closed <-chan struct{}) {
 	for {
 		s.mu.Lock()
-		busy := s.busy
+		busy := s.busy || len(s.queue) > 0
 		s.mu.Unlock()
 		if !busy {
 			return
 		}
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case <-closed:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
 	}
+}
+
+// queued is a request waiting for the worker (or a close behind them).
+type queued struct {
+	req  Request
+	id   json.RawMessage
+	cell int // an exec's number, given as it was queued
+	size int // the request's line, counted against the queue's bytes
+}
+
+// enqueue adds a request to the queue, or refuses it when the queue is
+// full (MaxQueued requests, or MaxQueuedBytes of their lines). A close is
+// never refused.
+func (s *Session) enqueue(q queued) *protocolError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q.req.Op != "close" {
+		if len(s.queue) >= s.cfg.MaxQueued || s.queueBytes+q.size > s.cfg.MaxQueuedBytes {
+			return refuse(ErrBusy, "%d requests for the worker are queued already (%d bytes), the most the queue holds (%d, %d bytes); wait for a reply, or interrupt the running cell", len(s.queue), s.queueBytes, s.cfg.MaxQueued, s.cfg.MaxQueuedBytes)
+		}
+		if q.req.Op == "exec" {
+			s.cells++
+			q.cell = s.cells
+		}
+	}
+	s.queue = append(s.queue, q)
+	s.queueBytes += q.size
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// runQueue runs the queued requests one at a time, in order, until stop;
+// a queued close ends the session, replies, and closes closed.
+func (s *Session) runQueue(send func(reply), stop <-chan struct{}, closed chan<- struct{}) {
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 {
+			s.mu.Unlock()
+			select {
+			case <-s.wake:
+				continue
+			case <-stop:
+				return
+			}
+		}
+		q := s.queue[0]
+		s.queue[0] = queued{}
+		s.queue = s.queue[1:]
+		s.queueBytes -= q.size
+		s.busy = true
+		s.mu.Unlock()
+		if q.req.Op == "close" {
+			send(s.closeReply(q.id))
+			s.mu.Lock()
+			s.busy = false
+			s.mu.Unlock()
+			close(closed)
+			return
+		}
+		rep := s.workerOp(q.req, q.cell)
+		rep["id"] = q.id
+		s.mu.Lock()
+		s.busy = false
+		s.lastReq = time.Now()
+		s.mu.Unlock()
+		send(rep)
+	}
+}
+
+// closeReply ends the session and is close's reply: the session's totals.
+// Requests still queued (a close with "now") are answered SessionLost.
+func (s *Session) closeReply(id json.RawMessage) reply {
+	reason := s.lostReason()
+	res := s.Close()
+	rep := reply{"id": id, "ok": true, "cells": s.cellCount(), "wall_ms": ms(time.Since(s.start)),
+		"memory_peak_bytes": res.MemoryPeakBytes, "cpu_ms": res.CPUUserMS + res.CPUSystemMS}
+	if reason != "" {
+		rep["lost"] = reason
+	}
+	return rep
 }
 
 // handle1 answers one line; true when it was close.
@@ -139,15 +240,15 @@ func (s *Session) handle1(line []byte, send func(reply)) bool {
 		return false
 	}
 	if req.Op == "close" {
-		reason := s.lostReason()
-		res := s.Close()
-		rep := reply{"id": id, "ok": true, "cells": s.cellCount(), "wall_ms": ms(time.Since(s.start)),
-			"memory_peak_bytes": res.MemoryPeakBytes, "cpu_ms": res.CPUUserMS + res.CPUSystemMS}
-		if reason != "" {
-			rep["lost"] = reason
+		// In order behind the queued requests, unless it is to close now
+		// (or the session is lost, and nothing queued can run).
+		if req.Now || s.lostReason() != "" {
+			send(s.closeReply(id))
+			s.answerQueued(send)
+			return true
 		}
-		send(rep)
-		return true
+		_ = s.enqueue(queued{req: req, id: id})
+		return false
 	}
 	if req.Op == "call_result" {
 		s.callResult(req, send)
@@ -167,26 +268,9 @@ func (s *Session) handle1(line []byte, send func(reply)) bool {
 			send(errReply(id, perr.typ, "%s", perr.msg))
 			return false
 		}
-		s.mu.Lock()
-		if s.busy {
-			s.mu.Unlock()
-			send(errReply(id, ErrBusy, "a request for the worker is in flight; one at a time (interrupt stops a cell)"))
-			return false
+		if perr := s.enqueue(queued{req: req, id: id, size: len(line)}); perr != nil {
+			send(errReply(id, perr.typ, "%s", perr.msg))
 		}
-		s.busy = true
-		if req.Op == "exec" {
-			s.cells++
-		}
-		s.mu.Unlock()
-		go func() {
-			rep := s.workerOp(req)
-			rep["id"] = id
-			s.mu.Lock()
-			s.busy = false
-			s.lastReq = time.Now()
-			s.mu.Unlock()
-			send(rep)
-		}()
 	default:
 		send(errReply(id, ErrUnknownOp, "unknown op %q (hello, exec, set, get, load_context, put_file, get_file, call_result, interrupt, close)", req.Op))
 	}
@@ -266,6 +350,8 @@ func (s *Session) hello(id json.RawMessage) reply {
 		"idle_timeout_ms":   s.cfg.IdleTimeout.Milliseconds(),
 		"max_request_bytes": s.cfg.MaxRequestBytes,
 		"max_file_bytes":    s.cfg.MaxFileBytes,
+		"max_queued":        s.cfg.MaxQueued,
+		"max_call_bytes":    s.cfg.MaxCallBytes,
 	}
 	if s.handle != nil {
 		// The jail's limits as a run's report gives them; output is the
@@ -286,10 +372,24 @@ func (s *Session) hello(id json.RawMessage) reply {
 		"session_id": s.id, "start_ms": ms(s.started), "limits": lim, "tools": tools}
 }
 
-// workerOp runs one request through the worker.
-func (s *Session) workerOp(req Request) reply {
+// answerQueued answers every request still queued SessionLost (the
+// session was closed at once).
+func (s *Session) answerQueued(send func(reply)) {
+	s.mu.Lock()
+	q := s.queue
+	s.queue, s.queueBytes = nil, 0
+	s.mu.Unlock()
+	for _, r := range q {
+		if r.req.Op != "close" {
+			send(lostReply(r.id, "closed"))
+		}
+	}
+}
+
+// workerOp runs one request through the worker; cell is an exec's number.
+func (s *Session) workerOp(req Request, cell int) reply {
 	if req.Op == "exec" {
-		return s.exec(req)
+		return s.exec(req, cell)
 	}
 	msg := map[string]any{"op": req.Op}
 	switch req.Op {
@@ -381,10 +481,7 @@ func (s *Session) workerOp(req Request) reply {
 // exec runs one cell: the supervisor opens the cell's output windows,
 // arms the cell timer, sends the code, and takes the worker's reply and
 // end markers; what it measures (time, CPU, output) is its own.
-func (s *Session) exec(req Request) reply {
-	s.mu.Lock()
-	cell := s.cells
-	s.mu.Unlock()
+func (s *Session) exec(req Request, cell int) reply {
 	token := newToken()
 	marker := endMarker(token)
 	betweenOut, betweenErr := s.out.takeBetween(), s.errs.takeBetween()

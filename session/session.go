@@ -49,7 +49,11 @@ const (
 	// no cgroup of the jail's is charged for (SECURITY.md).
 	DefaultMaxCallBytes     = 8 << 20
 	DefaultMaxCallBytesHeld = 32 << 20
-	DefaultPython           = "python3"
+	// DefaultMaxQueued and DefaultMaxQueuedBytes bound the requests for
+	// the worker waiting in order behind the one running.
+	DefaultMaxQueued      = 64
+	DefaultMaxQueuedBytes = 64 << 20
+	DefaultPython         = "python3"
 	// markerWait bounds the wait, after the worker's reply, for its end
 	// markers on stdout and stderr: a cell that closed or redirected its
 	// descriptor 1 costs itself this much.
@@ -84,6 +88,10 @@ type Config struct {
 	// MaxCallBytesHeld what the calls in flight hold at once.
 	MaxCallBytes     int
 	MaxCallBytesHeld int
+	// MaxQueued and MaxQueuedBytes bound the queue of requests for the
+	// worker (their number, the bytes of their lines); over them Busy.
+	MaxQueued      int
+	MaxQueuedBytes int
 	// Audit, when set, gets one JSON line per cell, written before the
 	// reply.
 	Audit io.Writer
@@ -133,6 +141,12 @@ func (c Config) withDefaults() Config {
 		c.MaxCallBytesHeld = DefaultMaxCallBytesHeld
 	}
 	c.MaxCallBytesHeld = max(c.MaxCallBytesHeld, c.MaxCallBytes)
+	if c.MaxQueued <= 0 {
+		c.MaxQueued = DefaultMaxQueued
+	}
+	if c.MaxQueuedBytes <= 0 {
+		c.MaxQueuedBytes = DefaultMaxQueuedBytes
+	}
 	if c.Python == "" {
 		c.Python = DefaultPython
 	}
@@ -166,16 +180,19 @@ type Session struct {
 	lostCh   chan struct{}
 	lostOnce sync.Once
 
-	mu        sync.Mutex
-	lost      string // why the session was lost; "" while alive
-	token     string // the request in flight
-	replyCh   chan []byte
-	discarded int64 // worker lines that were not the reply in flight
-	busy      bool
-	execing   bool // an exec is in flight: interrupt sends SIGINT
-	cells     int
-	closed    bool
-	lastReq   time.Time
+	mu         sync.Mutex
+	lost       string // why the session was lost; "" while alive
+	token      string // the request in flight
+	replyCh    chan []byte
+	discarded  int64    // worker lines that were not the reply in flight
+	busy       bool     // a queued request is running
+	queue      []queued // requests for the worker (and a close) in order
+	queueBytes int
+	wake       chan struct{} // a request was queued
+	execing    bool          // an exec is in flight: interrupt sends SIGINT
+	cells      int
+	closed     bool
+	lastReq    time.Time
 
 	wmu      sync.Mutex // one writer for every line to the runner
 	w        io.Writer  // the runner's stream, once Serve runs (under wmu)
@@ -194,7 +211,7 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 		cfg: cfg, id: newToken()[:16], start: time.Now(),
 		sigs: make(chan os.Signal, 8), runDone: make(chan struct{}), lostCh: make(chan struct{}),
 		out: newCapture(cfg.MaxOutputChars), errs: newCapture(cfg.MaxOutputChars),
-		replyCh: make(chan []byte, 1), token: "ready",
+		replyCh: make(chan []byte, 1), token: "ready", wake: make(chan struct{}, 1),
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

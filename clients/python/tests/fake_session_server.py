@@ -11,8 +11,8 @@ binary, so that a difference between the two shows there.  Started as
     python3 fake_session_server.py session [flags of rljail session]
 
 it reads JSON lines on stdin continuously (a reader thread answers ``hello``,
-``interrupt``, ``close``, ``call_result``, malformed lines and ``Busy`` at once), runs
-worker requests on the main thread, and writes replies and call events on stdout.
+``interrupt``, ``call_result``, malformed lines, ``close`` with ``now`` and ``Busy`` for
+a full queue at once), runs worker requests and ``close`` in order on the main thread, and writes replies and call events on stdout.
 Budgets are enforced here simply, as the real bridge does in Go.  Volumes ``-v
 SRC:DST`` are emulated by translating paths under DST to SRC in ``load_context``, the
 file requests and the cells' ``open`` and ``os.chdir``; ``os._exit`` in a cell is the worker's exit
@@ -35,6 +35,8 @@ import time
 import traceback
 
 PROTOCOL = 2
+# The requests for the worker that wait behind the one running, at most.
+MAX_QUEUED = 64
 def cell_error(etype, message, tb):
     """A cell's exception as rljail reports it: origin "cell", or the supervisor's
     WorkerError when the cell named it after a type only rljail gives."""
@@ -181,8 +183,7 @@ class Server:
         self.counts = {"llm_calls": 0, "tool_calls": 0, "prompt_chars": 0, "refused": 0}
         self.cells = 0
         self.lost = None
-        self.busy = False
-        self.inflight = None
+        self.queued = 0  # requests for the worker queued or running
         self.running = False
         self.last_request = time.monotonic()
         self.tmp = tempfile.mkdtemp(prefix="fake-rljail-", dir=cfg.fake_tmp)
@@ -199,12 +200,6 @@ class Server:
 
     def send(self, obj):
         line = json.dumps(obj, ensure_ascii=False)
-        if obj.get("id") is not None and "event" not in obj:
-            with self.state:
-                if self.busy and obj["id"] == self.inflight:
-                    # Free before the reply leaves: the runner's next request may follow it at once.
-                    self.busy, self.inflight = False, None
-                    self.last_request = time.monotonic()
         with self.write_lock:
             self.out.write(line + "\n")
             self.out.flush()
@@ -441,7 +436,12 @@ class Server:
                 self.fail(rid, "BadRequest", "the id is neither a string nor a number")
                 continue
             if op == "close":
-                self.op_close(rid)
+                if msg.get("now") or self.lost is not None:
+                    self.op_close(rid)
+                with self.state:
+                    self.queued += 1
+                self.requests.put(msg)  # in order, behind the queued requests
+                continue
             if self.lost is not None:
                 self.lost_reply(rid)
                 continue
@@ -459,14 +459,14 @@ class Server:
                     self.fail(rid, e.etype, e.message)
                     continue
                 with self.state:
-                    busy, self.busy = self.busy, True
-                    if not busy:
-                        self.inflight = rid
+                    full = self.queued > MAX_QUEUED  # the one running and MAX_QUEUED behind it
+                    if not full:
+                        self.queued += 1
                         if op == "exec":
                             self.cells += 1
-                if busy:
-                    self.fail(rid, "Busy", "a request for the worker is in flight; one at a time "
-                              "(interrupt stops a cell)")
+                if full:
+                    self.fail(rid, "Busy", "%d requests for the worker are queued already, the most "
+                              "the queue holds" % MAX_QUEUED)
                     continue
                 self.requests.put(msg)
             else:
@@ -514,7 +514,7 @@ class Server:
         while True:
             time.sleep(min(self.cfg.idle_timeout / 10, 0.05))
             with self.state:
-                idle = not self.busy and time.monotonic() - self.last_request >= self.cfg.idle_timeout
+                idle = not self.queued and time.monotonic() - self.last_request >= self.cfg.idle_timeout
             if idle:
                 self.send({"id": None, "event": "closed", "reason": "idle_timeout"})
                 self.exit()
@@ -534,6 +534,9 @@ class Server:
                 return
             rid, op = msg["id"], msg["op"]
             try:
+                if op == "close":
+                    self.op_close(rid)
+                    continue
                 getattr(self, "op_" + op)(rid, msg)
             except Refused as e:
                 self.fail(rid, e.etype, e.message)
@@ -543,8 +546,8 @@ class Server:
                 self.send({"id": rid, "ok": False, "error": cell_error(type(e).__name__, str(e), "")})
             finally:
                 with self.state:
-                    if self.inflight == rid:  # an op that sent no reply (a lost exec)
-                        self.busy, self.inflight = False, None
+                    self.queued -= 1
+                    self.last_request = time.monotonic()
 
     def op_close(self, rid):
         fields = {"cells": self.cells, "wall_ms": round((time.monotonic() - self.start) * 1000, 3),

@@ -270,7 +270,7 @@ class SessionContract(_Contract):
             self.assertEqual(s.run("print(1)").stdout, "1\n")
         self.assertFalse(s.alive)
 
-    def test_busy_and_malformed_lines_on_the_wire(self):
+    def test_queued_and_malformed_lines_on_the_wire(self):
         # What the package never sends, on rljail's own stdin: the replies are as the
         # protocol says, and the session goes on.
         binary = self.binary()
@@ -285,10 +285,11 @@ class SessionContract(_Contract):
         replies = [json.loads(l) for l in out.splitlines()]
         types = [(r["id"], r["error"]["type"] if not r["ok"] else None) for r in replies]
         # An id that is neither a string nor a number is repeated as it came.
-        self.assertEqual(types[:5], [(None, "BadRequest"), (None, "BadRequest"), (True, "BadRequest"),
-                                     (1, "UnknownOp"), (3, "Busy")])
-        # EOF ends the session once the request in flight is answered.
-        self.assertEqual(types[5:], [(2, None)])
+        self.assertEqual(types[:4], [(None, "BadRequest"), (None, "BadRequest"), (True, "BadRequest"),
+                                     (1, "UnknownOp")])
+        # The get waits behind the exec (protocol 2 queues requests for the worker), and EOF
+        # ends the session once the queue is answered.
+        self.assertEqual(types[4:], [(2, None), (3, "KeyError")])
         self.assertEqual(p.returncode, 0)
 
     def test_idle_timeout_ends_the_session(self):
