@@ -97,6 +97,10 @@ func status(it Item) string {
 // The zero value is useful: it skips the user namespace probe and the rootfs
 // item.
 type Options struct {
+	// Binary says whether this binary can run a jail at all (package
+	// jail's CheckBinary: it was linked with its init stage's entry).
+	// nil: no binary item.
+	Binary func() error
 	// ProbeUserns creates a user namespace for real (package jail provides
 	// it). nil skips the probe: the verdict then rests on the sysctl files.
 	// When given it is the truth: its success overrides every sysctl, and
@@ -119,13 +123,21 @@ type Options struct {
 // Run checks this host, in order: kernel, user namespaces, seccomp,
 // cgroups, pidfd, overlayfs, limits, rootfs, running as.
 func Run(opts Options) Report {
-	items := []Item{
+	var items []Item
+	if opts.Binary != nil {
+		it := Item{Name: "binary", OK: true, Detail: "linked with its init stage's entry point"}
+		if err := opts.Binary(); err != nil {
+			it = Item{Name: "binary", Fatal: true, Detail: oneLine(err.Error()), Fix: "build with `make build`, or install a release or the .deb"}
+		}
+		items = append(items, it)
+	}
+	items = append(items, []Item{
 		checkKernel(),
 		checkUserns(opts.ProbeUserns),
 		checkSeccomp(),
 		checkCgroups(),
 		checkPidfd(),
-	}
+	}...)
 	if opts.ProbeOverlay != nil {
 		items = append(items, overlayItem(opts.ProbeOverlay()))
 	}

@@ -10,6 +10,10 @@
 // the Go runtime starts as it would have from its own entry, on the stack
 // the kernel gave, with one more environment entry for a run (below).
 TEXT rljail_entry(SB),NOSPLIT|NOFRAME,$0
+	// The binary started here, not at Go's own entry: EnteredByStage
+	// tells a run (and rljail check) so. A plain `go build` links
+	// without -E rljail_entry, and its runs would fail deep in setup.
+	MOVB	$1, ·enteredByStage(SB)
 	LEAQ	rljail_data_start(SB), DI
 	LEAQ	rljail_data_end(SB), SI
 	SUBQ	DI, SI

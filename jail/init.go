@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"errors"
 	"os"
 )
 
@@ -15,10 +16,31 @@ import (
 // take its argv for a run of its own and start another init stage, which
 // would do the same.
 func init() {
+	_ = stageAddress() // links the stage, or fails the build (stagelink_amd64.s)
 	if len(os.Args) > 0 && os.Args[0] == initArg0 {
 		os.Stderr.WriteString("rljail: this binary has no init stage: it was linked without -E rljail_entry (build it with make)\n")
 		os.Exit(ExitSetupError)
 	}
+}
+
+// enteredByStage is set by the binary's ELF entry (entry_amd64.s) before
+// the Go runtime starts; it stays 0 in a binary linked without -E
+// rljail_entry (a plain `go build` or `go install`, a test binary).
+var enteredByStage uint8
+
+func stageAddress() uintptr
+
+// ErrNoStageEntry is what a run and `rljail check` say of a binary linked
+// without its init stage's entry point.
+var ErrNoStageEntry = errors.New("this rljail binary was linked without its init stage's entry point (a plain `go build` or `go install`): build it with `make build` (it links with -ldflags '-E rljail_entry'), or install a release or the .deb")
+
+// CheckBinary reports whether this binary can run a jail: it was started
+// through its init stage's entry point.
+func CheckBinary() error {
+	if enteredByStage == 0 {
+		return ErrNoStageEntry
+	}
+	return nil
 }
 
 // IsInit reports whether this process is a helper stage that cmd/rljail

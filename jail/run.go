@@ -94,6 +94,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		res.WallMS = time.Since(start).Milliseconds()
 		return res, err
 	}
+	if err := CheckBinary(); err != nil {
+		return setupFailed(ExitSetupError, err)
+	}
 	if err := spec.Validate(); err != nil {
 		return setupFailed(ExitSetupError, err)
 	}

@@ -33,6 +33,7 @@ func checkCommand() *cli.Command {
 			}
 			flag := c.String("rootfs")
 			report := hostcheck.Run(hostcheck.Options{
+				Binary:       jail.CheckBinary,
 				ProbeUserns:  jail.Probe,
 				ProbeOverlay: jail.ProbeOverlay,
 				Limits: func() (string, []string, error) {

@@ -63,6 +63,7 @@ objcopy -I binary -O elf64-x86-64 -B i386:x86-64 \
 	--set-section-alignment .text=4096 \
 	-N _binary_blob_bin_start -N _binary_blob_bin_end -N _binary_blob_bin_size \
 	--add-symbol rljail_stage=.text:0,global,function \
+	--add-symbol rljail_stage_built_by_make=.text:0,global \
 	--add-symbol rljail_stage_select=.text:"$(at rljail_stage_select)",global,function \
 	--add-symbol rljail_selfreloc=.text:"$(at rljail_selfreloc)",global,function \
 	--add-symbol rljail_prestarted=.text:"$(at rljail_prestarted)",global,object \
