@@ -77,8 +77,8 @@ func TestEmbeddedIPv4Refused(t *testing.T) {
 		{"64:ff9b:1:7f00:1::", false}, {"64:ff9b:1:808:8:800:808:808", true},
 		{"2002:7f00:1::", false}, {"2002:c0a8:101::", false}, {"2002:808:808::1", true},
 		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", false}, // the client 192.0.2.45: documentation
-		{"2001:0:7f00:1:0:0:f7f7:f7f7", false}, // the server 127.0.0.1
-		{"2001:0:808:808:0:0:f7f7:f7f7", true}, // 8.8.8.8, 8.8.8.8
+		{"2001:0:7f00:1:0:0:f7f7:f7f7", false},          // the server 127.0.0.1
+		{"2001:0:808:808:0:0:f7f7:f7f7", true},          // 8.8.8.8, 8.8.8.8
 	} {
 		a := netip.MustParseAddr(c.addr)
 		why := l.addrRefusal(a, 443)
