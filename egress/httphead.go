@@ -61,6 +61,14 @@ func (r *requestHead) host() (string, error) {
 // parsers could frame differently (request smuggling: chunked and a
 // length, two lengths, "+5", a coding list) is an error.
 func (r *requestHead) framing() (chunked bool, length int64, err error) {
+	for k := range r.Header {
+		// Some servers read "_" as "-" in a header's name (CGI's
+		// HTTP_CONTENT_LENGTH is both): a second length under another
+		// name is a second reading.
+		if d := textproto.CanonicalMIMEHeaderKey(strings.ReplaceAll(k, "_", "-")); d != k && (endToEnd[d] || d == "Transfer-Encoding") {
+			return false, 0, fmt.Errorf("a header %s, which a server may read as %s", quote(k), d)
+		}
+	}
 	te, cl := r.Header.Values("Transfer-Encoding"), r.Header.Values("Content-Length")
 	if len(te) > 0 {
 		switch {

@@ -266,6 +266,7 @@ func TestOneRequestPerConnection(t *testing.T) {
 		{"chunks and a length", "transparent", "POST /1 HTTP/1.1\r\nHost: good.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + evil, nil, true},
 		{"two lengths", "transparent", "POST /1 HTTP/1.1\r\nHost: good.test\r\nContent-Length: 0\r\nContent-Length: 39\r\n\r\n" + evil, nil, true},
 		{"a signed length", "transparent", "POST /1 HTTP/1.1\r\nHost: good.test\r\nContent-Length: +39\r\n\r\n" + evil, nil, true},
+		{"an underscore for a dash", "transparent", "POST /1 HTTP/1.1\r\nHost: good.test\r\nContent_Length: 39\r\n\r\n" + evil, nil, true},
 		{"a coding list", "transparent", "POST /1 HTTP/1.1\r\nHost: good.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n" + evil, nil, true},
 		{"chunks in HTTP/1.0", "transparent", "POST /1 HTTP/1.0\r\nHost: good.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + evil, nil, true},
 		{"an unlisted method", "transparent", "FOO /1 HTTP/1.1\r\nHost: evil.test\r\n\r\n", nil, true},
