@@ -1,8 +1,11 @@
 package egress
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -32,7 +35,9 @@ var refusedPrefixes = sync.OnceValue(func() []netip.Prefix {
 		"240.0.0.0/4",     // reserved, and broadcast
 		"::/128",          // unspecified
 		"::1/128",         // loopback
+		"::/96",           // IPv4-compatible (deprecated, RFC 4291): never routed as such
 		"::ffff:0:0/96",   // IPv4-mapped (unmapped before the check; kept for safety)
+		"::ffff:0:0:0/96", // IPv4-translated (SIIT, RFC 2765): never routed on the internet
 		"64:ff9b::/96",    // NAT64: reaches IPv4 addresses through a translator
 		"64:ff9b:1::/48",  // local NAT64
 		"100::/64",        // discard
@@ -68,7 +73,8 @@ var hostAddrs = sync.OnceValue(func() map[netip.Addr]bool {
 })
 
 // refusedByDefault says why a is refused without a rule by address, or ""
-// when it is an ordinary public address.
+// when it is an ordinary public address. An IPv6 address that carries an
+// IPv4 one is named with the IPv4 address it carries.
 func refusedByDefault(a netip.Addr) string {
 	a = a.Unmap()
 	if !a.IsValid() {
@@ -76,6 +82,15 @@ func refusedByDefault(a netip.Addr) string {
 	}
 	for _, p := range refusedPrefixes() {
 		if p.Contains(a) {
+			if form, v4 := embeddedIPv4(a); form != "" {
+				why := form + " carrying " + joinAddrs(v4)
+				for _, v := range v4 {
+					if r := refusedByDefault(v); r != "" {
+						return why + " (" + v.String() + " is " + r + ")"
+					}
+				}
+				return why
+			}
 			switch {
 			case a.IsLoopback():
 				return "a loopback address"
@@ -95,4 +110,124 @@ func refusedByDefault(a netip.Addr) string {
 		return "an address of this host"
 	}
 	return ""
+}
+
+// embedding is an IPv6 form that carries an IPv4 address: the packets to
+// such an address go, through a tunnel, a relay or a translator, to the
+// IPv4 address it carries, or it is an IPv4 address written as IPv6.
+type embedding struct {
+	prefix netip.Prefix
+	form   string
+	// v4 takes the IPv4 addresses out of an address of the form.
+	v4 func(b [16]byte) []netip.Addr
+}
+
+// v4At is the IPv4 address in bytes i to i+3 of b.
+func v4At(b [16]byte, i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{b[i], b[i+1], b[i+2], b[i+3]})
+}
+
+// v4Split is the IPv4 address that RFC 6052 (2.2) writes after a prefix
+// of bits bits: its bytes skip byte 8 (bits 64 to 71, always zero).
+func v4Split(b [16]byte, bits int) netip.Addr {
+	var out [4]byte
+	j := bits / 8
+	for i := range out {
+		if j == 8 {
+			j++
+		}
+		out[i] = b[j]
+		j++
+	}
+	return netip.AddrFrom4(out)
+}
+
+// embeddings are every form that carries an IPv4 address. The mapped
+// form (::ffff:0:0/96) is not among them: it is unmapped into the IPv4
+// address itself before any check.
+var embeddings = sync.OnceValue(func() []embedding {
+	last := func(b [16]byte) []netip.Addr { return []netip.Addr{v4At(b, 12)} }
+	return []embedding{
+		{netip.MustParsePrefix("::/96"), "an IPv4-compatible address (::/96)", last},
+		{netip.MustParsePrefix("::ffff:0:0:0/96"), "an IPv4-translated address (::ffff:0:0:0/96)", last},
+		{netip.MustParsePrefix("64:ff9b::/96"), "a NAT64 address (64:ff9b::/96)", last},
+		// A local-use NAT64 prefix is any length from /48 to /96 within
+		// 64:ff9b:1::/48, and which one a network uses is not known here:
+		// every place RFC 6052 gives the IPv4 address is read.
+		{netip.MustParsePrefix("64:ff9b:1::/48"), "a local NAT64 address (64:ff9b:1::/48)", func(b [16]byte) []netip.Addr {
+			return []netip.Addr{v4Split(b, 48), v4Split(b, 56), v4Split(b, 64), v4At(b, 12)}
+		}},
+		{netip.MustParsePrefix("2002::/16"), "a 6to4 address (2002::/16)", func(b [16]byte) []netip.Addr {
+			return []netip.Addr{v4At(b, 2)}
+		}},
+		// Teredo (RFC 4380 4): the server's address in bits 32 to 63, the
+		// client's (its NAT's public address) in the last 32 bits, each
+		// bit inverted.
+		{netip.MustParsePrefix("2001::/32"), "a Teredo address (2001::/32)", func(b [16]byte) []netip.Addr {
+			c := v4At(b, 12).As4()
+			for i := range c {
+				c[i] ^= 0xff
+			}
+			return []netip.Addr{v4At(b, 4), netip.AddrFrom4(c)}
+		}},
+	}
+})
+
+// embeddedIPv4 names the form of a that carries IPv4 addresses, and those
+// addresses (distinct, in order); "" when a carries none. The loopback and
+// unspecified addresses, in ::/96, carry none: they are what they are.
+func embeddedIPv4(a netip.Addr) (string, []netip.Addr) {
+	a = a.Unmap()
+	if !a.Is6() || a == netip.IPv6Unspecified() || a == netip.IPv6Loopback() {
+		return "", nil
+	}
+	for _, e := range embeddings() {
+		if !e.prefix.Contains(a) {
+			continue
+		}
+		var out []netip.Addr
+		for _, v := range e.v4(a.As16()) {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+		return e.form, out
+	}
+	return "", nil
+}
+
+// embeddedRefusal says why a, which a rule allows or which is public,
+// is refused still for an IPv4 address it carries: one refused by
+// default (refusedByDefault) that no rule by address names on port. A
+// packet to a 6to4, Teredo or NAT64 address goes to the IPv4 address it
+// carries, so that address is judged by the IPv4 rules: a rule that
+// allows 64:ff9b::/96 (a NAT64 network's way to the IPv4 internet) does
+// not reach 10.0.0.1 through the translator.
+func (l *List) embeddedRefusal(a netip.Addr, port uint16) string {
+	form, v4 := embeddedIPv4(a)
+	for _, v := range v4 {
+		if r := refusedByDefault(v); r != "" && !l.AllowsAddrRule(v, port) {
+			return fmt.Sprintf("%s carrying %s, %s", form, v, r)
+		}
+	}
+	return ""
+}
+
+// addrRefusal says why a resolved address may not be dialled on port, ""
+// when it may: refused by default and named by no rule by address, or
+// carrying an IPv4 address that is.
+func (l *List) addrRefusal(a netip.Addr, port uint16) string {
+	a = a.Unmap()
+	if r := refusedByDefault(a); r != "" && !l.AllowsAddrRule(a, port) {
+		return r
+	}
+	return l.embeddedRefusal(a, port)
+}
+
+func joinAddrs(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, " and ")
 }

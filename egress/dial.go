@@ -40,7 +40,8 @@ type target struct {
 }
 
 // check decides a destination: the host against the list, then its
-// addresses, resolved on the host, against refusedByDefault. It returns
+// addresses, resolved on the host, against refusedByDefault and the IPv4
+// address each may carry (List.addrRefusal). It returns
 // the address to dial, never the name again, so that a second answer of
 // the name's resolver (rebinding) has nothing to change.
 func (s *Server) check(ctx context.Context, h Host, port uint16) (target, error) {
@@ -50,6 +51,11 @@ func (s *Server) check(ctx context.Context, h Host, port uint16) (target, error)
 		// address: a name rule says nothing about where a literal goes.
 		if !s.list.AllowsAddrRule(h.Addr, port) {
 			return t, refused("%s port %d is not on the allowlist", h.Addr, port)
+		}
+		// The rule names this address; the IPv4 address it may carry
+		// (2002:a00:1::, a 6to4 way to 10.0.0.1) needs a rule of its own.
+		if why := s.list.embeddedRefusal(h.Addr, port); why != "" {
+			return t, refused("%s is %s, which no rule by address allows", h.Addr, why)
 		}
 		t.Addr = h.Addr
 		return t, nil
@@ -75,7 +81,7 @@ func (s *Server) check(ctx context.Context, h Host, port uint16) (target, error)
 	why := ""
 	for _, a := range addrs {
 		a = a.Unmap()
-		if r := refusedByDefault(a); r != "" && !s.list.AllowsAddrRule(a, port) {
+		if r := s.list.addrRefusal(a, port); r != "" {
 			if why == "" {
 				why = fmt.Sprintf("%s resolves to %s, %s, which no rule by address allows", h.Name, a, r)
 			}

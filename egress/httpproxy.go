@@ -35,7 +35,8 @@ func (h *headLimit) Read(p []byte) (int, error) {
 }
 
 // serveHTTP serves one client of the HTTP proxy: a CONNECT tunnel, or one
-// plain request with an absolute URI (forwarded with Connection: close).
+// plain request with an absolute URI (forwarded with Connection: close,
+// and the only one of the connection).
 func (s *Server) serveHTTP(client net.Conn) {
 	lim := &headLimit{r: client, n: maxRequestHead}
 	br := bufio.NewReaderSize(lim, 4096)
@@ -101,7 +102,7 @@ func (s *Server) serveConnect(client net.Conn, br *bufio.Reader, req *requestHea
 }
 
 // servePlain forwards one request with an absolute URI: its Host header
-// must name the URI's host; its body is passed on by its Content-Length.
+// must name the URI's host; its body is passed on as it is framed.
 func (s *Server) servePlain(client net.Conn, br *bufio.Reader, req *requestHead) {
 	c := s.newConversation(client, "http")
 	u, err := url.Parse(req.Target)
@@ -138,9 +139,9 @@ func (s *Server) servePlain(client net.Conn, br *bufio.Reader, req *requestHead)
 			return
 		}
 	}
-	bodyLen, err := req.contentLength()
+	chunked, bodyLen, err := req.framing()
 	if err != nil {
-		httpRefuse(client, 411, err.Error())
+		httpRefuse(client, 400, err.Error())
 		c.finish("refused", err.Error())
 		return
 	}
@@ -159,41 +160,15 @@ func (s *Server) servePlain(client net.Conn, br *bufio.Reader, req *requestHead)
 	if req.Header.Get("Host") == "" {
 		req.Header.Set("Host", u.Host)
 	}
-	head := req.forwardHead(u.RequestURI())
-	_ = up.SetWriteDeadline(time.Now().Add(s.limits.IdleTimeout))
-	out := &countingWriter{w: up}
-	_, werr := out.Write(head)
-	if werr == nil && bodyLen > 0 {
-		_ = client.SetReadDeadline(time.Now().Add(s.limits.IdleTimeout))
-		_, werr = io.CopyN(out, br, bodyLen)
-	}
-	s.bytesAll.Add(out.n)
-	c.rec.BytesOut = out.n
-	if werr != nil {
-		c.finish("failed", "send the request: "+werr.Error())
-		return
-	}
-	go func() {
-		defer close(c.inDone)
-		n, why := s.pipe(client, up, nil, c.start, &c.active)
-		c.mu.Lock()
-		c.rec.BytesIn = n
-		c.mu.Unlock()
-		c.setCut(why)
-	}()
+	// The answer is passed back from the start: a client that sent
+	// Expect: 100-continue waits for the origin's 100 before its body.
+	go c.copyIn(up)
+	// This one request and nothing after it: a second request of a
+	// keep-alive connection, to whatever host, never leaves the host
+	// (onerequest.go says why).
+	c.sendRequest(up, br, req.forwardHead(u.RequestURI(), "HTTP/1.1", chunked), chunked, bodyLen)
 	<-c.inDone
 	c.finish("allowed", c.cutReason())
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // parseDest normalises a requested host and port.

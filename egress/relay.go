@@ -60,7 +60,8 @@ func (c *conversation) refuseOrFail(err error) {
 // tunnel finishes a checked conversation: it takes the client's first
 // bytes (already read ones in first), refuses them when they name
 // another host than the one checked (inspect), dials the checked address
-// and relays both ways under the run's limits.
+// and relays both ways under the run's limits; of plain HTTP it passes
+// one request on (tunnelRequest), and the answer back.
 func (c *conversation) tunnel(t target, first []byte) {
 	s := c.s
 	c.rec.Address = t.Addr.String()
@@ -74,7 +75,7 @@ func (c *conversation) tunnel(t target, first []byte) {
 	}
 	if len(first) > 0 {
 		if why := inspect(first, t); why != "" {
-			c.finish("refused", why)
+			c.refuseFirst(first, why)
 			return
 		}
 	}
@@ -84,10 +85,10 @@ func (c *conversation) tunnel(t target, first []byte) {
 		return
 	}
 	defer up.Close()
+	go c.copyIn(up)
 	if len(first) == 0 {
 		// The server may speak first; the client's first bytes are still
 		// inspected before any of them goes out.
-		go c.copyIn(up)
 		first, err = readFirst(c.client, s.limits.IdleTimeout)
 		if err != nil || len(first) == 0 {
 			// The client said nothing within the idle time (or left):
@@ -101,17 +102,29 @@ func (c *conversation) tunnel(t target, first []byte) {
 		if why := inspect(first, t); why != "" {
 			up.Close()
 			<-c.waitIn()
-			c.finish("refused", why)
+			c.refuseFirst(first, why)
 			return
 		}
-		c.relayOut(up, first)
-		<-c.waitIn()
-	} else {
-		go c.copyIn(up)
-		c.relayOut(up, first)
-		<-c.waitIn()
 	}
+	if guessHTTP(first) == isHTTP {
+		// Plain HTTP: its one request, and nothing after it
+		// (onerequest.go says why).
+		c.tunnelRequest(up, t, first)
+	} else {
+		c.relayOut(up, first)
+	}
+	<-c.waitIn()
 	c.finish("allowed", c.cutReason())
+}
+
+// refuseFirst refuses a tunnel for its first bytes; an HTTP client is
+// told why in an answer of the proxy's (httpRefuse), as the forward proxy
+// tells it.
+func (c *conversation) refuseFirst(first []byte, why string) {
+	if guessHTTP(first) == isHTTP {
+		httpRefuse(c.client, 403, why)
+	}
+	c.finish("refused", why)
 }
 
 // copyIn passes the server's bytes to the client, in its own goroutine.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"net"
 	"strings"
 )
 
@@ -21,31 +20,24 @@ func complete(buf []byte) bool {
 		}
 		return len(buf) >= 5+int(binary.BigEndian.Uint16(buf[3:5]))
 	}
-	if looksLikeHTTP(buf) {
-		return bytes.Contains(buf, []byte("\r\n\r\n"))
+	switch guessHTTP(buf) {
+	case maybeHTTP:
+		return false
+	case isHTTP:
+		return headEnded(buf)
 	}
 	return true
 }
 
-// httpMethods start a request line.
-var httpMethods = []string{"GET ", "HEAD ", "POST ", "PUT ", "DELETE ", "OPTIONS ", "PATCH ", "TRACE ", "CONNECT "}
-
-func looksLikeHTTP(buf []byte) bool {
-	for _, m := range httpMethods {
-		n := min(len(buf), len(m))
-		if string(buf[:n]) == m[:n] {
-			return true
-		}
-	}
-	return false
-}
-
 // inspect judges a tunnel's first bytes: a TLS ClientHello whose SNI, or
-// an HTTP request whose Host, names another host than the one the tunnel
-// was checked for is refused (a CONNECT to an allowed name that then asks
-// a shared front end for another). It returns the reason, "" when they
-// agree or say nothing. What TLS hides (the Host inside it: domain
-// fronting) cannot be seen here; SECURITY.md says so.
+// an HTTP request whose Host or target, names another host than the one
+// the tunnel was checked for is refused (a CONNECT to an allowed name that
+// then asks a shared front end for another), and so is an HTTP request
+// that checkTunnelRequest refuses or that cannot be read. It returns the
+// reason, "" when they agree or say nothing. An HTTP request found here is
+// the only one the tunnel carries (tunnelRequest). What TLS hides (the
+// Host inside it: domain fronting) cannot be seen here; SECURITY.md says
+// so.
 func inspect(first []byte, t target) string {
 	if len(first) > 0 && first[0] == 0x16 {
 		sni, ok := parseSNI(first)
@@ -57,22 +49,20 @@ func inspect(first []byte, t target) string {
 		}
 		return compareHost("TLS SNI", sni, t)
 	}
-	if looksLikeHTTP(first) {
+	switch guessHTTP(first) {
+	case maybeHTTP:
+		// Passed on as it is, the rest of the line could make it a
+		// request that nobody checked.
+		return "the client's first bytes are an unfinished line that could begin an HTTP request"
+	case isHTTP:
+		if !headEnded(first) {
+			return "the client's HTTP request head did not come whole"
+		}
 		req, err := readRequestHead(bufio.NewReader(bytes.NewReader(first)))
 		if err != nil {
-			return "the client's HTTP request could not be read"
+			return "the client's HTTP request could not be read: " + err.Error()
 		}
-		host, err := req.host()
-		if err != nil {
-			return "the client's HTTP request has " + err.Error()
-		}
-		if host == "" {
-			return ""
-		}
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		return compareHost("HTTP Host", host, t)
+		return checkTunnelRequest(req, t)
 	}
 	return ""
 }

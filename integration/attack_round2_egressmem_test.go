@@ -22,6 +22,9 @@ func init() {
 	})
 }
 
+// The tunnels carry NUL bytes: a long run of letters without a line end
+// could still become an HTTP request line, and the proxy refuses such a
+// tunnel (egress.guessHTTP) before it holds any buffer for it.
 const attackEgressHostBuffersCode = `
 import socket, sys
 port = int(sys.argv[1])
@@ -35,7 +38,7 @@ for i in range(40):
     c.setblocking(False)
     try:
         while True:
-            sent += c.send(b"x" * 65536)
+            sent += c.send(b"\0" * 65536)
     except OSError:
         pass
     held.append(c)
