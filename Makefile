@@ -13,14 +13,21 @@ LDFLAGS   := -s -w -X main.version=$(VERSION) -E rljail_entry
 # The init stage as a relocation-free blob in a .syso (jail/stage/build.sh).
 STAGE     := jail/zstage_linux_amd64.syso
 STATICCHECK_VERSION := v0.8.2
-# Debian packages the build and the tests need.
-# qemu-system-x86 and busybox-static run the cgroup v2 tests in a VM (test-vm);
-# debootstrap and cpio build the systemd VM's image (vm-systemd-image).
-APT_PACKAGES := gcc libc6-dev libseccomp-dev python3 file bubblewrap qemu-system-x86 busybox-static debootstrap cpio
-# libpython3.11-testsuite and netbase: CPython's regression tests compared bare and in
-# the jail (integration/cpython_test.go), and the /etc/services and /etc/protocols the
-# rootfs copies.
-APT_PACKAGES += libpython3.11-testsuite netbase
+# Debian packages, in three sets: what `make build` (and so `make install`)
+# needs, what a run needs besides (the Python rootfs is built from the
+# host's python3 and netbase), and what the tests need.
+# gcc (with binutils) and libc6-dev's kernel headers build the init stage
+# (jail/stage/build.sh); file checks that the binary is static.
+BUILD_PACKAGES := gcc libc6-dev file
+# python3 and netbase: the rootfs `make rootfs` and a first run build.
+RUN_PACKAGES := python3 netbase
+# The tests. qemu-system-x86 and busybox-static run the cgroup v2 tests in a
+# VM (test-vm); debootstrap and cpio build the systemd VM's image
+# (vm-systemd-image); libseccomp-dev the syscall table's check.
+APT_PACKAGES := $(BUILD_PACKAGES) $(RUN_PACKAGES) libseccomp-dev bubblewrap qemu-system-x86 busybox-static debootstrap cpio
+# libpython3.11-testsuite: CPython's regression tests compared bare and in
+# the jail (integration/cpython_test.go).
+APT_PACKAGES += libpython3.11-testsuite
 # curl and xz-utils: AppArmor 4's parser, fetched once for test-apparmor.
 APT_PACKAGES += curl xz-utils
 # The data rootfs of the data-stack tests (integration/datastack_test.go) is
@@ -33,7 +40,7 @@ export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/p
 # The data rootfs (numpy, pandas, scipy, matplotlib), beside the Python one.
 export RLJAIL_DATA_ROOTFS ?= $(dir $(RLJAIL_ROOTFS))data
 
-.PHONY: all build deps generate syscall-table rootfs data-rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
+.PHONY: all build deps build-deps run-deps generate syscall-table rootfs data-rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
 .PHONY: install uninstall deb vm-systemd-image test-systemd-vm test-apparmor
 
 # install: the binary, the systemd units and tmpfiles.d entry of contrib/,
@@ -50,9 +57,14 @@ DEB_OUT     ?= build/deb
 
 all: build
 
-# deps installs missing Debian packages (apt) once; nothing when all are present.
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+# deps installs the missing Debian packages of the tests (apt) once, build-deps
+# those of the build alone, run-deps those a run needs too; nothing when all
+# are present.
+deps: PACKAGES = $(APT_PACKAGES)
+build-deps: PACKAGES = $(BUILD_PACKAGES)
+run-deps: PACKAGES = $(BUILD_PACKAGES) $(RUN_PACKAGES)
+deps build-deps run-deps:
+	@missing=""; for p in $(PACKAGES); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -63,7 +75,7 @@ deps:
 	fi
 
 # generate compiles the embedded seccomp profiles to BPF (profiles/precompiled.go).
-generate: deps
+generate: build-deps
 	cd profiles && $(GO) run ./gen -out precompiled.go
 
 # syscall-table rewrites seccomp/syscalls_table.go, the x86_64 call names,
@@ -75,7 +87,7 @@ syscall-table: deps
 $(STAGE): jail/stage/build.sh jail/stage/blob.ld jail/stage/*.c jail/stage/*.h
 	jail/stage/build.sh $@
 
-build: deps generate $(STAGE)
+build: build-deps generate $(STAGE)
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_STATIC) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rljail
 	@file -L $(BIN) | grep -q 'statically linked' || { echo "$(BIN) is not statically linked"; exit 1; }
@@ -89,7 +101,7 @@ build: deps generate $(STAGE)
 # one of an older format (info fails: format 2 added the per-file list and the
 # fingerprint runs check), or one that changed since its build (verify fails:
 # every run would refuse it).
-rootfs: build
+rootfs: build run-deps
 	@{ $(BIN) rootfs info 2>/dev/null | grep -q '^loader: *ld.so.cache' && $(BIN) rootfs verify >/dev/null 2>&1 && test -L "$(RLJAIL_ROOTFS)/usr/bin/sh" && \
 	   { test -d "$(RLJAIL_ROOTFS)/usr/share/zoneinfo" || ! test -d /usr/share/zoneinfo; } && \
 	   test -e "$(RLJAIL_ROOTFS)/usr/bin/timeout" && { test -e "$(RLJAIL_ROOTFS)/usr/bin/busybox" || ! test -x /bin/busybox; } && \
@@ -100,7 +112,7 @@ rootfs: build
 # or its inputs changed: rljail's rootfs code (rootfs/*.go), the package
 # list or an installed package's version (the stamp beside it records them).
 DATA_STAMP = $(dir $(RLJAIL_DATA_ROOTFS)).$(notdir $(RLJAIL_DATA_ROOTFS)).stamp
-data-rootfs: build
+data-rootfs: build deps
 	@want=$$({ cat $$(ls rootfs/*.go | grep -v _test.go); echo $(DATA_PACKAGES); dpkg-query -W $(DATA_PACKAGES); } | sha256sum | cut -c1-64); \
 	if $(BIN) rootfs verify --rootfs "$(RLJAIL_DATA_ROOTFS)" >/dev/null 2>&1 && [ "$$(cat "$(DATA_STAMP)" 2>/dev/null)" = "$$want" ]; then \
 		echo "data rootfs $(RLJAIL_DATA_ROOTFS) is up to date"; \

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -30,5 +31,22 @@ func TestInitStageWithoutEntry(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "linked without -E rljail_entry") {
 		t.Errorf("as %s: output %q does not say why it stopped", initArg0, out)
+	}
+}
+
+// TestNoStageEntry: a binary linked without -E rljail_entry (this test
+// binary is one, as a plain `go build` is) refuses every run with one
+// line and exit 125, before anything of a jail is made, and CheckBinary
+// (rljail check's binary item) says so.
+func TestNoStageEntry(t *testing.T) {
+	if err := CheckBinary(); err != ErrNoStageEntry {
+		t.Fatalf("CheckBinary() in a binary without the entry = %v, want ErrNoStageEntry", err)
+	}
+	res, err := Run(context.Background(), Spec{Command: []string{"true"}, Rootfs: t.TempDir()})
+	if err != ErrNoStageEntry || res.ExitCode != ExitSetupError || res.Status != StatusSetupError {
+		t.Fatalf("Run = %+v, %v; want exit 125 and ErrNoStageEntry", res, err)
+	}
+	if strings.Contains(ErrNoStageEntry.Error(), "\n") || !strings.Contains(ErrNoStageEntry.Error(), "make build") {
+		t.Errorf("the message %q is not one line that says what to do", ErrNoStageEntry)
 	}
 }

@@ -244,3 +244,39 @@ func TestInstallRefusesBadPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildNeedsOnlyBuildPackages (issue 30): `make build` (and so `make
+// install`) installs only what the build needs, never the test toolchain
+// (qemu, debootstrap, the data stack, CPython's test suite); `make
+// rootfs` adds what a run needs, the tests the rest.
+func TestBuildNeedsOnlyBuildPackages(t *testing.T) {
+	packages := func(target string) []string {
+		out, err := exec.Command("make", "-s", "-C", "..", "-n", "-W", "jail/stage/build.sh", target).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n %s: %v\n%s", target, err, out)
+		}
+		var all []string
+		for _, line := range strings.Split(string(out), "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), `missing=""; for p in `); ok {
+				list, _, _ := strings.Cut(rest, "; do")
+				all = append(all, strings.Fields(list)...)
+			}
+		}
+		slices.Sort(all)
+		return slices.Compact(all)
+	}
+	build := packages("build")
+	if strings.Join(build, " ") != "file gcc libc6-dev" {
+		t.Errorf("make build installs %v, want only gcc, libc6-dev and file", build)
+	}
+	for _, target := range []string{"build", "install"} {
+		for _, p := range packages(target) {
+			if strings.Contains(p, "qemu") || p == "debootstrap" || strings.HasPrefix(p, "python3-") || strings.Contains(p, "testsuite") {
+				t.Errorf("make %s installs %s, a test dependency", target, p)
+			}
+		}
+	}
+	if rootfs := packages("rootfs"); !slices.Contains(rootfs, "python3") || slices.Contains(rootfs, "qemu-system-x86") {
+		t.Errorf("make rootfs installs %v, want the build's and python3, netbase", rootfs)
+	}
+}
