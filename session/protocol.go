@@ -65,6 +65,15 @@ const (
 // MaxRepr caps get's repr of a value that is not JSON.
 const MaxRepr = 64 << 10
 
+// ValueResult is an exec's result: the repr of the cell's last
+// expression's value when it is not None, as a REPL shows it (Jupyter's
+// execute_result), at most MaxRepr bytes (Truncated says when cut). The
+// worker's claim, as a cell's error is.
+type ValueResult struct {
+	Repr      string `json:"repr"`
+	Truncated bool   `json:"truncated"`
+}
+
 // ErrorInfo is a reply's error.
 type ErrorInfo struct {
 	Type string `json:"type"`

@@ -536,9 +536,10 @@ func (s *Session) exec(req Request, cell int) reply {
 		outcome = ErrSessionLost + ":" + lost
 	default:
 		var w struct {
-			OK    bool       `json:"ok"`
-			Error *ErrorInfo `json:"error"`
-			Names []string   `json:"names"`
+			OK     bool         `json:"ok"`
+			Error  *ErrorInfo   `json:"error"`
+			Names  []string     `json:"names"`
+			Result *ValueResult `json:"result"`
 		}
 		var e *ErrorInfo
 		if err := json.Unmarshal(line, &w); err != nil {
@@ -562,6 +563,15 @@ func (s *Session) exec(req Request, cell int) reply {
 			outcome = ErrCellTimeout
 		}
 		rep["names"] = capNames(w.Names)
+		rep["result"] = nil
+		if w.Result != nil && e == nil && !to {
+			// The worker cuts the repr to MaxRepr; a changed worker would not.
+			r := *w.Result
+			if len(r.Repr) > MaxRepr {
+				r.Repr, r.Truncated = cutUTF8(r.Repr, MaxRepr), true
+			}
+			rep["result"] = r
+		}
 	}
 	if s.cfg.Audit != nil {
 		s.audit(cell, req.Code, outcome, wall, rep, stdout, stderr)
