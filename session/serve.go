@@ -17,9 +17,6 @@ import (
 	"github.com/rljail/rljail/jail"
 )
 
-// reply is one line to the runner; fields are added per request.
-type reply map[string]any
-
 // Serve speaks the protocol: requests from r, replies to w, one JSON
 // object a line. Requests are read continuously, also while a cell runs:
 // interrupt, hello, call_result and malformed lines are answered at once;
@@ -64,10 +61,14 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 		defer s.wmu.Unlock()
 		return s.writeErr
 	}
-	send := func(v reply) {
+	send := func(v any) {
 		if err := s.writeLine(v); err != nil && werr() == nil {
 			// The reply itself could not be encoded.
-			_ = s.writeLine(reply{"id": v["id"], "ok": false, "error": verdict(ErrWorker, "the reply could not be encoded")})
+			var id json.RawMessage
+			if h, ok := v.(interface{ head() *ReplyHead }); ok {
+				id = h.head().ID
+			}
+			_ = s.writeLine(errReply(id, ErrWorker, "the reply could not be encoded"))
 		}
 	}
 	go s.runQueue(send, stop, closed)
@@ -100,7 +101,7 @@ func (s *Session) Serve(r io.Reader, w io.Writer) error {
 				continue
 			}
 			s.Close()
-			send(reply{"id": nil, "event": "closed", "reason": "idle_timeout"})
+			send(ClosedEvent{ID: nullID, Event: "closed", Reason: "idle_timeout"})
 			return werr()
 		case line := <-lines:
 			s.mu.Lock()
@@ -175,7 +176,7 @@ func (s *Session) enqueue(q queued) *protocolError {
 
 // runQueue runs the queued requests one at a time, in order, until stop;
 // a queued close ends the session, replies, and closes closed.
-func (s *Session) runQueue(send func(reply), stop <-chan struct{}, closed chan<- struct{}) {
+func (s *Session) runQueue(send func(any), stop <-chan struct{}, closed chan<- struct{}) {
 	for {
 		s.mu.Lock()
 		if len(s.queue) == 0 {
@@ -202,7 +203,7 @@ func (s *Session) runQueue(send func(reply), stop <-chan struct{}, closed chan<-
 			return
 		}
 		rep := s.workerOp(q.req, q.cell)
-		rep["id"] = q.id
+		rep.setID(q.id)
 		s.mu.Lock()
 		s.busy = false
 		s.lastReq = time.Now()
@@ -213,19 +214,15 @@ func (s *Session) runQueue(send func(reply), stop <-chan struct{}, closed chan<-
 
 // closeReply ends the session and is close's reply: the session's totals.
 // Requests still queued (a close with "now") are answered SessionLost.
-func (s *Session) closeReply(id json.RawMessage) reply {
+func (s *Session) closeReply(id json.RawMessage) *CloseReply {
 	reason := s.lostReason()
 	res := s.Close()
-	rep := reply{"id": id, "ok": true, "cells": s.cellCount(), "wall_ms": ms(time.Since(s.start)),
-		"memory_peak_bytes": res.MemoryPeakBytes, "cpu_ms": res.CPUUserMS + res.CPUSystemMS}
-	if reason != "" {
-		rep["lost"] = reason
-	}
-	return rep
+	return &CloseReply{ReplyHead: ReplyHead{ID: id, OK: true}, Cells: s.cellCount(), WallMS: ms(time.Since(s.start)),
+		MemoryPeakBytes: res.MemoryPeakBytes, CPUMS: res.CPUUserMS + res.CPUSystemMS, Lost: reason}
 }
 
 // handle1 answers one line; true when it was close.
-func (s *Session) handle1(line []byte, send func(reply)) bool {
+func (s *Session) handle1(line []byte, send func(any)) bool {
 	if line == nil {
 		send(errReply(nullID, ErrRequestTooLarge, "the request is longer than the cap of %d bytes", s.cfg.MaxRequestBytes))
 		return false
@@ -262,7 +259,7 @@ func (s *Session) handle1(line []byte, send func(reply)) bool {
 	case "hello":
 		send(s.hello(id))
 	case "interrupt":
-		send(reply{"id": id, "ok": true, "interrupted": s.Interrupt()})
+		send(&InterruptReply{ReplyHead{ID: id, OK: true}, s.Interrupt()})
 	case "exec", "set", "get", "load_context", "put_file", "get_file":
 		if perr := s.check(req); perr != nil {
 			send(errReply(id, perr.typ, "%s", perr.msg))
@@ -279,7 +276,7 @@ func (s *Session) handle1(line []byte, send func(reply)) bool {
 
 // callResult hands the runner's answer to a call event to the call
 // waiting for it; with an id it is answered, without one it is not.
-func (s *Session) callResult(req Request, send func(reply)) {
+func (s *Session) callResult(req Request, send func(any)) {
 	var err error
 	if req.Call == nil {
 		err = refuse(ErrBadRequest, "call_result needs the event's call number")
@@ -293,7 +290,7 @@ func (s *Session) callResult(req Request, send func(reply)) {
 		send(errReply(req.ID, pe.typ, "%s", pe.msg))
 		return
 	}
-	send(reply{"id": req.ID, "ok": true})
+	send(&AckReply{ReplyHead{ID: req.ID, OK: true}})
 }
 
 // check refuses a request for the worker that the supervisor can judge
@@ -341,7 +338,7 @@ func (s *Session) check(req Request) *protocolError {
 	return nil
 }
 
-func (s *Session) hello(id json.RawMessage) reply {
+func (s *Session) hello(id json.RawMessage) *HelloReply {
 	lim := map[string]any{
 		"cell_timeout_ms":   s.cfg.CellTimeout.Milliseconds(),
 		"cell_grace_ms":     s.cfg.CellGrace.Milliseconds(),
@@ -364,17 +361,17 @@ func (s *Session) hello(id json.RawMessage) reply {
 		lim[k] = v
 	}
 	lim["llm"] = s.cfg.LLMMode
-	tools := []map[string]any{}
+	tools := []ToolInfo{}
 	for _, t := range s.calls.br.Tools() {
-		tools = append(tools, map[string]any{"name": t.Name, "params": append([]string{}, t.Params...)})
+		tools = append(tools, ToolInfo{t.Name, append([]string{}, t.Params...)})
 	}
-	return reply{"id": id, "ok": true, "protocol": ProtocolVersion, "rljail": s.cfg.Version,
-		"session_id": s.id, "start_ms": ms(s.started), "limits": lim, "tools": tools}
+	return &HelloReply{ReplyHead: ReplyHead{ID: id, OK: true}, Protocol: ProtocolVersion, Rljail: s.cfg.Version,
+		SessionID: s.id, StartMS: ms(s.started), Limits: lim, Tools: tools}
 }
 
 // answerQueued answers every request still queued SessionLost (the
 // session was closed at once).
-func (s *Session) answerQueued(send func(reply)) {
+func (s *Session) answerQueued(send func(any)) {
 	s.mu.Lock()
 	q := s.queue
 	s.queue, s.queueBytes = nil, 0
@@ -387,7 +384,7 @@ func (s *Session) answerQueued(send func(reply)) {
 }
 
 // workerOp runs one request through the worker; cell is an exec's number.
-func (s *Session) workerOp(req Request, cell int) reply {
+func (s *Session) workerOp(req Request, cell int) Reply {
 	if req.Op == "exec" {
 		return s.exec(req, cell)
 	}
@@ -442,29 +439,28 @@ func (s *Session) workerOp(req Request, cell int) reply {
 			e = verdict(ErrCellTimeout, req.Op+" overran --cell-timeout of "+s.cfg.CellTimeout.String()+" in the worker and was interrupted; the namespace is kept")
 			e.Traceback = tb
 		}
-		return reply{"ok": false, "error": e}
+		return &ErrorReply{Error: e}
 	}
-	rep := reply{"ok": true}
+	ok := ReplyHead{OK: true}
 	switch req.Op {
 	case "get":
 		if w.JSON != nil && *w.JSON {
-			rep["value"], rep["json"] = w.Value, true
-		} else {
-			r := ""
-			if w.Repr != nil {
-				r = *w.Repr
-			}
-			// The worker cuts a repr to MaxRepr; a worker a cell changed
-			// would not.
-			if len(r) > MaxRepr {
-				r, w.Trunc = cutUTF8(r, MaxRepr), true
-			}
-			rep["repr"], rep["json"], rep["repr_truncated"] = r, false, w.Trunc
+			return &GetReply{ReplyHead: ok, JSON: true, Value: w.Value}
 		}
+		r := ""
+		if w.Repr != nil {
+			r = *w.Repr
+		}
+		// The worker cuts a repr to MaxRepr; a worker a cell changed
+		// would not.
+		if len(r) > MaxRepr {
+			r, w.Trunc = cutUTF8(r, MaxRepr), true
+		}
+		return &GetReply{ReplyHead: ok, Repr: &r, ReprTruncated: &w.Trunc}
 	case "load_context":
-		rep["names"], rep["kind"] = capNames(w.Names), capKind(w.Kind)
+		return &LoadContextReply{ok, capNames(w.Names), capKind(w.Kind)}
 	case "put_file":
-		rep["size"] = w.Size
+		return &PutFileReply{ok, w.Size}
 	case "get_file":
 		data, err := base64.StdEncoding.DecodeString(w.Data)
 		switch {
@@ -473,15 +469,15 @@ func (s *Session) workerOp(req Request, cell int) reply {
 		case len(data) > s.cfg.MaxFileBytes:
 			return errReply(nil, ErrFileTooLarge, "%s is over the cap of %d bytes", req.Path, s.cfg.MaxFileBytes)
 		}
-		rep["size"], rep["data"] = len(data), w.Data
+		return &GetFileReply{ok, len(data), w.Data}
 	}
-	return rep
+	return &AckReply{ok}
 }
 
 // exec runs one cell: the supervisor opens the cell's output windows,
 // arms the cell timer, sends the code, and takes the worker's reply and
 // end markers; what it measures (time, CPU, output) is its own.
-func (s *Session) exec(req Request, cell int) reply {
+func (s *Session) exec(req Request, cell int) *ExecReply {
 	token := newToken()
 	marker := endMarker(token)
 	betweenOut, betweenErr := s.out.takeBetween(), s.errs.takeBetween()
@@ -515,24 +511,24 @@ func (s *Session) exec(req Request, cell int) reply {
 		}
 	}
 	stdout, stderr := s.out.finish(), s.errs.finish()
-	rep := reply{"ok": true, "cell": cell, "wall_ms": ms(wall),
-		"stdout": stdout.Text, "stderr": stderr.Text,
-		"stdout_truncated": stdout.Truncated, "stderr_truncated": stderr.Truncated,
-		"stdout_bytes": stdout.Bytes, "stderr_bytes": stderr.Bytes,
-		"output_between_cells_bytes": betweenOut + betweenErr,
-		"cpu_ms":                     nil, "calls": s.calls.counts()}
+	rep := &ExecReply{ReplyHead: ReplyHead{OK: true}, Cell: cell, WallMS: ms(wall),
+		Stdout: stdout.Text, Stderr: stderr.Text,
+		StdoutTruncated: stdout.Truncated, StderrTruncated: stderr.Truncated,
+		StdoutBytes: stdout.Bytes, StderrBytes: stderr.Bytes,
+		OutputBetweenCellsBytes: betweenOut + betweenErr, Calls: s.calls.counts()}
 	if cpu1, err := s.cpuTime(); err == nil && cpuErr == nil {
-		rep["cpu_ms"] = ms(cpu1 - cpu0)
+		v := ms(cpu1 - cpu0)
+		rep.CPUMS = &v
 	}
 	outcome := "ok"
 	switch {
 	case lost != "":
 		// What the supervisor measured stays in the reply.
-		e := lostReply(nil, lost)["error"].(ErrorInfo)
+		e := lostError(lost)
 		if lost == "cell_timeout" {
 			e.Message = "the cell overran its timeout of " + s.cfg.CellTimeout.String() + " and had not stopped " + s.cfg.CellGrace.String() + " after its interrupt: the jail was killed"
 		}
-		rep["ok"], rep["error"] = false, e
+		rep.OK, rep.Error = false, &e
 		outcome = ErrSessionLost + ":" + lost
 	default:
 		var w struct {
@@ -549,9 +545,8 @@ func (s *Session) exec(req Request, cell int) reply {
 			v := s.workerError(*w.Error)
 			e = &v
 		}
-		rep["error"] = nil
+		rep.Error = e
 		if e != nil {
-			rep["error"] = *e
 			outcome = e.Type
 		}
 		if to {
@@ -559,18 +554,17 @@ func (s *Session) exec(req Request, cell int) reply {
 			if e != nil {
 				v.Traceback = e.Traceback
 			}
-			rep["error"] = v
+			rep.Error = &v
 			outcome = ErrCellTimeout
 		}
-		rep["names"] = capNames(w.Names)
-		rep["result"] = nil
+		rep.Names = capNames(w.Names)
 		if w.Result != nil && e == nil && !to {
 			// The worker cuts the repr to MaxRepr; a changed worker would not.
 			r := *w.Result
 			if len(r.Repr) > MaxRepr {
 				r.Repr, r.Truncated = cutUTF8(r.Repr, MaxRepr), true
 			}
-			rep["result"] = r
+			rep.Result = &r
 		}
 	}
 	if s.cfg.Audit != nil {
@@ -632,12 +626,12 @@ func (s *Session) cellCount() int {
 
 // audit writes the cell's record (before its reply, so that a crash
 // leaves the evidence).
-func (s *Session) audit(cell int, code, outcome string, wall time.Duration, rep reply, stdout, stderr cellOutput) {
+func (s *Session) audit(cell int, code, outcome string, wall time.Duration, rep *ExecReply, stdout, stderr cellOutput) {
 	sum := sha256.Sum256([]byte(code))
 	rec := map[string]any{
 		"time": time.Now().UTC().Format(time.RFC3339Nano), "session_id": s.id, "cell": cell,
 		"code": code, "code_sha256": hex.EncodeToString(sum[:]), "outcome": outcome,
-		"wall_ms": ms(wall), "cpu_ms": rep["cpu_ms"],
+		"wall_ms": ms(wall), "cpu_ms": rep.CPUMS,
 		"stdout_bytes": stdout.Bytes, "stderr_bytes": stderr.Bytes,
 		"stdout_truncated": stdout.Truncated, "stderr_truncated": stderr.Truncated,
 	}
@@ -746,24 +740,6 @@ func capNames(names []string) []string {
 		}
 	}
 	return out
-}
-
-func errReply(id json.RawMessage, typ, format string, a ...any) reply {
-	r := reply{"ok": false, "error": verdict(typ, refuse(typ, format, a...).msg)}
-	if id != nil {
-		r["id"] = id
-	}
-	return r
-}
-
-func lostReply(id json.RawMessage, reason string) reply {
-	e := verdict(ErrSessionLost, "the session's jail is gone, and its namespace with it: "+reason)
-	e.Reason = reason
-	r := reply{"ok": false, "error": e}
-	if id != nil {
-		r["id"] = id
-	}
-	return r
 }
 
 // ms is d in milliseconds, to the microsecond.
