@@ -105,6 +105,7 @@ func Build(ctx context.Context, opts BuildOptions) (Manifest, error) {
 		return Manifest{}, err // bad package input: refused before anything is written
 	}
 	logf("building Python %s rootfs from %s into %s", info.Version, python, out)
+	plan.logSizes(logf)
 
 	parent := filepath.Dir(out)
 	if err := mkdirAll(parent); err != nil {

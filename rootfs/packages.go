@@ -3,10 +3,12 @@ package rootfs
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -41,6 +43,9 @@ func packageErrorf(format string, args ...any) error {
 // packagePlan is what the package sources add to a tree, decided before the
 // build starts so that bad input is refused before anything is written.
 type packagePlan struct {
+	// sizes are what each Debian package brings, for the build's account
+	// of them (by name; files that two packages ship count in the first).
+	sizes map[string]packageSize
 	// files are host paths (regular files and symlinks) of Debian packages,
 	// sorted, copied to the same paths.
 	files []string
@@ -220,11 +225,22 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 			return packageErrorf("--system-packages: an empty package name (a comma too many in %q?)", strings.Join(names, ","))
 		}
 		p, ok := pkgs[n]
+		if !strings.HasPrefix(n, "python3-") && !strings.HasPrefix(n, "python-") {
+			// numpy for python3-numpy: Debian's name is what is asked for.
+			if d, ok := pkgs["python3-"+strings.ToLower(n)]; ok {
+				how := "it is installed"
+				if !d.installed {
+					how = "apt-get install python3-" + strings.ToLower(n)
+				}
+				return packageErrorf("--system-packages: %s is not a Debian package name: did you mean python3-%s? (%s)", n, strings.ToLower(n), how)
+			}
+			if !ok || !p.installed {
+				return packageErrorf("--system-packages: %s is not a Debian Python package installed on this host (their names start with python3-: apt-cache search --names-only '^python3-%s')", n, strings.ToLower(n))
+			}
+			return packageErrorf("--system-packages: %s is not a Python package (python3-*); the libraries a package needs come with it", n)
+		}
 		if !ok || !p.installed {
 			return packageErrorf("--system-packages: %s is not installed on this host (apt-get install %s)", n, n)
-		}
-		if !strings.HasPrefix(n, "python3-") && !strings.HasPrefix(n, "python-") {
-			return packageErrorf("--system-packages: %s is not a Python package (python3-*); the libraries a package needs come with it", n)
 		}
 		if why := leftOut(n, plan.withPip); why != "" {
 			return packageErrorf("--system-packages: %s %s", n, why)
@@ -254,6 +270,8 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 		}
 	})
 	var files []string
+	counted := map[string]bool{}
+	plan.sizes = map[string]packageSize{}
 	for _, n := range all {
 		plan.packages = append(plan.packages, Package{Name: n, Version: pkgs[n].version, Source: "system"})
 		list, err := packageFiles(ctx, n)
@@ -261,6 +279,15 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 			return err
 		}
 		for _, f := range list {
+			if keepPackageFile(f, plan.withPip) && !counted[f] {
+				counted[f] = true
+				if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
+					sz := plan.sizes[n]
+					sz.files++
+					sz.bytes += fi.Size()
+					plan.sizes[n] = sz
+				}
+			}
 			if dir, name := path.Split(f); dir == "/etc/" && name != "" {
 				if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
 					plan.etc = append(plan.etc, f)
@@ -763,6 +790,37 @@ func CheckPackageSources(ctx context.Context, opts BuildOptions) error {
 
 // packageList is what the manifest records of the planned sources (none
 // for a plain build).
+// packageSize is what one Debian package brings into the rootfs.
+type packageSize struct {
+	files int
+	bytes int64
+}
+
+// logSizes tells what each Debian package of the plan brings, largest
+// first, and the total: a user who asked for python3-pandas sees that
+// scipy came with it, and how much of the rootfs each is.
+func (plan *packagePlan) logSizes(logf func(string, ...any)) {
+	if plan == nil || len(plan.sizes) == 0 {
+		return
+	}
+	names := slices.Collect(maps.Keys(plan.sizes))
+	slices.SortFunc(names, func(a, b string) int {
+		if c := cmp.Compare(plan.sizes[b].bytes, plan.sizes[a].bytes); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var total packageSize
+	for _, n := range names {
+		total.files += plan.sizes[n].files
+		total.bytes += plan.sizes[n].bytes
+	}
+	logf("adding %d Debian packages (the ones named and what they depend on): %.1f MB in %d files", len(names), float64(total.bytes)/1e6, total.files)
+	for _, n := range names {
+		logf("  %-40s %8.1f MB %6d files", n, float64(plan.sizes[n].bytes)/1e6, plan.sizes[n].files)
+	}
+}
+
 func (plan *packagePlan) packageList() []Package {
 	if plan == nil {
 		return nil

@@ -65,6 +65,7 @@ func rootfsCommand() *cli.Command {
 					dirFlag,
 					&cli.StringFlag{Name: "name", Usage: "build the rootfs of this name in rljail's data directory (/var/lib/rljail/rootfs/NAME as root, $XDG_DATA_HOME/rljail/rootfs/NAME otherwise); default python"},
 					&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
+					&cli.BoolFlag{Name: "replace", Usage: "without --name or --rootfs: change the default rootfs (that every run without --rootfs uses) to what this build makes, added packages or not"},
 					&cli.BoolFlag{Name: "no-commands", Usage: "leave out the common commands (timeout, ls, cat, grep... from busybox; GNU timeout): python3 and /bin/sh only"},
 					&cli.StringSliceFlag{Name: "system-packages", Usage: "add Debian python3-* packages installed on this host, with the Python packages, data and fonts they depend on (repeatable, or a comma list)"},
 					&cli.StringFlag{Name: "venv", Usage: "add a virtual environment's site-packages (made by the rootfs's Python version)"},
@@ -106,9 +107,19 @@ func rootfsCommand() *cli.Command {
 					opts := rootfs.BuildOptions{Out: dir, Python: c.String("python"), Log: logf, NoCommands: c.Bool("no-commands"), TestSuites: c.Bool("test-suites")}
 					opts.SystemPackages, opts.Venv, opts.WithPip = c.StringSlice("system-packages"), c.String("venv"), c.Bool("with-pip")
 					opts.Wheels, opts.Requirements = c.String("wheels"), c.String("requirements")
+					if value == "" && !c.Bool("replace") {
+						if err := defaultRootfsChange(dir, opts); err != nil {
+							return err
+						}
+					}
 					// Refused before the build lock is taken or a directory made.
 					if err := rootfs.CheckPackageSources(c.Context, opts); err != nil {
 						return setupError("%v", err)
+					}
+					if label := rootfsLabel(dir); label != dir {
+						logf(fmt.Sprintf("building the rootfs %s at %s%s", label, dir, buildSources(opts)))
+					} else {
+						logf(fmt.Sprintf("building a rootfs at %s%s", dir, buildSources(opts)))
 					}
 					m, err := buildLocked(c.Context, opts, nil)
 					if err != nil {
@@ -647,3 +658,46 @@ func unwrapPath(err error) error {
 // safeText makes s safe to print on a terminal: a file name in a rootfs
 // that something changed may hold control sequences.
 func safeText(s string) string { return string(termsafe.Append(nil, []byte(s))) }
+
+// defaultRootfsChange refuses a build without --name or --rootfs that
+// would change what the default rootfs holds, which every run without
+// --rootfs uses: one that adds packages, or a plain one over a default
+// that has packages. --name python or --replace says it is meant.
+func defaultRootfsChange(dir string, opts rootfs.BuildOptions) error {
+	if src := buildSources(opts); src != "" {
+		return setupError("rljail rootfs build%s, without --name, would add the packages to the default rootfs %s (%s), which every run without --rootfs uses: build a rootfs of its own with --name NAME (then run with --rootfs NAME), or change the default with --name %s or --replace",
+			src, rootfsLabel(dir), dir, rootfs.DefaultName)
+	}
+	if m, err := rootfs.Check(dir); err == nil && len(m.Packages) > 0 {
+		names := make([]string, 0, 3)
+		for _, p := range m.Packages[:min(3, len(m.Packages))] {
+			names = append(names, p.Name)
+		}
+		more := ""
+		if len(m.Packages) > 3 {
+			more = fmt.Sprintf(" and %d more", len(m.Packages)-3)
+		}
+		return setupError("the default rootfs %s (%s) holds %d added packages (%s%s), which a plain build would take out for every run without --rootfs: give --replace (or --name %s) to do it",
+			rootfsLabel(dir), dir, len(m.Packages), strings.Join(names, ", "), more, rootfs.DefaultName)
+	}
+	return nil
+}
+
+// buildSources says what a build adds beyond the interpreter (" with
+// --system-packages python3-numpy, --venv DIR"), or "".
+func buildSources(opts rootfs.BuildOptions) string {
+	var parts []string
+	if len(opts.SystemPackages) > 0 {
+		parts = append(parts, "--system-packages "+strings.Join(opts.SystemPackages, ","))
+	}
+	if opts.Venv != "" {
+		parts = append(parts, "--venv "+opts.Venv)
+	}
+	if opts.Wheels != "" {
+		parts = append(parts, "--wheels "+opts.Wheels)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " with " + strings.Join(parts, ", ")
+}
