@@ -323,7 +323,13 @@ func (r *libraryResolver) programClosure(exe string) (*loadSet, error) {
 // moduleClosure returns the libraries that dlopen(path) would add to the program's link
 // map (path being an extension module of the interpreter).
 func (r *libraryResolver) moduleClosure(program *loadSet, path string) ([]loadedLibrary, error) {
-	obj, err := r.object(path, filepath.Dir(path))
+	return r.moduleClosureAt(program, path, path)
+}
+
+// moduleClosureAt is moduleClosure of the module read from file, which was at host
+// path (its $ORIGIN is path's directory): a copy of it.
+func (r *libraryResolver) moduleClosureAt(program *loadSet, file, path string) ([]loadedLibrary, error) {
+	obj, err := r.object(file, filepath.Dir(path))
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rljail/rljail/hostexec"
+	"golang.org/x/sys/unix"
 )
 
 // This file adds third-party Python packages to a rootfs, from where users
@@ -62,7 +63,77 @@ type packagePlan struct {
 	withPip  bool
 }
 
-type dirCopy struct{ from, to string }
+type dirCopy struct {
+	from, to string
+	// venv, when set, is the venv whose site-packages (site, relative to it)
+	// from is: opened by openVenvSite, as addVenv judged it.
+	venv, site string
+}
+
+// openVenvSite opens the directory rel (slash-separated: lib/python3.X/site-packages)
+// of the venv at venv by descriptor: the venv as named, then each name below it
+// without following a symlink. A symlink on the way (lib -> elsewhere) may lead only
+// where others may read (openHost: every directory from / judged by what was opened),
+// so that whoever may write the venv (its owner, a jail with it in a writable volume)
+// cannot have the build publish a directory private to the builder, such as one below
+// /root, by planting the link or by swapping it in after the check.
+func openVenvSite(venv, rel string) (*os.File, error) {
+	dir, err := os.OpenFile(venv, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	names := strings.Split(rel, "/")
+	for i, c := range names {
+		cur := filepath.Join(venv, path.Join(names[:i]...))
+		f, st, err := openEntry(int(dir.Fd()), c)
+		if errors.Is(err, unix.ELOOP) {
+			f, err = openVenvLink(dir, cur, c, names[i+1:])
+			dir.Close()
+			return f, err
+		}
+		dir.Close()
+		if err != nil {
+			return nil, fmt.Errorf("it has no %s: %w", filepath.Join(cur, c), unwrapPathErr(err))
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			f.Close()
+			return nil, fmt.Errorf("it has no directory %s: %w", filepath.Join(cur, c), unix.ENOTDIR)
+		}
+		dir = f
+	}
+	return dir, nil
+}
+
+// openVenvLink opens the rest of a venv's site-packages path through the symlink name
+// of the directory dir (at cur): where others may read only.
+func openVenvLink(dir *os.File, cur, name string, rest []string) (*os.File, error) {
+	target, err := readlinkAt(int(dir.Fd()), name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(cur, name), err)
+	}
+	if !path.IsAbs(target) {
+		// From the real path of the directory held (the kernel's name for it):
+		// ".." in the target is the kernel's then.
+		real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", dir.Fd()))
+		if err != nil {
+			real = cur
+		}
+		target = real + "/" + target
+	}
+	f, err := openHost(target + "/" + strings.Join(rest, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("no site-packages through %s: %w", filepath.Join(cur, name), err)
+	}
+	if !f.isDir() {
+		f.Close()
+		return nil, fmt.Errorf("its site-packages leads to %s, not a directory", f.real)
+	}
+	if !f.public {
+		f.Close()
+		return nil, fmt.Errorf("its site-packages leads to %s, which %v, and every file of a rootfs is readable by all", f.real, errNotPublic)
+	}
+	return f.File, nil
+}
 
 type wheelInstall struct{ dir, requirements string }
 
@@ -403,22 +474,13 @@ func (plan *packagePlan) addVenv(dir string, info pythonInfo) error {
 	if minorVersion(version) != minorVersion(info.Version) {
 		return packageErrorf("--venv %s was made by Python %s (home %s), the rootfs's is %s: its extension modules would not load; make the venv with the rootfs's interpreter", dir, version, cfg["home"], info.Version)
 	}
-	site := filepath.Join(abs, "lib", "python"+minorVersion(info.Version), "site-packages")
-	if fi, err := os.Stat(site); err != nil || !fi.IsDir() {
-		return packageErrorf("--venv %s has no %s", dir, site)
+	rel := path.Join("lib", "python"+minorVersion(info.Version), "site-packages")
+	site, err := openVenvSite(abs, rel)
+	if err != nil {
+		return packageErrorf("--venv %s: %v", dir, err)
 	}
-	// A link inside the venv on the way to site-packages (lib -> elsewhere)
-	// may lead only where others may read: whoever planted it must not have
-	// the build publish a directory private to the builder (below /root).
-	realVenv, err1 := filepath.EvalSymlinks(abs)
-	realSite, err2 := filepath.EvalSymlinks(site)
-	if err1 != nil || err2 != nil {
-		return packageErrorf("--venv %s: %v", dir, errors.Join(err1, err2))
-	}
-	if realSite != filepath.Join(realVenv, "lib", "python"+minorVersion(info.Version), "site-packages") && !othersMayRead(realSite) {
-		return packageErrorf("--venv %s: its site-packages leads to %s, which other users may not read, and every file of a rootfs is readable by all", dir, realSite)
-	}
-	plan.dirs = append(plan.dirs, dirCopy{from: site, to: plan.purelib})
+	site.Close()
+	plan.dirs = append(plan.dirs, dirCopy{from: filepath.Join(abs, rel), to: plan.purelib, venv: abs, site: rel})
 	plan.packages = append(plan.packages, Package{Name: abs, Version: info.Version, Source: "venv"})
 	return nil
 }
@@ -484,8 +546,8 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 	if plan.empty() {
 		return nil, nil, nil
 	}
-	// An extension module is read at its host path (host), and sits at
-	// inTree in the tree; libraries found under within (its own copied
+	// An extension module was at its host path (host), whose directory is
+	// its $ORIGIN, and sits at inTree in the tree; libraries found under within (its own copied
 	// directory: a wheel's numpy.libs beside it) are in the tree already.
 	type module struct{ host, inTree, within string }
 	var modules []module
@@ -526,9 +588,20 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 		plan.dirs = append(plan.dirs, dirCopy{from: staged, to: plan.purelib})
 	}
 	for _, d := range plan.dirs {
-		sos, err := t.copyDirTo(ctx, d.from, d.to, func(rel string, isDir bool) bool {
+		excluded := func(rel string, isDir bool) bool {
 			return strings.HasSuffix(rel, ".pyc") || path.Base(rel) == "__pycache__" || (!plan.withPip && isPipPath("/"+rel))
-		})
+		}
+		var sos []string
+		var err error
+		if d.venv != "" {
+			var dir *os.File
+			if dir, err = openVenvSite(d.venv, d.site); err == nil {
+				sos, err = t.copySource(ctx, dir, d.from, d.to, excluded)
+				dir.Close()
+			}
+		} else {
+			sos, err = t.copyDirTo(ctx, d.from, d.to, excluded)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("copy %s: %w", d.from, err)
 		}
@@ -542,10 +615,12 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		if !isELF(m.host) {
+		// Read from the tree, not the host: the file is the one the copy
+		// judged and published, whatever its host path holds by now.
+		if !isELF(t.in(m.inTree)) {
 			continue
 		}
-		more, err := r.moduleClosure(prog, m.host)
+		more, err := r.moduleClosureAt(prog, t.in(m.inTree), m.host)
 		if err != nil {
 			logf("leaving out %s: %v", m.inTree, err)
 			if err := os.Remove(t.in(m.inTree)); err != nil {
