@@ -180,6 +180,9 @@ func openHost(p string) (*hostFile, error) {
 			if !last {
 				return nil, fmt.Errorf("%s: %w", path.Join(w.path(), c), unix.ENOTDIR)
 			}
+			if beforeOpen != nil {
+				beforeOpen(path.Join(w.path(), c))
+			}
 			f, st, err := openEntry(w.top(), c)
 			if errors.Is(err, unix.ELOOP) && hops < 40 {
 				// A symlink now, where there was a file: walk it as one.

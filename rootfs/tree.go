@@ -398,8 +398,9 @@ type treeCopy struct {
 	links    []string // kept symlinks, in the tree
 }
 
-// beforeOpen, when set (by a test), runs between the listing of an entry and its open:
-// where a swap of the entry would have to land.
+// beforeOpen, when set (by a test), runs with the host path of each source entry just
+// before it is opened (or, a symlink, read): after its listing and after the walk
+// that led to it, where a swap would have to land.
 var beforeOpen func(host string)
 
 // walk copies the entries of the directory dir (rel below from), in name order.
