@@ -130,7 +130,7 @@ func openVenvLink(dir *os.File, cur, name string, rest []string) (*os.File, erro
 	}
 	if !f.public {
 		f.Close()
-		return nil, fmt.Errorf("its site-packages leads to %s, which %v, and every file of a rootfs is readable by all", f.real, errNotPublic)
+		return nil, fmt.Errorf("its site-packages leads to %s, which other users may not read, and every file of a rootfs is readable by all", f.real)
 	}
 	return f.File, nil
 }

@@ -523,7 +523,7 @@ func (c *treeCopy) link(dir *os.File, name, erel string, changes int) error {
 		return nil
 	}
 	if !f.public {
-		return fmt.Errorf("copy %s: it links to %s, which %v, and every file of a rootfs is readable by all: copy the file in, or remove the link", p, f.real, errNotPublic)
+		return fmt.Errorf("copy %s: it links to %s, which other users may not read, and every file of a rootfs is readable by all: copy the file in, or remove the link", p, f.real)
 	}
 	if isSharedObject(erel) {
 		c.sos = append(c.sos, erel)
