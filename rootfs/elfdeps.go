@@ -266,6 +266,11 @@ type loadedLibrary struct {
 	// Hidden is set when the host loader finds it only through ld.so.cache: inside the
 	// jail, which has no cache, it must also be reachable from a built-in directory.
 	Hidden bool
+	// Public is set for a library that a package's extension module brings (addPackages):
+	// whoever may write the package chose where the loader looks (RPATH, RUNPATH, an
+	// absolute DT_NEEDED), so the rootfs takes it only where others may read it
+	// (tree.mirrorPublic).
+	Public bool
 }
 
 // loadSet is the state of one process's link map: which names are already loaded, and

@@ -3,9 +3,12 @@ package rootfs
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -283,5 +286,98 @@ func TestOpenHost(t *testing.T) {
 	}
 	if _, err := openHost(filepath.Join(host, "a/b/f/x")); err == nil {
 		t.Error("openHost through a regular file succeeded")
+	}
+}
+
+// TestPackageLibrariesOnlyPublic: an extension module in a venv chooses where the
+// loader looks for its libraries (here DT_RUNPATH), so whoever may write the venv
+// could have the build publish an ELF file only the builder may read. The module
+// whose library others may not read is left out, its library with it; one whose
+// library others may read brings it, marked for mirrorPublic, which judges the file
+// it opens again (made private before its open: refused).
+func TestPackageLibrariesOnlyPublic(t *testing.T) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := t.TempDir()
+	for _, d := range []string{host, filepath.Dir(host)} {
+		must(os.Chmod(d, 0o755))
+	}
+	site, private, public := filepath.Join(host, "site"), filepath.Join(host, "private"), filepath.Join(host, "public")
+	for _, d := range []string{site, private, public} {
+		must(os.MkdirAll(d, 0o755))
+	}
+	gcc := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	lib := filepath.Join(host, "lib.c")
+	mod := filepath.Join(host, "mod.c")
+	must(os.WriteFile(lib, []byte("int rljail_lib(void) { return 1; }\n"), 0o644))
+	must(os.WriteFile(mod, []byte("int rljail_lib(void); int rljail_mod(void) { return rljail_lib(); }\n"), 0o644))
+	for _, dir := range []string{private, public} {
+		gcc("-shared", "-fPIC", "-o", filepath.Join(dir, "librljailpkg.so.1"), "-Wl,-soname,librljailpkg.so.1", lib)
+		must(os.Chmod(filepath.Join(dir, "librljailpkg.so.1"), 0o644))
+		name := "mod_" + filepath.Base(dir) + ".cpython-311-x86_64-linux-gnu.so"
+		gcc("-shared", "-fPIC", "-o", filepath.Join(site, name), mod, filepath.Join(dir, "librljailpkg.so.1"), "-Wl,--enable-new-dtags,-rpath,"+dir)
+		must(os.Chmod(filepath.Join(site, name), 0o755))
+	}
+	must(os.Chmod(private, 0o700))
+	t.Cleanup(func() { os.Chmod(private, 0o755) })
+
+	python, err := filepath.EvalSymlinks("/usr/bin/python3")
+	must(err)
+	r, err := newLibraryResolver(python, "/etc/ld.so.conf")
+	must(err)
+	prog, err := r.programClosure(python)
+	must(err)
+	out := t.TempDir()
+	tr := newTree(out, func(s string) { t.Log(s) })
+	to := "/usr/local/lib/python3.11/dist-packages"
+	plan := &packagePlan{purelib: to, dirs: []dirCopy{{from: site, to: to}}}
+	var logged []string
+	libs, _, err := addPackages(context.Background(), tr, r, prog, python, plan, func(f string, a ...any) {
+		logged = append(logged, fmt.Sprintf(f, a...))
+	})
+	must(err)
+	inTree := func(name string) string { return filepath.Join(out, to, name) }
+	if _, err := os.Lstat(inTree("mod_private.cpython-311-x86_64-linux-gnu.so")); err == nil {
+		t.Error("the module whose library others may not read is in the tree")
+	}
+	if !slices.ContainsFunc(logged, func(s string) bool { return strings.Contains(s, "other users may not read") }) {
+		t.Errorf("the build does not say why it left the module out: %q", logged)
+	}
+	if _, err := os.Lstat(inTree("mod_public.cpython-311-x86_64-linux-gnu.so")); err != nil {
+		t.Errorf("the module whose library others may read is not in the tree: %v", err)
+	}
+	var got []loadedLibrary
+	for _, l := range libs {
+		if strings.HasPrefix(l.Path, host) {
+			got = append(got, l)
+		}
+	}
+	want := []loadedLibrary{{Path: filepath.Join(public, "librljailpkg.so.1"), Public: true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("the packages' libraries %+v, want %+v", got, want)
+	}
+
+	// Made private after the judgement, before mirrorPublic opens it: refused.
+	pub := filepath.Join(public, "librljailpkg.so.1")
+	beforeOpen = func(p string) {
+		if p == pub {
+			os.Chmod(p, 0o600)
+		}
+	}
+	defer func() { beforeOpen = nil }()
+	if _, err := tr.mirrorPublic(pub); err == nil || !strings.Contains(err.Error(), "other users may not read") {
+		t.Errorf("mirrorPublic of a library made private before its open: %v, want refused", err)
+	}
+	if _, err := os.Lstat(filepath.Join(out, pub)); err == nil {
+		t.Error("the library made private is in the tree")
 	}
 }

@@ -611,6 +611,7 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 		roots[d.to] = true
 	}
 	var libs []loadedLibrary
+	public := map[string]bool{} // othersMayRead of a library, by path
 	for _, m := range modules {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
@@ -628,11 +629,31 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 			}
 			continue
 		}
+		var outside []loadedLibrary
 		for _, lib := range more {
 			if m.within == "" || !strings.HasPrefix(lib.Path, m.within+"/") {
-				libs = append(libs, lib)
+				lib.Public = true
+				outside = append(outside, lib)
 			}
 		}
+		// A library others may not read is not published: the module is left
+		// out, as one whose library the host lacks (mirrorPublic judges again
+		// by descriptor when it copies).
+		if i := slices.IndexFunc(outside, func(lib loadedLibrary) bool {
+			ok, seen := public[lib.Path]
+			if !seen {
+				ok = othersMayRead(lib.Path)
+				public[lib.Path] = ok
+			}
+			return !ok
+		}); i >= 0 {
+			logf("leaving out %s: its library %s is one other users may not read, and every file of a rootfs is readable by all", m.inTree, outside[i].Path)
+			if err := os.Remove(t.in(m.inTree)); err != nil {
+				return nil, nil, fmt.Errorf("remove %s: %w", m.inTree, err)
+			}
+			continue
+		}
+		libs = append(libs, outside...)
 	}
 	return libs, slices.Sorted(func(yield func(string) bool) {
 		for d := range roots {

@@ -56,10 +56,19 @@ func (t *tree) in(p string) string { return filepath.Join(t.root, p) }
 // whose fstat says it is one: a directory or file swapped for a symlink while it is
 // walked is never followed by the kernel, only as the symlink it has become.
 func (t *tree) mirror(p string) (string, error) {
-	return t.mirrorHops(p, 0)
+	return t.mirrorHops(p, 0, false)
 }
 
-func (t *tree) mirrorHops(p string, hops int) (string, error) {
+// mirrorPublic is mirror of a file that the host's own configuration did not name (a
+// library a package's extension module names by its RPATH, RUNPATH or an absolute
+// DT_NEEDED, which whoever may write the package chose): copied only where a user who
+// is neither its owner nor in its group could read it, as the walk's descriptors say
+// (every directory of its real path o+x, the file o+r).
+func (t *tree) mirrorPublic(p string) (string, error) {
+	return t.mirrorHops(p, 0, true)
+}
+
+func (t *tree) mirrorHops(p string, hops int, public bool) (string, error) {
 	if real, ok := t.mirrored[p]; ok {
 		return real, nil
 	}
@@ -99,7 +108,7 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 				// /etc/alternatives/...; matplotlib's mpl-data/matplotlibrc ->
 				// /etc/matplotlibrc) would dangle there: link straight to where the
 				// chain ends, or copy the file when it ends inside /etc.
-				return t.mirrorPastEtc(p, next, parts[i+1:], hops)
+				return t.mirrorPastEtc(p, next, parts[i+1:], hops, public)
 			}
 			if err := t.symlink(next, target); err != nil {
 				return "", err
@@ -108,7 +117,7 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 				target = cur + "/" + target
 			}
 			rest := strings.Join(parts[i+1:], "/")
-			real, err := t.mirrorHops(target+"/"+rest, hops+1)
+			real, err := t.mirrorHops(target+"/"+rest, hops+1, public)
 			if err != nil {
 				return "", err
 			}
@@ -127,7 +136,7 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 				}
 			}
 			if !t.hasFile(next) {
-				if err := t.mirrorFile(w.top(), c, next); err != nil {
+				if err := t.mirrorFile(w, c, next, public); err != nil {
 					return "", err
 				}
 			}
@@ -143,19 +152,23 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 	return real, nil
 }
 
-// mirrorFile copies the file name of the directory dirfd (host path p) to the same
-// path in the tree, from the descriptor opened without following a symlink and judged
-// by its fstat: a symlink put there since it was walked is refused (ELOOP), not
-// followed.
-func (t *tree) mirrorFile(dirfd int, name, p string) error {
+// mirrorFile copies the file name of the directory on top of the walk w (host path p)
+// to the same path in the tree, from the descriptor opened without following a symlink
+// and judged by its fstat: a symlink put there since it was walked is refused (ELOOP),
+// not followed. With public, others must be able to read it (w's directories o+x, the
+// file o+r).
+func (t *tree) mirrorFile(w *hostWalk, name, p string, public bool) error {
 	if beforeOpen != nil {
 		beforeOpen(p)
 	}
-	f, st, err := openEntry(dirfd, name)
+	f, st, err := openEntry(w.top(), name)
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", p, err)
 	}
 	defer f.Close()
+	if public && (!w.public() || st.Mode&0o004 == 0) {
+		return fmt.Errorf("copy %s: %w, and every file of a rootfs is readable by all", p, errNotPublic)
+	}
 	return t.copyOpened(f, &st, p, p)
 }
 
@@ -168,7 +181,7 @@ func (t *tree) throughEtc(target string) bool {
 // still to walk) whose target leads into the host's /etc: the tree gets a
 // symlink to the end of the chain when it ends outside /etc, else a copy
 // of the regular file it names.
-func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int) (string, error) {
+func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int, public bool) (string, error) {
 	end, err := filepath.EvalSymlinks(link)
 	if err != nil {
 		return "", fmt.Errorf("mirror %s: %w", p, err)
@@ -181,6 +194,9 @@ func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int) (string, e
 		if !fi.Mode().IsRegular() || len(strings.Join(rest, "")) > 0 {
 			return "", fmt.Errorf("mirror %s: %s leads to %s, inside /etc, which the jail does not see", p, link, end)
 		}
+		if public && !othersMayRead(end) {
+			return "", fmt.Errorf("mirror %s: %s leads to %s, which %w, and every file of a rootfs is readable by all", p, link, end, errNotPublic)
+		}
 		if err := t.copyFile(end, link); err != nil {
 			return "", err
 		}
@@ -190,7 +206,7 @@ func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int) (string, e
 	if err := t.symlink(link, end); err != nil {
 		return "", err
 	}
-	real, err := t.mirrorHops(end+"/"+strings.Join(rest, "/"), hops+1)
+	real, err := t.mirrorHops(end+"/"+strings.Join(rest, "/"), hops+1, public)
 	if err != nil {
 		return "", err
 	}
