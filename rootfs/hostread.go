@@ -175,7 +175,7 @@ func openHost(p string) (*hostFile, error) {
 			if last {
 				return w.openTop()
 			}
-		default:
+		case unix.S_IFREG:
 			unix.Close(fd)
 			if !last {
 				return nil, fmt.Errorf("%s: %w", path.Join(w.path(), c), unix.ENOTDIR)
@@ -198,6 +198,11 @@ func openHost(p string) (*hostFile, error) {
 				return nil, fmt.Errorf("%s: a %v, not a file or directory", path.Join(w.path(), c), fileMode(&st).Type())
 			}
 			return &hostFile{File: f, st: st, real: path.Join(w.path(), c), public: w.public() && st.Mode&0o004 != 0}, nil
+		default:
+			// Never opened: an open has effects of its own on a device (a
+			// link to /dev/watchdog arms it) or blocks on a FIFO.
+			unix.Close(fd)
+			return nil, fmt.Errorf("%s: a %v, not a file or directory", path.Join(w.path(), c), fileMode(&st).Type())
 		}
 	}
 }

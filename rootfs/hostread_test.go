@@ -381,3 +381,41 @@ func TestPackageLibrariesOnlyPublic(t *testing.T) {
 		t.Error("the library made private is in the tree")
 	}
 }
+
+// TestLinkOutToFIFONotOpened: a link out of the copied tree to something that is not
+// a file or directory (a FIFO here; /dev/watchdog, which an open arms) is left out,
+// as before, and never opened: the walk judges it by its O_PATH descriptor.
+func TestLinkOutToFIFONotOpened(t *testing.T) {
+	host := t.TempDir()
+	site := filepath.Join(host, "site")
+	fifo := filepath.Join(host, "fifo")
+	if err := os.Mkdir(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(fifo, filepath.Join(site, "link")); err != nil {
+		t.Fatal(err)
+	}
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(in)
+	if _, err := unix.InotifyAddWatch(in, fifo, unix.IN_OPEN); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	tr := newTree(out, func(s string) { t.Log(s) })
+	if _, err := tr.copyDirTo(context.Background(), site, "/dst", func(string, bool) bool { return false }); err != nil {
+		t.Fatalf("copy: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(out, "dst/link")); err == nil {
+		t.Error("the link to a FIFO is in the tree")
+	}
+	buf := make([]byte, 4096)
+	if n, _ := unix.Read(in, buf); n > 0 {
+		t.Error("the copy opened the FIFO a link out of the tree leads to")
+	}
+}
