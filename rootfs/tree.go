@@ -446,7 +446,13 @@ func (c *treeCopy) walk(dir *os.File, rel string) error {
 // opened without following a symlink (ELOOP, when a symlink was put there since: then
 // it is one) and judged by the fstat of the descriptor it is copied from; a symlink is
 // read with readlinkat (EINVAL, when it is no symlink any more: then it is opened).
-// An entry that keeps changing is refused.
+// An entry that keeps changing is refused. An entry listed as something else is
+// refused unopened; one swapped for a FIFO since its listing does not block the open
+// (O_NONBLOCK) and is refused by its fstat. (One swapped for a device node would be
+// opened before its fstat refuses it; whoever may write the tree but is not root
+// cannot make one there: mknod of a device needs CAP_MKNOD over the filesystem, which
+// neither a user nor a jail's user namespace has, and a hard link to an existing node
+// must be on the node's own filesystem, devtmpfs.)
 func (c *treeCopy) entry(dir *os.File, name, erel string, listed fs.FileMode, changes int) error {
 	p := filepath.Join(c.from, erel)
 	if changes > 2 {
