@@ -529,10 +529,11 @@ func (c *treeCopy) link(dir *os.File, name, erel string, changes int) error {
 	// by every user and every jail. What the builder (root, say, building from
 	// a user's venv) may read and others may not (/etc/shadow, a file below
 	// /root) must not be. The target is resolved from the link's directory as
-	// named: whatever that leads to by now is what is judged.
+	// named: whatever that leads to by now is what is judged. Not cleaned: ".."
+	// after a symlink of that path is the kernel's, which openHost follows.
 	abs := target
 	if !path.IsAbs(target) {
-		abs = path.Join(filepath.ToSlash(filepath.Dir(p)), target)
+		abs = filepath.Dir(p) + "/" + target
 	}
 	f, err := openHost(abs)
 	if err != nil {
