@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -321,3 +322,68 @@ func othersMayRead(p string) bool {
 
 // isDir tells whether the opened entry is a directory.
 func (f *hostFile) isDir() bool { return f.st.Mode&unix.S_IFMT == unix.S_IFDIR }
+
+// openVenvSite opens the directory rel (slash-separated: lib/python3.X/site-packages)
+// of the venv at venv by descriptor: the venv as named, then each name below it
+// without following a symlink. A symlink on the way (lib -> elsewhere) may lead only
+// where others may read (openHost: every directory from / judged by what was opened),
+// so that whoever may write the venv (its owner, a jail with it in a writable volume)
+// cannot have the build publish a directory private to the builder, such as one below
+// /root, by planting the link or by swapping it in after the check.
+func openVenvSite(venv, rel string) (*os.File, error) {
+	dir, err := os.OpenFile(venv, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	names := strings.Split(rel, "/")
+	for i, c := range names {
+		cur := filepath.Join(venv, path.Join(names[:i]...))
+		f, st, err := openEntry(int(dir.Fd()), c)
+		if errors.Is(err, unix.ELOOP) {
+			f, err = openVenvLink(dir, cur, c, names[i+1:])
+			dir.Close()
+			return f, err
+		}
+		dir.Close()
+		if err != nil {
+			return nil, fmt.Errorf("it has no %s: %w", filepath.Join(cur, c), unwrapPathErr(err))
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			f.Close()
+			return nil, fmt.Errorf("it has no directory %s: %w", filepath.Join(cur, c), unix.ENOTDIR)
+		}
+		dir = f
+	}
+	return dir, nil
+}
+
+// openVenvLink opens the rest of a venv's site-packages path through the symlink name
+// of the directory dir (at cur): where others may read only.
+func openVenvLink(dir *os.File, cur, name string, rest []string) (*os.File, error) {
+	target, err := readlinkAt(int(dir.Fd()), name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(cur, name), err)
+	}
+	if !path.IsAbs(target) {
+		// From the real path of the directory held (the kernel's name for it):
+		// ".." in the target is the kernel's then.
+		real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", dir.Fd()))
+		if err != nil {
+			real = cur
+		}
+		target = real + "/" + target
+	}
+	f, err := openHost(target + "/" + strings.Join(rest, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("no site-packages through %s: %w", filepath.Join(cur, name), err)
+	}
+	if !f.isDir() {
+		f.Close()
+		return nil, fmt.Errorf("its site-packages leads to %s, not a directory", f.real)
+	}
+	if !f.public {
+		f.Close()
+		return nil, fmt.Errorf("its site-packages leads to %s, which other users may not read, and every file of a rootfs is readable by all", f.real)
+	}
+	return f.File, nil
+}

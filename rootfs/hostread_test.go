@@ -419,3 +419,52 @@ func TestLinkOutToFIFONotOpened(t *testing.T) {
 		t.Error("the copy opened the FIFO a link out of the tree leads to")
 	}
 }
+
+// TestOpenVenvSite: a venv's site-packages is opened by descriptor below the venv,
+// and a symlink on the way (lib -> elsewhere, planted or swapped in after the plan
+// checked the venv) leads only where others may read.
+func TestOpenVenvSite(t *testing.T) {
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := t.TempDir()
+	for _, d := range []string{host, filepath.Dir(host)} {
+		must(os.Chmod(d, 0o755))
+	}
+	const rel = "lib/python3.11/site-packages"
+	for _, d := range []string{"public/lib", "private/lib"} {
+		must(os.MkdirAll(filepath.Join(host, d, "python3.11/site-packages"), 0o755))
+	}
+	must(os.WriteFile(filepath.Join(host, "afile"), []byte("x"), 0o644))
+	must(os.Chmod(filepath.Join(host, "private"), 0o700))
+	t.Cleanup(func() { os.Chmod(filepath.Join(host, "private"), 0o755) })
+	tests := []struct {
+		name    string
+		lib     func(venv string) error // makes venv/lib
+		wantErr string
+	}{
+		{"a directory", func(v string) error { return os.MkdirAll(filepath.Join(v, rel), 0o755) }, ""},
+		{"a link to a public directory", func(v string) error { return os.Symlink(filepath.Join(host, "public/lib"), filepath.Join(v, "lib")) }, ""},
+		{"a relative link to a public directory", func(v string) error { return os.Symlink("../public/lib", filepath.Join(v, "lib")) }, ""},
+		{"a link into a directory only root may enter", func(v string) error { return os.Symlink(filepath.Join(host, "private/lib"), filepath.Join(v, "lib")) }, "which other users may not read"},
+		{"a link to a file", func(v string) error { return os.Symlink(filepath.Join(host, "afile"), filepath.Join(v, "lib")) }, "no site-packages through"},
+		{"no site-packages", func(v string) error { return os.Mkdir(filepath.Join(v, "lib"), 0o755) }, "it has no"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			venv := filepath.Join(host, fmt.Sprintf("venv%d", i))
+			must(os.Mkdir(venv, 0o755))
+			must(tc.lib(venv))
+			f, err := openVenvSite(venv, rel)
+			if f != nil {
+				f.Close()
+			}
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("openVenvSite: %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
