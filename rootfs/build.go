@@ -372,7 +372,11 @@ func assemble(ctx context.Context, t *tree, python string, info pythonInfo, comm
 		}
 	}
 	for _, lib := range libs {
-		if _, err := t.mirror(lib.Path); err != nil {
+		mirror := t.mirror
+		if lib.Public {
+			mirror = t.mirrorPublic
+		}
+		if _, err := mirror(lib.Path); err != nil {
 			return nil, fmt.Errorf("copy library: %w", err)
 		}
 		if lib.Hidden {

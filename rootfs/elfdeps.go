@@ -266,6 +266,11 @@ type loadedLibrary struct {
 	// Hidden is set when the host loader finds it only through ld.so.cache: inside the
 	// jail, which has no cache, it must also be reachable from a built-in directory.
 	Hidden bool
+	// Public is set for a library that a package's extension module brings (addPackages):
+	// whoever may write the package chose where the loader looks (RPATH, RUNPATH, an
+	// absolute DT_NEEDED), so the rootfs takes it only where others may read it
+	// (tree.mirrorPublic).
+	Public bool
 }
 
 // loadSet is the state of one process's link map: which names are already loaded, and
@@ -323,7 +328,13 @@ func (r *libraryResolver) programClosure(exe string) (*loadSet, error) {
 // moduleClosure returns the libraries that dlopen(path) would add to the program's link
 // map (path being an extension module of the interpreter).
 func (r *libraryResolver) moduleClosure(program *loadSet, path string) ([]loadedLibrary, error) {
-	obj, err := r.object(path, filepath.Dir(path))
+	return r.moduleClosureAt(program, path, path)
+}
+
+// moduleClosureAt is moduleClosure of the module read from file, which was at host
+// path (its $ORIGIN is path's directory): a copy of it.
+func (r *libraryResolver) moduleClosureAt(program *loadSet, file, path string) ([]loadedLibrary, error) {
+	obj, err := r.object(file, filepath.Dir(path))
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,12 @@ type packagePlan struct {
 	withPip  bool
 }
 
-type dirCopy struct{ from, to string }
+type dirCopy struct {
+	from, to string
+	// venv, when set, is the venv whose site-packages (site, relative to it)
+	// from is: opened by openVenvSite, as addVenv judged it.
+	venv, site string
+}
 
 type wheelInstall struct{ dir, requirements string }
 
@@ -430,22 +435,13 @@ func (plan *packagePlan) addVenv(dir string, info pythonInfo) error {
 	if minorVersion(version) != minorVersion(info.Version) {
 		return packageErrorf("--venv %s was made by Python %s (home %s), the rootfs's is %s: its extension modules would not load; make the venv with the rootfs's interpreter", dir, version, cfg["home"], info.Version)
 	}
-	site := filepath.Join(abs, "lib", "python"+minorVersion(info.Version), "site-packages")
-	if fi, err := os.Stat(site); err != nil || !fi.IsDir() {
-		return packageErrorf("--venv %s has no %s", dir, site)
+	rel := path.Join("lib", "python"+minorVersion(info.Version), "site-packages")
+	site, err := openVenvSite(abs, rel)
+	if err != nil {
+		return packageErrorf("--venv %s: %v", dir, err)
 	}
-	// A link inside the venv on the way to site-packages (lib -> elsewhere)
-	// may lead only where others may read: whoever planted it must not have
-	// the build publish a directory private to the builder (below /root).
-	realVenv, err1 := filepath.EvalSymlinks(abs)
-	realSite, err2 := filepath.EvalSymlinks(site)
-	if err1 != nil || err2 != nil {
-		return packageErrorf("--venv %s: %v", dir, errors.Join(err1, err2))
-	}
-	if realSite != filepath.Join(realVenv, "lib", "python"+minorVersion(info.Version), "site-packages") && !othersMayRead(realSite) {
-		return packageErrorf("--venv %s: its site-packages leads to %s, which other users may not read, and every file of a rootfs is readable by all", dir, realSite)
-	}
-	plan.dirs = append(plan.dirs, dirCopy{from: site, to: plan.purelib})
+	site.Close()
+	plan.dirs = append(plan.dirs, dirCopy{from: filepath.Join(abs, rel), to: plan.purelib, venv: abs, site: rel})
 	plan.packages = append(plan.packages, Package{Name: abs, Version: info.Version, Source: "venv"})
 	return nil
 }
@@ -511,8 +507,8 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 	if plan.empty() {
 		return nil, nil, nil
 	}
-	// An extension module is read at its host path (host), and sits at
-	// inTree in the tree; libraries found under within (its own copied
+	// An extension module was at its host path (host), whose directory is
+	// its $ORIGIN, and sits at inTree in the tree; libraries found under within (its own copied
 	// directory: a wheel's numpy.libs beside it) are in the tree already.
 	type module struct{ host, inTree, within string }
 	var modules []module
@@ -553,9 +549,20 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 		plan.dirs = append(plan.dirs, dirCopy{from: staged, to: plan.purelib})
 	}
 	for _, d := range plan.dirs {
-		sos, err := t.copyDirTo(ctx, d.from, d.to, func(rel string, isDir bool) bool {
+		excluded := func(rel string, isDir bool) bool {
 			return strings.HasSuffix(rel, ".pyc") || path.Base(rel) == "__pycache__" || (!plan.withPip && isPipPath("/"+rel))
-		})
+		}
+		var sos []string
+		var err error
+		if d.venv != "" {
+			var dir *os.File
+			if dir, err = openVenvSite(d.venv, d.site); err == nil {
+				sos, err = t.copySource(ctx, dir, d.from, d.to, excluded)
+				dir.Close()
+			}
+		} else {
+			sos, err = t.copyDirTo(ctx, d.from, d.to, excluded)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("copy %s: %w", d.from, err)
 		}
@@ -565,14 +572,17 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 		roots[d.to] = true
 	}
 	var libs []loadedLibrary
+	public := map[string]bool{} // othersMayRead of a library, by path
 	for _, m := range modules {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		if !isELF(m.host) {
+		// Read from the tree, not the host: the file is the one the copy
+		// judged and published, whatever its host path holds by now.
+		if !isELF(t.in(m.inTree)) {
 			continue
 		}
-		more, err := r.moduleClosure(prog, m.host)
+		more, err := r.moduleClosureAt(prog, t.in(m.inTree), m.host)
 		if err != nil {
 			logf("leaving out %s: %v", m.inTree, err)
 			if err := os.Remove(t.in(m.inTree)); err != nil {
@@ -580,11 +590,31 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 			}
 			continue
 		}
+		var outside []loadedLibrary
 		for _, lib := range more {
 			if m.within == "" || !strings.HasPrefix(lib.Path, m.within+"/") {
-				libs = append(libs, lib)
+				lib.Public = true
+				outside = append(outside, lib)
 			}
 		}
+		// A library others may not read is not published: the module is left
+		// out, as one whose library the host lacks (mirrorPublic judges again
+		// by descriptor when it copies).
+		if i := slices.IndexFunc(outside, func(lib loadedLibrary) bool {
+			ok, seen := public[lib.Path]
+			if !seen {
+				ok = othersMayRead(lib.Path)
+				public[lib.Path] = ok
+			}
+			return !ok
+		}); i >= 0 {
+			logf("leaving out %s: its library %s is one other users may not read, and every file of a rootfs is readable by all", m.inTree, outside[i].Path)
+			if err := os.Remove(t.in(m.inTree)); err != nil {
+				return nil, nil, fmt.Errorf("remove %s: %w", m.inTree, err)
+			}
+			continue
+		}
+		libs = append(libs, outside...)
 	}
 	return libs, slices.Sorted(func(yield func(string) bool) {
 		for d := range roots {

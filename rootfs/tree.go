@@ -51,38 +51,56 @@ func (t *tree) in(p string) string { return filepath.Join(t.root, p) }
 // created (empty), and the final file is copied. So "/lib/x86_64-linux-gnu/libz.so.1"
 // yields lib -> usr/lib, usr/lib/x86_64-linux-gnu/libz.so.1 -> libz.so.1.2.13 and the
 // file itself: the loader inside resolves the path exactly as on the host. It returns
-// the resolved host path.
+// the resolved host path. The path is walked by descriptor, one name at a time from /
+// without following a symlink (hostWalk), and the file is copied from the descriptor
+// whose fstat says it is one: a directory or file swapped for a symlink while it is
+// walked is never followed by the kernel, only as the symlink it has become.
 func (t *tree) mirror(p string) (string, error) {
-	return t.mirrorHops(p, 0)
+	return t.mirrorHops(p, 0, false)
 }
 
-func (t *tree) mirrorHops(p string, hops int) (string, error) {
+// mirrorPublic is mirror of a file that the host's own configuration did not name (a
+// library a package's extension module names by its RPATH, RUNPATH or an absolute
+// DT_NEEDED, which whoever may write the package chose): copied only where a user who
+// is neither its owner nor in its group could read it, as the walk's descriptors say
+// (every directory of its real path o+x, the file o+r).
+func (t *tree) mirrorPublic(p string) (string, error) {
+	return t.mirrorHops(p, 0, true)
+}
+
+func (t *tree) mirrorHops(p string, hops int, public bool) (string, error) {
 	if real, ok := t.mirrored[p]; ok {
 		return real, nil
 	}
 	if hops > 40 {
 		return "", fmt.Errorf("mirror %s: %w", p, syscall.ELOOP)
 	}
+	w := &hostWalk{}
+	defer w.close()
+	if err := w.push(unix.AT_FDCWD, "/"); err != nil {
+		return "", fmt.Errorf("mirror %s: %w", p, err)
+	}
 	parts := strings.Split(p, "/")
-	cur := "/"
 	for i, c := range parts {
 		if c == "" || c == "." {
 			continue
 		}
 		if c == ".." {
-			cur = filepath.Dir(cur) // cur has no symlinks left: lexical is right
+			w.up() // the chain has no symlinks: lexical is right
 			continue
 		}
+		cur := w.path()
 		next := filepath.Join(cur, c)
-		fi, err := os.Lstat(next)
+		fd, st, err := w.step(c)
 		if err != nil {
-			return "", fmt.Errorf("mirror %s: %w", p, err)
+			return "", fmt.Errorf("mirror %s: %s: %w", p, next, err)
 		}
-		switch mode := fi.Mode(); {
-		case mode&fs.ModeSymlink != 0:
-			target, err := os.Readlink(next)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			target, err := readlinkAt(fd, "")
+			unix.Close(fd)
 			if err != nil {
-				return "", fmt.Errorf("mirror %s: %w", p, err)
+				return "", fmt.Errorf("mirror %s: %s: %w", p, next, err)
 			}
 			if t.throughEtc(target) {
 				// The jail's /etc is its own (jail.prepareConfig), so a link into
@@ -90,7 +108,7 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 				// /etc/alternatives/...; matplotlib's mpl-data/matplotlibrc ->
 				// /etc/matplotlibrc) would dangle there: link straight to where the
 				// chain ends, or copy the file when it ends inside /etc.
-				return t.mirrorPastEtc(p, next, parts[i+1:], hops)
+				return t.mirrorPastEtc(p, next, parts[i+1:], hops, public)
 			}
 			if err := t.symlink(next, target); err != nil {
 				return "", err
@@ -99,32 +117,59 @@ func (t *tree) mirrorHops(p string, hops int) (string, error) {
 				target = cur + "/" + target
 			}
 			rest := strings.Join(parts[i+1:], "/")
-			real, err := t.mirrorHops(target+"/"+rest, hops+1)
+			real, err := t.mirrorHops(target+"/"+rest, hops+1, public)
 			if err != nil {
 				return "", err
 			}
 			t.mirrored[p] = real
 			return real, nil
-		case mode.IsDir():
+		case unix.S_IFDIR:
+			w.pushFD(fd, c, &st)
 			if err := t.mkdir(next); err != nil {
 				return "", err
 			}
-		case mode.IsRegular():
+		case unix.S_IFREG:
+			unix.Close(fd)
 			for _, c := range parts[i+1:] {
 				if c != "" && c != "." {
 					return "", fmt.Errorf("mirror %s: %s: %w", p, next, syscall.ENOTDIR)
 				}
 			}
-			if err := t.copyFile(next, next); err != nil {
-				return "", err
+			if !t.hasFile(next) {
+				if err := t.mirrorFile(w, c, next, public); err != nil {
+					return "", err
+				}
 			}
+			t.mirrored[p] = next
+			return next, nil
 		default:
-			return "", fmt.Errorf("mirror %s: %s is a %v, not a file, directory or symlink", p, next, mode.Type())
+			unix.Close(fd)
+			return "", fmt.Errorf("mirror %s: %s is a %v, not a file, directory or symlink", p, next, fileMode(&st).Type())
 		}
-		cur = next
 	}
-	t.mirrored[p] = cur
-	return cur, nil
+	real := w.path()
+	t.mirrored[p] = real
+	return real, nil
+}
+
+// mirrorFile copies the file name of the directory on top of the walk w (host path p)
+// to the same path in the tree, from the descriptor opened without following a symlink
+// and judged by its fstat: a symlink put there since it was walked is refused (ELOOP),
+// not followed. With public, others must be able to read it (w's directories o+x, the
+// file o+r).
+func (t *tree) mirrorFile(w *hostWalk, name, p string, public bool) error {
+	if beforeOpen != nil {
+		beforeOpen(p)
+	}
+	f, st, err := openEntry(w.top(), name)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", p, err)
+	}
+	defer f.Close()
+	if public && (!w.public() || st.Mode&0o004 == 0) {
+		return fmt.Errorf("copy %s: %w, and every file of a rootfs is readable by all", p, errNotPublic)
+	}
+	return t.copyOpened(f, &st, p, p)
 }
 
 // throughEtc tells whether a symlink target leads into /etc.
@@ -136,7 +181,7 @@ func (t *tree) throughEtc(target string) bool {
 // still to walk) whose target leads into the host's /etc: the tree gets a
 // symlink to the end of the chain when it ends outside /etc, else a copy
 // of the regular file it names.
-func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int) (string, error) {
+func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int, public bool) (string, error) {
 	end, err := filepath.EvalSymlinks(link)
 	if err != nil {
 		return "", fmt.Errorf("mirror %s: %w", p, err)
@@ -149,6 +194,9 @@ func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int) (string, e
 		if !fi.Mode().IsRegular() || len(strings.Join(rest, "")) > 0 {
 			return "", fmt.Errorf("mirror %s: %s leads to %s, inside /etc, which the jail does not see", p, link, end)
 		}
+		if public && !othersMayRead(end) {
+			return "", fmt.Errorf("mirror %s: %s leads to %s, which %w, and every file of a rootfs is readable by all", p, link, end, errNotPublic)
+		}
 		if err := t.copyFile(end, link); err != nil {
 			return "", err
 		}
@@ -158,7 +206,7 @@ func (t *tree) mirrorPastEtc(p, link string, rest []string, hops int) (string, e
 	if err := t.symlink(link, end); err != nil {
 		return "", err
 	}
-	real, err := t.mirrorHops(end+"/"+strings.Join(rest, "/"), hops+1)
+	real, err := t.mirrorHops(end+"/"+strings.Join(rest, "/"), hops+1, public)
 	if err != nil {
 		return "", err
 	}
@@ -198,30 +246,50 @@ func (t *tree) symlink(p, target string) error {
 }
 
 // copyFile copies the host regular file src to dst of the tree (or accepts an existing
-// copy). Only the permission bits that matter survive, and normalize masks them later;
-// set-id bits and ownership are never carried over: the copy belongs to the builder.
+// copy). src is a path that only root may change (the host's /etc: a network table, a
+// package's file there), opened as named; a file of a tree that others may write is
+// copied by copyDirTo, and mirror copies by descriptor.
 func (t *tree) copyFile(src, dst string) error {
-	out := t.in(dst)
-	if fi, err := os.Lstat(out); err == nil {
-		if fi.Mode().IsRegular() {
-			return nil
-		}
-		return fmt.Errorf("copy %s: the tree already has %s as a %v", src, dst, fi.Mode().Type())
+	if t.hasFile(dst) {
+		return nil
 	}
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
 	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(in.Fd()), &st); err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("copy %s: not a regular file", src)
+	return t.copyOpened(in, &st, src, dst)
+}
+
+// hasFile tells whether the tree has a regular file at dst already (a copy
+// accepted as it is).
+func (t *tree) hasFile(dst string) bool {
+	fi, err := os.Lstat(t.in(dst))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// copyOpened copies the host file in (opened as src; st is its fstat, by which it is
+// judged) to dst of the tree, or accepts an existing regular file there. Only the
+// permission bits that matter survive, and normalize masks them later; set-id bits and
+// ownership are never carried over: the copy belongs to the builder.
+func (t *tree) copyOpened(in *os.File, st *unix.Stat_t, src, dst string) error {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("copy %s: a %v, not a regular file", src, fileMode(st).Type())
 	}
+	out := t.in(dst)
 	// O_EXCL: never write through something already at dst.
-	w, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm()&0o755|0o600)
+	w, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fs.FileMode(st.Mode)&0o755|0o600)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, lerr := os.Lstat(out); lerr == nil && fi.Mode().IsRegular() {
+			return nil
+		} else if lerr == nil {
+			return fmt.Errorf("copy %s: the tree already has %s as a %v", src, dst, fi.Mode().Type())
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}
@@ -290,89 +358,42 @@ func (t *tree) copyDir(ctx context.Context, dir string, excluded func(rel string
 
 // copyDirTo copies the host directory from into the tree at to (created with its
 // parents where missing), leaving out what excluded says (rel is slash-separated and
-// relative to from). Directories are created and regular files copied (copyFile: no
-// set-id bit or owner survives). A symlink that stays inside from is kept as a
-// symlink; one that leads elsewhere is replaced by a copy of the regular file it
-// names (the tree must not depend on host paths that are not in it), or left out when
-// it names none. A device, FIFO or socket is an error. A kept symlink whose target was
-// left out is removed afterwards: it would dangle in the jail. It returns the paths,
-// relative to from, of the copied files that look like shared objects
-// (isSharedObject), for the library closure.
+// relative to from): copySource with from opened as named (a path only root may change,
+// or the builder's own temporary directory).
 func (t *tree) copyDirTo(ctx context.Context, from, to string, excluded func(rel string, isDir bool) bool) ([]string, error) {
+	dir, err := os.OpenFile(from, os.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("copy %s: %w", from, err)
+	}
+	defer dir.Close()
+	return t.copySource(ctx, dir, from, to, excluded)
+}
+
+// copySource copies the host directory dir (opened, at host path from) into the tree at
+// to (created with its parents where missing), leaving out what excluded says (rel is
+// slash-separated and relative to from). Directories are created and regular files
+// copied (copyOpened: no set-id bit or owner survives). A symlink that stays inside
+// from is kept as a symlink; one that leads elsewhere is replaced by a copy of the
+// regular file it names (the tree must not depend on host paths that are not in it),
+// or left out when it names none. A device, FIFO or socket is an error. A kept symlink
+// whose target was left out is removed afterwards: it would dangle in the jail. It
+// returns the paths, relative to from, of the copied files that look like shared
+// objects (isSharedObject), for the library closure.
+//
+// Someone other than the builder may write the tree while it is copied (a venv's
+// owner; a jail with the venv in a writable volume), and whatever the copy publishes
+// every user and jail may read: so the walk goes by descriptor (treeCopy.entry), each
+// entry opened once and judged by what was opened.
+func (t *tree) copySource(ctx context.Context, dir *os.File, from, to string, excluded func(rel string, isDir bool) bool) ([]string, error) {
 	if err := t.mkdirAll(to); err != nil {
 		return nil, err
 	}
-	var sos, links []string
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("walk %s: %w", p, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if p == from {
-			return nil
-		}
-		rel, err := filepath.Rel(from, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if excluded(rel, d.IsDir()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		dst := path.Join(to, rel)
-		switch mode := d.Type(); {
-		case d.IsDir():
-			if err := publishable(p, d, 0o005); err != nil {
-				return err
-			}
-			return t.mkdir(dst)
-		case mode.IsRegular():
-			if err := publishable(p, d, 0o004); err != nil {
-				return err
-			}
-		case mode&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return fmt.Errorf("copy %s: %w", p, err)
-			}
-			inside := path.Join(path.Dir(rel), target)
-			if !filepath.IsAbs(target) && inside != ".." && !strings.HasPrefix(inside, "../") {
-				links = append(links, dst)
-				return t.symlink(dst, target)
-			}
-			if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
-				t.log(fmt.Sprintf("leaving out %s: symlink to %s outside %s", p, target, from))
-				return nil
-			}
-			// Followed, the link's target is published: a rootfs's files
-			// are readable by every user and every jail. What the builder
-			// (root, say, building from a user's venv) may read and others
-			// may not (/etc/shadow, a file below /root) must not be.
-			real, err := filepath.EvalSymlinks(p)
-			if err != nil {
-				return fmt.Errorf("copy %s: %w", p, err)
-			}
-			if !othersMayRead(real) {
-				return fmt.Errorf("copy %s: it links to %s, which other users may not read, and every file of a rootfs is readable by all: copy the file in, or remove the link", p, real)
-			}
-		default:
-			return fmt.Errorf("copy %s: a %v, not a file, directory or symlink", p, mode)
-		}
-		if isSharedObject(rel) {
-			sos = append(sos, rel)
-		}
-		return t.copyFile(p, dst)
-	})
-	if err != nil {
+	c := &treeCopy{t: t, ctx: ctx, from: from, to: to, excluded: excluded}
+	if err := c.walk(dir, ""); err != nil {
 		return nil, err
 	}
 	// A symlink whose target was left out would dangle in the jail.
-	for _, l := range links {
+	for _, l := range c.links {
 		if _, err := os.Stat(t.in(l)); err != nil {
 			t.log(fmt.Sprintf("leaving out %s: its target is not in the rootfs", l))
 			if err := os.Remove(t.in(l)); err != nil {
@@ -380,45 +401,170 @@ func (t *tree) copyDirTo(ctx context.Context, from, to string, excluded func(rel
 			}
 		}
 	}
-	return sos, nil
+	return c.sos, nil
 }
 
-// publishable refuses a file or directory of a copied tree that other users may
-// not read (want: the permission bits for others it needs, r or r-x): a rootfs
-// publishes each of its files to every user and every jail, so that a file kept
-// private where it was (a venv's .env at 0600, a directory made under umask 077)
-// would be published by the copy, which makes it 0644.
-func publishable(p string, d fs.DirEntry, want fs.FileMode) error {
-	fi, err := d.Info()
+// treeCopy is one copySource under way.
+type treeCopy struct {
+	t        *tree
+	ctx      context.Context
+	from, to string
+	excluded func(rel string, isDir bool) bool
+	sos      []string // copied shared objects, relative to from
+	links    []string // kept symlinks, in the tree
+}
+
+// beforeOpen, when set (by a test), runs with the host path of each source entry just
+// before it is opened (or, a symlink, read): after its listing and after the walk
+// that led to it, where a swap would have to land.
+var beforeOpen func(host string)
+
+// walk copies the entries of the directory dir (rel below from), in name order.
+func (c *treeCopy) walk(dir *os.File, rel string) error {
+	entries, err := dir.ReadDir(-1)
 	if err != nil {
-		return fmt.Errorf("copy %s: %w", p, err)
+		return fmt.Errorf("walk %s: %w", filepath.Join(c.from, rel), err)
 	}
-	if fi.Mode().Perm()&want != want {
-		return fmt.Errorf("copy %s: other users may not read it (mode %04o), and every file of a rootfs is readable by all: make it readable (chmod o+r, o+rx for a directory) if it belongs in the rootfs, or remove it", p, fi.Mode().Perm())
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, e := range entries {
+		if err := c.ctx.Err(); err != nil {
+			return err
+		}
+		erel := path.Join(rel, e.Name())
+		if c.excluded(erel, e.IsDir()) {
+			continue
+		}
+		if err := c.entry(dir, e.Name(), erel, e.Type(), 0); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// othersMayRead tells whether a user who is neither the owner of the
-// regular file or directory at real (a path with no symlink in it) nor in
-// its group could read it: o+r on it (and o+x, a directory), o+x on every
-// directory above it.
-// (An ACL could grant more; it is not consulted, which errs towards
-// refusing.)
-func othersMayRead(real string) bool {
-	fi, err := os.Stat(real)
-	if err != nil || fi.Mode().Perm()&0o004 == 0 || fi.IsDir() && fi.Mode().Perm()&0o001 == 0 {
-		return false
+// entry copies the entry name of the directory dir (erel below from), whose type the
+// listing gave as listed. The listing only says which open to try first: a file or directory is
+// opened without following a symlink (ELOOP, when a symlink was put there since: then
+// it is one) and judged by the fstat of the descriptor it is copied from; a symlink is
+// read with readlinkat (EINVAL, when it is no symlink any more: then it is opened).
+// An entry that keeps changing is refused. An entry listed as something else is
+// refused unopened; one swapped for a FIFO since its listing does not block the open
+// (O_NONBLOCK) and is refused by its fstat. (One swapped for a device node would be
+// opened before its fstat refuses it; whoever may write the tree but is not root
+// cannot make one there: mknod of a device needs CAP_MKNOD over the filesystem, which
+// neither a user nor a jail's user namespace has, and a hard link to an existing node
+// must be on the node's own filesystem, devtmpfs.)
+func (c *treeCopy) entry(dir *os.File, name, erel string, listed fs.FileMode, changes int) error {
+	p := filepath.Join(c.from, erel)
+	if changes > 2 {
+		return fmt.Errorf("copy %s: %w", p, errChanged)
 	}
-	for d := filepath.Dir(real); ; d = filepath.Dir(d) {
-		di, err := os.Stat(d)
-		if err != nil || di.Mode().Perm()&0o001 == 0 {
-			return false
-		}
-		if d == filepath.Dir(d) {
-			return true
-		}
+	if listed&fs.ModeSymlink != 0 {
+		return c.link(dir, name, erel, changes)
 	}
+	if listed&^fs.ModeDir != 0 {
+		return fmt.Errorf("copy %s: a %v, not a file, directory or symlink", p, listed)
+	}
+	if beforeOpen != nil {
+		beforeOpen(p)
+	}
+	f, st, err := openEntry(int(dir.Fd()), name)
+	if errors.Is(err, unix.ELOOP) {
+		return c.entry(dir, name, erel, fs.ModeSymlink, changes+1)
+	}
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", p, err)
+	}
+	defer f.Close()
+	mode := fileMode(&st)
+	if mode.Type() != listed.Type() && c.excluded(erel, mode.IsDir()) {
+		return nil // what it is now is left out
+	}
+	dst := path.Join(c.to, erel)
+	switch {
+	case mode.IsDir():
+		if err := publishable(p, mode, 0o005); err != nil {
+			return err
+		}
+		if err := c.t.mkdir(dst); err != nil {
+			return err
+		}
+		return c.walk(f, erel)
+	case mode.IsRegular():
+		if err := publishable(p, mode, 0o004); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("copy %s: a %v, not a file, directory or symlink", p, mode.Type())
+	}
+	if isSharedObject(erel) {
+		c.sos = append(c.sos, erel)
+	}
+	return c.t.copyOpened(f, &st, p, dst)
+}
+
+// link copies the symlink name of the directory dir (erel below from): kept as a
+// symlink when it stays inside from, else replaced by a copy of the regular file it
+// leads to, which other users must be able to read (openHost: the target resolved by
+// descriptor, every directory on the way and the file judged by what was opened), or
+// left out when it leads to none.
+func (c *treeCopy) link(dir *os.File, name, erel string, changes int) error {
+	p := filepath.Join(c.from, erel)
+	if beforeOpen != nil {
+		beforeOpen(p)
+	}
+	target, err := readlinkAt(int(dir.Fd()), name)
+	if errors.Is(err, unix.EINVAL) {
+		return c.entry(dir, name, erel, 0, changes+1) // no symlink now: open what it is
+	}
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", p, err)
+	}
+	dst := path.Join(c.to, erel)
+	inside := path.Join(path.Dir(erel), target)
+	if !path.IsAbs(target) && inside != ".." && !strings.HasPrefix(inside, "../") {
+		c.links = append(c.links, dst)
+		return c.t.symlink(dst, target)
+	}
+	// Followed, the link's target is published: a rootfs's files are readable
+	// by every user and every jail. What the builder (root, say, building from
+	// a user's venv) may read and others may not (/etc/shadow, a file below
+	// /root) must not be. The target is resolved from the link's directory as
+	// named: whatever that leads to by now is what is judged. Not cleaned: ".."
+	// after a symlink of that path is the kernel's, which openHost follows.
+	abs := target
+	if !path.IsAbs(target) {
+		abs = filepath.Dir(p) + "/" + target
+	}
+	f, err := openHost(abs)
+	if err != nil {
+		c.t.log(fmt.Sprintf("leaving out %s: symlink to %s outside %s (%v)", p, target, c.from, err))
+		return nil
+	}
+	defer f.Close()
+	if f.st.Mode&unix.S_IFMT != unix.S_IFREG {
+		c.t.log(fmt.Sprintf("leaving out %s: symlink to %s outside %s, not a regular file", p, target, c.from))
+		return nil
+	}
+	if !f.public {
+		return fmt.Errorf("copy %s: it links to %s, which other users may not read, and every file of a rootfs is readable by all: copy the file in, or remove the link", p, f.real)
+	}
+	if isSharedObject(erel) {
+		c.sos = append(c.sos, erel)
+	}
+	return c.t.copyOpened(f.File, &f.st, p, dst)
+}
+
+// publishable refuses a file or directory of a copied tree that other users may
+// not read (mode: what its descriptor's fstat says; want: the permission bits for
+// others it needs, r or r-x): a rootfs publishes each of its files to every user
+// and every jail, so that a file kept private where it was (a venv's .env at 0600,
+// a directory made under umask 077) would be published by the copy, which makes
+// it 0644.
+func publishable(p string, mode fs.FileMode, want fs.FileMode) error {
+	if mode.Perm()&want != want {
+		return fmt.Errorf("copy %s: %v (mode %04o), and every file of a rootfs is readable by all: make it readable (chmod o+r, o+rx for a directory) if it belongs in the rootfs, or remove it", p, errNotPublic, mode.Perm())
+	}
+	return nil
 }
 
 // mkdirAll creates directory p of the tree and its missing parents.
