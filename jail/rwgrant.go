@@ -66,8 +66,11 @@ const JailWrittenAttr = hostfile.JailWrittenAttr
 // aclLockPath serializes the supervisors' changes of volumes' ACLs: two
 // root runs granted the same volume at once each read the ACL, add or take
 // out their entry and write it back, and without it one would undo the
-// other's. The jail cannot reach it (/run/rljail is root's, 0700).
-const aclLockPath = "/run/rljail/acl.lock"
+// other's. It is the directory of the ids' lock files, flocked (not a file
+// in it: no jail can reach it, /run/rljail is root's, 0700, and nothing
+// else locks the directory itself); the first step made it before any
+// volume is granted.
+const aclLockPath = IDLockDir
 
 // POSIX ACLs as the kernel stores them in system.posix_acl_access
 // (include/uapi/linux/posix_acl_xattr.h): a version, then entries of a
@@ -226,10 +229,13 @@ func readACL(fd int) ([]aclEntry, error) {
 
 // lockACLs takes aclLockPath; the returned function lets it go.
 func lockACLs() (func(), error) {
-	if err := os.MkdirAll("/run/rljail", 0o700); err != nil {
-		return nil, err
+	fd, err := unix.Open(aclLockPath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		// Made as the first step makes it (stage/hostids.c): root's only.
+		if err = os.MkdirAll(aclLockPath, 0o700); err == nil {
+			fd, err = unix.Open(aclLockPath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
 	}
-	fd, err := unix.Open(aclLockPath, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +284,9 @@ func removeJailACL(p string, uid int) error {
 	}
 	defer unlock()
 	entries, err := readACL(fd)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		return nil // a filesystem without ACLs holds no entry of the jail's
+	}
 	if err != nil {
 		return fmt.Errorf("read its ACL: %w", err)
 	}
@@ -304,12 +313,14 @@ func writableGrant(fd int, p string, ids *hostIDs, m *idmapper, strict bool, war
 	}
 	dir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 	back := giveBack{path: p, uid: overflowID, gid: overflowID}
+	var idmapErr error
 	switch {
 	case st.Uid != 0 && !IsJailHostUID(st.Uid):
 		err := m.apply(fd, p)
 		if err == nil {
 			return nil // written as its owner: nothing of the jail's ids is left
 		}
+		idmapErr = err
 		fallback := fmt.Sprintf("the jail writes it as its own host uid %d, not as its owner (uid %d), and what it leaves there is given to that owner after the run", ids.uid, st.Uid)
 		if strict {
 			return fmt.Errorf("writable volume %s: %v; --strict-limits refuses the fallback (%s)", p, err, fallback)
@@ -338,11 +349,20 @@ func writableGrant(fd int, p string, ids *hostIDs, m *idmapper, strict bool, war
 		perm = 7
 	}
 	if err := addJailACL(fd, ids.uid, perm); err != nil {
-		what := "directory"
-		if !dir {
-			what = "file"
-		}
-		return fmt.Errorf("writable volume %s: as root the jail writes as a host uid of its own (%d), and the %s takes no ACL entry for it (%v): chown it to the user the jail should write as (not root), or make it writable for all users (chmod 1777 for a directory)", p, ids.uid, what, err)
+		return fmt.Errorf("writable volume %s: %s", p, aclRefusal(dir, st.Uid, ids.uid, idmapErr, err))
 	}
 	return nil
+}
+
+// aclRefusal is the line that refuses a writable volume whose top took no
+// ACL entry for the jail's host uid: what failed, and what to do.
+func aclRefusal(dir bool, ownerUID uint32, jailUID int, idmapErr, aclErr error) string {
+	open := "chmod o+w it"
+	if dir {
+		open = "chmod 1777 it"
+	}
+	if idmapErr != nil {
+		return fmt.Sprintf("its filesystem takes neither a mount idmapped to its owner, uid %d (%v), nor an ACL entry for the jail's host uid %d (%v): %s, or grant a place on another filesystem (ext4, xfs, btrfs, tmpfs)", ownerUID, idmapErr, jailUID, aclErr, open)
+	}
+	return fmt.Sprintf("as root the jail writes as a host uid of its own (%d), and it takes no ACL entry for it (%v): chown it to the user the jail should write as (not root: the jail then writes as that user), or %s", jailUID, aclErr, open)
 }
