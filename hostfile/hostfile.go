@@ -27,8 +27,10 @@
 //     with a deadline and a size cap, and only a regular file, a FIFO, a
 //     character device or a socket is used;
 //   - a file read for the caller (a profile, an env file) that a jail
-//     could have written is refused: one anybody may write, or one owned by
-//     the host id a root-run jail runs as.
+//     could have written is refused: one anybody may write, one owned by
+//     the host id a root-run jail runs as, or one that a root-run jail
+//     made and rljail gave to the volume's owner after the run, marked
+//     JailWrittenAttr.
 //
 // What remains is said in SECURITY.md: a directory above such a file that
 // an earlier run could write, and that this run does not grant, is not
@@ -46,6 +48,13 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// JailWrittenAttr marks a regular file that a root-run jail made in a
+// writable volume, and that rljail gave to the volume's owner after the
+// run (jail/rwgrant.go); its value is the jail's host uid. Only root may
+// read, set or remove a trusted.* attribute, so a jail can neither forge
+// it nor take it off.
+const JailWrittenAttr = "trusted.rljail.jail"
 
 // DefaultReadTimeout bounds the reading of one file for the caller (a FIFO
 // or a device whose writer never writes, or never closes).
@@ -211,7 +220,7 @@ func (g *Guard) ReadFile(what, path string, max int64) ([]byte, error) {
 	if err := g.checkOpened(what, path, fdOfOpen(f), &st); err != nil {
 		return nil, err
 	}
-	if err := g.refuseJailWritten(what, path, &st); err != nil {
+	if err := g.refuseJailWritten(what, path, fdOfOpen(f), &st); err != nil {
 		return nil, err
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size > max {
@@ -238,15 +247,21 @@ func (g *Guard) ReadFile(what, path string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// refuseJailWritten refuses a file for the caller to read that a jail
-// could have written: one anybody may write, or one owned by a host id
-// that jails run as (root-run jails: files they create are theirs).
-func (g *Guard) refuseJailWritten(what, path string, st *unix.Stat_t) error {
+// refuseJailWritten refuses a file for the caller to read (open as fd)
+// that a jail could have written: one anybody may write, one owned by a
+// host id that jails run as (root-run jails: files they create are
+// theirs), or one marked JailWrittenAttr (a root-run jail's, given to the
+// volume's owner after its run).
+func (g *Guard) refuseJailWritten(what, path string, fd int, st *unix.Stat_t) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil // a pipe or a device: the caller's own, opened by name
 	}
 	if st.Mode&0o002 != 0 {
 		return fmt.Errorf("%s %s may be written by anybody (mode %04o): a jail could have changed it; chmod o-w it", what, path, st.Mode&0o7777)
+	}
+	var mark [16]byte
+	if n, err := unix.Fgetxattr(fd, JailWrittenAttr, mark[:]); err == nil || errors.Is(err, unix.ERANGE) {
+		return fmt.Errorf("%s %s was written by a root-run jail (host uid %s) in a writable volume, and given to its owner after the run: check it, then take the mark off (setfattr -x %s FILE)", what, path, strconv.Quote(string(mark[:max(n, 0)])), JailWrittenAttr)
 	}
 	if uint32(os.Geteuid()) == st.Uid {
 		return nil // the caller's own (jailOwned may read /etc/subuid)

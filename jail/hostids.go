@@ -17,9 +17,10 @@ import (
 // counters with it (pipe buffers, descriptors in flight, keys, signals).
 // The id stays taken while its lock file is locked: by the first step,
 // which outlives the jail's processes, and by the supervisor, which first
-// gives back what the jail left in its writable volumes (reclaim): those
-// are not idmapped, so the payload's files there are its host uid's, and a
-// later jail given that uid would own them.
+// gives back what the jail left in its writable volumes (reclaim): in those
+// it writes as its own host uid (rwgrant.go), so the payload's files there
+// are that uid's, and a later jail given that uid would own them; and the
+// volume's ACL entry for that uid is taken out.
 
 const (
 	// IDRangeBase and IDRangeCount are the default range of the host ids
@@ -48,61 +49,109 @@ const reclaimMaxDepth = 512
 type hostIDs struct {
 	uid, gid int
 	lock     *os.File
-	// marked: the lock file names the writable volumes (markVolumes), to
-	// be given back (reclaim). othersMarked: the first step passed over a
-	// marked id, whose run ended without giving its volumes back
+	// marks: what the jail may leave in its writable volumes, written into
+	// the lock file (mark) before the jail can write anything, to be given
+	// back after the run (reclaim). othersMarked: the first step passed
+	// over a marked id, whose run ended without giving its volumes back
 	// (reclaimMarked).
-	marked, othersMarked bool
+	marks        []giveBack
+	othersMarked bool
 }
 
-// markHeader starts a marked lock file: the ids, then one volume a line.
-const markHeader = "rljail: files of uid %d gid %d may be left in these writable volumes:\n"
+// giveBack is one writable volume of a root-run jail (rwgrant.go): its host
+// path, the owner the jail's regular files and directories go to after
+// the run (overflowID: nobody, as everything else of the jail's goes), and
+// whether the jail's uid got an entry in its top's ACL, taken out then.
+type giveBack struct {
+	path     string
+	uid, gid int
+	acl      bool
+}
 
-// markVolumes writes into the lock file the writable volumes the jail will
-// get, before it can write anything: should this process die before
-// reclaim, the lock file stays non-empty and the first step never takes
-// its id again (files there may still be the id's). Nothing to do without
-// writable volumes: nothing else outlives the jail.
-func (h *hostIDs) markVolumes(vols []Volume) error {
-	var b strings.Builder
-	for _, v := range vols {
-		if v.Writable {
-			b.WriteString(v.Source + "\n")
-		}
+// markHeader starts a lock file marked by an rljail before the owners and
+// ACLs of issue 30: the ids, then one volume a line, whose files go to
+// nobody. markHeaderV2 starts one marked now: one giveBack a line
+// (formatMark). An older rljail does not read the second as a mark of its
+// own, and so never clears it without giving its volumes back.
+const (
+	markHeader   = "rljail: files of uid %d gid %d may be left in these writable volumes:\n"
+	markHeaderV2 = "rljail: files of uid %d gid %d may be left in these writable volumes, given to these owners (v2):\n"
+)
+
+// formatMark is a giveBack's line of a lock file: the owner's uid and gid,
+// "acl" or "-", and the quoted path (a path may hold a newline).
+func formatMark(b giveBack) string {
+	acl := "-"
+	if b.acl {
+		acl = "acl"
 	}
-	if h.lock == nil || b.Len() == 0 {
+	return fmt.Sprintf("%d %d %s %s\n", b.uid, b.gid, acl, strconv.Quote(b.path))
+}
+
+// parseMark reads a line of formatMark.
+func parseMark(line string) (giveBack, error) {
+	var b giveBack
+	parts := strings.SplitN(line, " ", 4)
+	if len(parts) != 4 || (parts[2] != "acl" && parts[2] != "-") {
+		return b, fmt.Errorf("not a line of rljail's mark: %q", line)
+	}
+	var err1, err2, err3 error
+	b.uid, err1 = strconv.Atoi(parts[0])
+	b.gid, err2 = strconv.Atoi(parts[1])
+	b.path, err3 = strconv.Unquote(parts[3])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return b, fmt.Errorf("not a line of rljail's mark: %q: %w", line, err)
+	}
+	b.acl = parts[2] == "acl"
+	return b, nil
+}
+
+// mark adds a writable volume to the lock file, before the jail can
+// write anything there: should this process die before reclaim, the lock
+// file stays non-empty and the first step never takes its id again (files
+// there may still be the id's, and its ACL entry may still be there).
+// Nothing to do rootless.
+func (h *hostIDs) mark(b giveBack) error {
+	if h.lock == nil {
 		return nil
 	}
-	data := fmt.Sprintf(markHeader, h.uid, h.gid) + b.String()
-	if _, err := unix.Pwrite(int(h.lock.Fd()), []byte(data), 0); err != nil {
+	h.marks = append(h.marks, b)
+	var s strings.Builder
+	fmt.Fprintf(&s, markHeaderV2, h.uid, h.gid)
+	for _, m := range h.marks {
+		s.WriteString(formatMark(m))
+	}
+	// The mark only grows: a write from the start covers the one before.
+	if _, err := unix.Pwrite(int(h.lock.Fd()), []byte(s.String()), 0); err != nil {
 		return fmt.Errorf("reserve a host uid for the jail: mark its lock file: %w", err)
 	}
-	h.marked = true
 	return nil
 }
 
-// reclaim gives every file of the jail's host uid or gid in the writable
-// volumes to nobody and nogroup, once the jail's processes are gone, and
-// then clears the lock file's mark; once. It returns a warning for what it
-// could not do; the mark then stays, and the id is not taken again until
-// a later run gives the files back (reclaimMarked). Then it does that for
-// the marked ids the first step passed over.
-func (h *hostIDs) reclaim(vols []Volume) []string {
+// reclaim gives back what the jail left in its writable volumes, once its
+// processes are gone: the ACL entry of its uid is taken out, its regular
+// files and directories go to the volume's owner (giveBack), the rest to
+// nobody and nogroup; then the lock file's mark is cleared; once. It
+// returns a warning for what it could not do; the mark then stays, and
+// the id is not taken again until a later run gives the files back
+// (reclaimMarked). Then it does that for the marked ids the first step
+// passed over.
+func (h *hostIDs) reclaim() []string {
 	if h.lock == nil {
 		return nil
 	}
 	var warnings []string
-	if h.marked {
-		h.marked = false
-		for _, v := range vols {
-			if !v.Writable {
-				continue
-			}
-			if err := reclaimTree(v.Source, h.uid, h.gid); err != nil {
-				warnings = append(warnings, fmt.Sprintf("give the jail's files in %s back to nobody: %v; its host uid %d is not used again until they are (%s/%d)", v.Source, err, h.uid, IDLockDir, h.uid))
+	if len(h.marks) > 0 {
+		marks := h.marks
+		h.marks = nil
+		failed := false
+		for _, b := range marks {
+			for _, msg := range giveBackVolume(b, h.uid, h.gid) {
+				warnings = append(warnings, msg)
+				failed = failed || !strings.HasPrefix(msg, warnNobodyPrefix)
 			}
 		}
-		if len(warnings) == 0 {
+		if !failed {
 			if err := unix.Ftruncate(int(h.lock.Fd()), 0); err != nil {
 				warnings = append(warnings, fmt.Sprintf("clear the lock file of host uid %d: %v", h.uid, err))
 			}
@@ -111,6 +160,35 @@ func (h *hostIDs) reclaim(vols []Volume) []string {
 	if h.othersMarked {
 		h.othersMarked = false
 		warnings = append(warnings, reclaimMarked()...)
+	}
+	return warnings
+}
+
+// warnNobodyPrefix starts the warning of a volume whose files went to
+// nobody rather than to its owner: all was given back, and the mark may go.
+const warnNobodyPrefix = "gave to nobody"
+
+// giveBackVolume undoes what the jail of uid and gid holds in the volume
+// b: its ACL entry, then its files. It returns a warning for each failure
+// (the id must then stay marked), and one starting warnNobodyPrefix when
+// files that were to go to the owner went to nobody.
+func giveBackVolume(b giveBack, uid, gid int) []string {
+	var warnings []string
+	fail := func(what string, err error) {
+		warnings = append(warnings, fmt.Sprintf("%s %s: %v; its host uid %d is not used again until that is done (%s/%d)", what, b.path, err, uid, IDLockDir, uid))
+	}
+	if b.acl {
+		if err := removeJailACL(b.path, uid); err != nil && !errors.Is(err, unix.ENOENT) {
+			fail(fmt.Sprintf("take the jail's entry (user:%d) out of the ACL of", uid), err)
+		}
+	}
+	to := owner{uid: b.uid, gid: b.gid}
+	err := reclaimTree(b.path, uid, gid, &to)
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		fail("give the jail's files back in", err)
+	}
+	if to.unmarked > 0 {
+		warnings = append(warnings, fmt.Sprintf("%s %d of the jail's files in %s rather than to uid %d: they could not be marked as a jail's (%s: %v)", warnNobodyPrefix, to.unmarked, b.path, b.uid, JailWrittenAttr, to.markErr))
 	}
 	return warnings
 }
@@ -153,15 +231,32 @@ func reclaimMarkedID(p string) error {
 	}
 	head, rest, _ := strings.Cut(string(b), "\n")
 	var uid, gid int
-	if n, err := fmt.Sscanf(head+"\n", markHeader, &uid, &gid); n != 2 || err != nil {
+	var marks []giveBack
+	if n, err := fmt.Sscanf(head+"\n", markHeaderV2, &uid, &gid); n == 2 && err == nil {
+		for _, line := range strings.Split(strings.TrimSuffix(rest, "\n"), "\n") {
+			if line == "" {
+				continue
+			}
+			m, err := parseMark(line)
+			if err != nil {
+				return err
+			}
+			marks = append(marks, m)
+		}
+	} else if n, err := fmt.Sscanf(head+"\n", markHeader, &uid, &gid); n == 2 && err == nil {
+		for _, v := range strings.Split(strings.TrimSuffix(rest, "\n"), "\n") {
+			if v != "" {
+				marks = append(marks, giveBack{path: v, uid: overflowID, gid: overflowID})
+			}
+		}
+	} else {
 		return fmt.Errorf("not a mark of rljail's: %q", head)
 	}
-	for _, v := range strings.Split(strings.TrimSuffix(rest, "\n"), "\n") {
-		if v == "" {
-			continue
-		}
-		if err := reclaimTree(v, uid, gid); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("%s: %w", v, err)
+	for _, m := range marks {
+		for _, msg := range giveBackVolume(m, uid, gid) {
+			if !strings.HasPrefix(msg, warnNobodyPrefix) {
+				return errors.New(msg)
+			}
 		}
 	}
 	return f.Truncate(0)
@@ -176,12 +271,23 @@ func (h *hostIDs) release() {
 	}
 }
 
-// reclaimTree chowns what is uid's or gid's in the tree at p (a file or a
-// directory) to nobody and nogroup, without following any symbolic link
-// and without leaving p's filesystem: every name is taken relative to a
-// directory already open, so a link swapped in by another jail that shares
-// the volume redirects nothing.
-func reclaimTree(p string, uid, gid int) error {
+// owner is whom reclaimTree gives the jail's regular files and
+// directories to (overflowID: nobody); unmarked counts the regular files
+// that went to nobody instead, since they could not be marked as a jail's
+// (markErr says why).
+type owner struct {
+	uid, gid int
+	unmarked int
+	markErr  error
+}
+
+// reclaimTree gives what is uid's or gid's in the tree at p (a file or a
+// directory) back: regular files and directories to the owner to, the
+// rest to nobody and nogroup (rwgrant.go says why). It follows no symbolic
+// link and does not leave p's filesystem: every name is taken relative to
+// a directory already open, so a link swapped in by another jail that
+// shares the volume redirects nothing.
+func reclaimTree(p string, uid, gid int, to *owner) error {
 	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -194,7 +300,7 @@ func reclaimTree(p string, uid, gid int) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("stat: %w", err)
 	}
-	if err := reclaimOne(fd, "", &st, uid, gid); err != nil {
+	if err := reclaimOne(fd, "", &st, uid, gid, to); err != nil {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -204,21 +310,32 @@ func reclaimTree(p string, uid, gid int) error {
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
-	return reclaimDir(dir, st.Dev, uid, gid, 1)
+	return reclaimDir(dir, st.Dev, uid, gid, to, 1)
 }
 
-// reclaimOne chowns the entry name of dirfd ("" for dirfd itself), whose
-// stat is st, when it is uid's or gid's.
-func reclaimOne(dirfd int, name string, st *unix.Stat_t, uid, gid int) error {
+// reclaimOne gives back the entry name of dirfd ("" for dirfd itself),
+// whose stat is st, when it is uid's or gid's.
+func reclaimOne(dirfd int, name string, st *unix.Stat_t, uid, gid int, to *owner) error {
+	kind := st.Mode & unix.S_IFMT
+	keep := kind == unix.S_IFREG || kind == unix.S_IFDIR
 	newUID, newGID := -1, -1
 	if int(st.Uid) == uid {
 		newUID = overflowID
+		if keep {
+			newUID = to.uid
+		}
 	}
 	if int(st.Gid) == gid {
 		newGID = overflowID
+		if keep {
+			newGID = to.gid
+		}
 	}
 	if newUID < 0 && newGID < 0 {
 		return nil
+	}
+	if kind == unix.S_IFREG && ((newUID >= 0 && newUID != overflowID) || (newGID >= 0 && newGID != overflowID)) {
+		return giveFile(dirfd, name, st, uid, newUID, newGID, to)
 	}
 	flags := unix.AT_SYMLINK_NOFOLLOW
 	if name == "" {
@@ -230,9 +347,57 @@ func reclaimOne(dirfd int, name string, st *unix.Stat_t, uid, gid int) error {
 	return nil
 }
 
+// giveFile gives a regular file of the jail of uid to an owner that is
+// not nobody: on the very inode that was stat'ed (opened without following
+// a link), its set-user-ID and set-group-ID bits are taken off first, then
+// it is marked JailWrittenAttr, and only then chowned, so that it is
+// never the owner's with a set-id bit or without the mark. A file that
+// cannot be marked goes to nobody instead (to.unmarked).
+func giveFile(dirfd int, name string, st *unix.Stat_t, uid, newUID, newGID int, to *owner) error {
+	fd := dirfd
+	if name != "" {
+		var err error
+		fd, err = unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("open %s: %w", name, err)
+		}
+		defer unix.Close(fd)
+		var now unix.Stat_t
+		if err := unix.Fstat(fd, &now); err != nil {
+			return fmt.Errorf("stat %s: %w", name, err)
+		}
+		if now.Ino != st.Ino || now.Dev != st.Dev {
+			return fmt.Errorf("%s was replaced while it was given back", name)
+		}
+		st = &now
+	}
+	if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		if err := unix.Fchmodat(unix.AT_FDCWD, procPath(fd), st.Mode&0o1777, 0); err != nil {
+			return fmt.Errorf("take the set-id bits off %s: %w", name, err)
+		}
+	}
+	if err := unix.Setxattr(procPath(fd), JailWrittenAttr, []byte(strconv.Itoa(uid)), 0); err != nil {
+		to.unmarked++
+		to.markErr = err
+		if newUID >= 0 {
+			newUID = overflowID
+		}
+		if newGID >= 0 {
+			newGID = overflowID
+		}
+	}
+	if err := unix.Fchownat(fd, "", newUID, newGID, unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("chown %s: %w", name, err)
+	}
+	return nil
+}
+
 // reclaimDir walks the directory dirfd (which it closes) at the given
 // depth.
-func reclaimDir(dirfd int, dev uint64, uid, gid, depth int) error {
+func reclaimDir(dirfd int, dev uint64, uid, gid int, to *owner, depth int) error {
 	d := os.NewFile(uintptr(dirfd), "volume")
 	defer d.Close()
 	if depth > reclaimMaxDepth {
@@ -248,7 +413,7 @@ func reclaimDir(dirfd int, dev uint64, uid, gid, depth int) error {
 				}
 				return fmt.Errorf("stat %s: %w", name, err)
 			}
-			if err := reclaimOne(dirfd, name, &st, uid, gid); err != nil {
+			if err := reclaimOne(dirfd, name, &st, uid, gid, to); err != nil {
 				return err
 			}
 			// Another filesystem below the volume was not in the jail's
@@ -263,7 +428,7 @@ func reclaimDir(dirfd int, dev uint64, uid, gid, depth int) error {
 				}
 				return fmt.Errorf("open %s: %w", name, err)
 			}
-			if err := reclaimDir(sub, dev, uid, gid, depth+1); err != nil {
+			if err := reclaimDir(sub, dev, uid, gid, to, depth+1); err != nil {
 				return err
 			}
 		}

@@ -74,7 +74,7 @@ func TestReclaimTree(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := reclaimTree(vol, uid, gid)
+			err := reclaimTree(vol, uid, gid, &owner{uid: overflowID, gid: overflowID})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("reclaimTree: %v, want an error with %q", err, tt.wantErr)

@@ -17,11 +17,14 @@ import (
 // (the current directory) is not idmapped: the kernel checks the jail's
 // own host uid against the real modes, so the jail reads there only what
 // any other user could (a 0600 file of root's in a root-owned /tmp, say,
-// stays unread; the old idmapping of the workspace read it). Writable
-// volumes are never idmapped: through them the jail would write as the
-// owner (root, typically) and could leave a setuid-root program on the
-// host; it writes as its own host uid instead. (The technique is the one
-// of mount_setattr(2), MOUNT_ATTR_IDMAP.)
+// stays unread; the old idmapping of the workspace read it). A writable
+// volume is idmapped only when its owner is a user other than root (and
+// not an id jails run as): the jail then writes as that user, as a
+// rootless jail of that user would; through root's it would write as host
+// root and could leave a setuid-root program held back by seccomp alone,
+// so there it writes as its own host uid, through an ACL entry for the run
+// (rwgrant.go). (The technique is the one of mount_setattr(2),
+// MOUNT_ATTR_IDMAP.)
 
 // idmapper hands out user namespaces that map a host owner to the jail's
 // host ids, one per distinct owner, and releases them at the end of the

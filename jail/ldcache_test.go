@@ -37,7 +37,7 @@ func TestPrepareConfigNetbase(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeCacheFile(t, filepath.Join(root, rootfs.ServicesPath))
-	cfg, trees, err := prepareConfig(&Spec{Rootfs: root, Command: []string{"true"}}, false, hostIDs{}, func(string) {})
+	cfg, trees, err := prepareConfig(&Spec{Rootfs: root, Command: []string{"true"}}, false, &hostIDs{}, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestPrepareConfigLoaderCache(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.setup(t, cache)
-			cfg, trees, err := prepareConfig(&Spec{Rootfs: root, Command: []string{"true"}}, false, hostIDs{}, func(string) {})
+			cfg, trees, err := prepareConfig(&Spec{Rootfs: root, Command: []string{"true"}}, false, &hostIDs{}, func(string) {})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -145,7 +145,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	// (hostids.go), after the run: here when a setup step failed (the
 	// jail is gone by then), below the wait otherwise.
 	defer func() {
-		for _, msg := range j.ids.reclaim(spec.Volumes) {
+		for _, msg := range j.ids.reclaim() {
 			warn(msg)
 		}
 		j.ids.release()
@@ -160,10 +160,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			}
 			return errors.New("start the jail: the first step reserved no host uid")
 		}
-		if err := j.ids.markVolumes(spec.Volumes); err != nil {
-			return err
-		}
-		cfg, trees, err := prepareConfig(&spec, root, j.ids, func(msg string) { prepWarnings = append(prepWarnings, msg) })
+		cfg, trees, err := prepareConfig(&spec, root, &j.ids, func(msg string) { prepWarnings = append(prepWarnings, msg) })
 		if err == nil {
 			err = j.configure(cfg, trees)
 		}
@@ -248,8 +245,8 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	unpinSupervisor()
 	res, err = j.wait(ctx, &spec, start, res, lim, stopEgress)
 	// No process of the jail is left: what it made in its writable volumes
-	// goes to nobody before its host uid can go to another jail.
-	for _, msg := range j.ids.reclaim(spec.Volumes) {
+	// is given back before its host uid can go to another jail.
+	for _, msg := range j.ids.reclaim() {
 		res.Warnings = append(res.Warnings, msg)
 		if spec.Warn != nil {
 			spec.Warn(msg)
@@ -272,8 +269,10 @@ func closeFiles(fs []*os.File) {
 
 // prepareConfig lists what init must mount. As root it also clones every
 // granted tree here, on the host, since the jail's unprivileged host uid
-// (host) may not be able to reach them (a project below /root, say).
-func prepareConfig(spec *Spec, root bool, host hostIDs, warn func(string)) (*initConfig, []*os.File, error) {
+// (host) may not be able to reach them (a project below /root, say), and
+// makes each writable one writable for that uid (writableGrant), marking
+// in host's lock file what is to be given back after the run.
+func prepareConfig(spec *Spec, root bool, host *hostIDs, warn func(string)) (*initConfig, []*os.File, error) {
 	ids := idmapper{hostUID: host.uid, hostGID: host.gid}
 	defer ids.close()
 	cfg := &initConfig{
@@ -347,6 +346,11 @@ func prepareConfig(spec *Spec, root bool, host hostIDs, warn func(string)) (*ini
 			continue
 		}
 		fd, err := cloneHostPath(m.Source, bindAttrs(m.Writable))
+		if err == nil && m.Writable {
+			if err = writableGrant(fd, m.Source, host, &ids, spec.Resources.Strict, warn); err != nil {
+				unix.Close(fd)
+			}
+		}
 		if err == nil && m.Idmap {
 			if ierr := ids.apply(fd, m.Source); ierr != nil {
 				// The filesystem cannot be idmapped (tmpfs before Linux
