@@ -18,9 +18,8 @@ import (
 // Issue 30: as root a writable volume is now writable. A volume of a user
 // other than root is an idmapped mount on which the jail writes as that
 // user; root's gets an ACL entry of the jail's host uid for the run, and
-// what the jail made there is given to root after it (regular files and
-// directories, set-id bits off, marked trusted.rljail.jail; links, FIFOs
-// and sockets to nobody). These cases try to turn that access into more.
+// what the jail made there goes to nobody after it, never to root (a file
+// root owns is trusted by root's programs for its owner alone). These cases try to turn that access into more.
 // Each decides from the host: modes, owners, ACLs and attributes read
 // with lstat and getxattr, file contents, rljail's exit status. On the
 // binary before, the payload cannot write such a volume at all, and each
@@ -29,15 +28,15 @@ func init() {
 	attackCases = append(attackCases, []attackCase{
 		{name: "rw_volume_setid_as_owner", group: groupFilesystem, modes: rootOnly,
 			mechanism: "in a writable volume of root's (ACL) and of a user's (idmapped: the jail writes as that user), copy an executable and make it set-user-ID or set-group-ID: chmod 6755/4755/2755, open(O_CREAT, 04755), mknod of a regular file, a file in a directory made 2775; the host then runs a set-id program of the owner's",
-			layer:     "seccomp refuses set-id bits in every call that sets a mode; in root's volume the give-back takes them off before it chowns (and chown does too)",
+			layer:     "seccomp refuses set-id bits in every call that sets a mode; in root's volume the jail's files go to nobody after the run (chown takes set-id bits off too)",
 			run:       attackVolumeSetID},
 		{name: "rw_volume_links_given_back", group: groupFilesystem, modes: rootOnly,
-			mechanism: "in root's writable volume, leave a symbolic link to /etc/shadow, a FIFO and a socket, so that after the run they are root's (a root-owned link in a sticky directory is followed by root); hardlink root's 0600 file of the volume and write through the new name; leave a profile that a later run takes as the caller's own (root's)",
-			layer:     "the give-back gives links, FIFOs and sockets to nobody, only regular files and directories to the owner, each regular file marked trusted.rljail.jail, which hostfile.Guard refuses; fs.protected_hardlinks and the modes keep root's file",
+			mechanism: "in root's writable volume, leave a symbolic link to /etc/shadow, a FIFO, a socket and regular files, so that after the run they are root's (a root-owned link in a sticky directory is followed by root; a root-owned file is trusted as root's); hardlink root's 0600 file of the volume and write through the new name; leave a profile that a later run takes as the caller's own",
+			layer:     "the give-back gives everything the jail made in root's volume to nobody, never to root, and hostfile.Guard refuses a file of nobody's as the caller's; fs.protected_hardlinks and the modes keep root's file",
 			run:       attackVolumeLinksGivenBack},
 		{name: "rw_volume_left_for_next_jail", group: groupFilesystem, modes: rootOnly,
 			mechanism: "leave files and directories in root's writable volume (0755, no ACL of its own) that a later jail, of the same or another host uid and granted the same volume, rewrites, deletes or adds to",
-			layer:     "what the first jail made is root's after its run, and the later jail's ACL entry is on the volume's top only (no default ACL)",
+			layer:     "what the first jail made is nobody's after its run, and the later jail's ACL entry is on the volume's top only (no default ACL)",
 			run:       attackVolumeLeftForNextJail},
 		{name: "rw_volume_acl_outlives_run", group: groupFilesystem, modes: rootOnly,
 			mechanism: "keep the ACL entry that opens root's volume to the jail's host uid after the run: four jails at once on the same volume (each supervisor rewrites the ACL), and a supervisor killed (SIGKILL) during the run, so that a later jail given that uid writes there",
@@ -100,9 +99,10 @@ attempt("chmod in dir", lambda: os.chmod("/out/sg/prog", 0o2755))
 
 func attackVolumeSetID(t *testing.T, m mode) {
 	for _, owner := range []struct {
-		name     string
-		uid, gid int
-	}{{"root", 0, 0}, {"user", testUID, testGID}} {
+		name             string
+		uid, gid         int
+		fileUID, fileGID int // what the jail's files are after the run
+	}{{"root", 0, 0, 65534, 65534}, {"user", testUID, testGID, testUID, testGID}} {
 		t.Run(owner.name, func(t *testing.T) {
 			vol := rootVolume(t)
 			if err := os.Chown(vol, owner.uid, owner.gid); err != nil {
@@ -114,8 +114,8 @@ func attackVolumeSetID(t *testing.T, m mode) {
 			if b, err := os.ReadFile(plain); err != nil || string(b) != "plain" {
 				t.Fatalf("the jail could not write the writable volume of %s's (the issue): %q, %v\n%s", owner.name, b, err, r)
 			}
-			if uid, gid, _ := ownerOf(t, plain); uid != owner.uid || gid != owner.gid {
-				t.Errorf("the jail's file is %d:%d on the host, want the volume's owner %d:%d", uid, gid, owner.uid, owner.gid)
+			if uid, gid, _ := ownerOf(t, plain); uid != owner.fileUID || gid != owner.fileGID {
+				t.Errorf("the jail's file is %d:%d on the host, want %d:%d (the volume is %s's)", uid, gid, owner.fileUID, owner.fileGID, owner.name)
 			}
 			noSetID(t, vol)
 		})
@@ -185,18 +185,16 @@ func attackVolumeLinksGivenBack(t *testing.T, m mode) {
 	}
 	for _, name := range []string{"p.toml", "own", "own2"} {
 		p := filepath.Join(vol, name)
-		uid, _, _ := ownerOf(t, p)
-		var buf [32]byte
-		if _, err := unix.Lgetxattr(p, "trusted.rljail.jail", buf[:]); uid == 0 && err != nil {
-			t.Errorf("the jail's %s is root's after the run without the mark trusted.rljail.jail: %v", name, err)
+		if uid, gid, _ := ownerOf(t, p); uid == 0 || gid == 0 {
+			t.Errorf("the jail's %s is %d:%d after the run: a file of root's, trusted as root's", name, uid, gid)
 		}
 	}
-	// A later run, which grants nothing, takes the jail's profile: it is
-	// root's now, and so would pass for the caller's own.
+	// A later run, which grants nothing, takes the jail's profile: were
+	// it root's, it would pass for the caller's own.
 	stdout, stderr, exit, _ := attackCallerRun(t, m, 30*time.Second, "--profile", prof, "--", "python3", "-c", "import os; print('RAN', os.path.exists('/hostetc/shadow'))")
 	t.Logf("--profile %s: exit %d, stdout %q, stderr %q", prof, exit, stdout, stderr)
-	if exit != 125 || strings.Contains(stdout, "RAN") || !strings.Contains(stderr, "root-run jail") {
-		t.Errorf("--profile of a root-run jail's file, given to root: exit %d, stdout %q, stderr %q; want 125 and the reason", exit, stdout, stderr)
+	if exit != 125 || strings.Contains(stdout, "RAN") || !strings.Contains(stderr, "a host id jails run as") {
+		t.Errorf("--profile of a root-run jail's file: exit %d, stdout %q, stderr %q; want 125 and the reason", exit, stdout, stderr)
 	}
 }
 
@@ -241,8 +239,8 @@ func attackVolumeACLOutlivesRun(t *testing.T, m mode) {
 		}
 		for i := range 4 {
 			p := filepath.Join(vol, "f"+strconv.Itoa(i))
-			if uid, gid, _ := ownerOf(t, p); uid != 0 || gid != 0 {
-				t.Errorf("%s is %d:%d, want root's", p, uid, gid)
+			if uid, gid, _ := ownerOf(t, p); uid != 65534 || gid != 65534 {
+				t.Errorf("%s is %d:%d, want nobody's (never root's)", p, uid, gid)
 			}
 		}
 	})
@@ -294,8 +292,8 @@ func attackVolumeACLOutlivesRun(t *testing.T, m mode) {
 		if ids := aclNamedUsers(t, vol); len(ids) > 0 {
 			t.Errorf("the ACL of the killed run's volume names uids %v after later runs", ids)
 		}
-		if uid, gid, _ := ownerOf(t, filepath.Join(vol, "left")); uid != 0 || gid != 0 {
-			t.Errorf("the killed run's file is %d:%d after later runs, want root's", uid, gid)
+		if uid, gid, _ := ownerOf(t, filepath.Join(vol, "left")); uid != 65534 || gid != 65534 {
+			t.Errorf("the killed run's file is %d:%d after later runs, want nobody's", uid, gid)
 		}
 		if _, _, mode := ownerOf(t, vol); mode.Perm() != 0o755 {
 			t.Errorf("the volume is %v after the runs, want 0755", mode)

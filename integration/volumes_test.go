@@ -51,20 +51,23 @@ func ownerOf(t testing.TB, path string) (uid, gid int, mode os.FileMode) {
 // a PermissionError in the payload (the jail is a host uid of its own,
 // which may not write root's 0755 directory), and so did every docker
 // `-v`. The jail must write there, and the file must be, on the host, the
-// volume owner's: root's for root's directory (given back after the run),
-// the user's for a directory of a user's (the jail writes as its owner),
-// the invoking user's rootless. No ACL entry of the jail's may be left on
+// volume owner's where that is safe: the user's for a directory of a
+// user's (the jail writes as its owner), the invoking user's rootless; in
+// root's directory nobody's, never root's (a file root owns is trusted by
+// root's programs for its owner alone: sudoers.d, cron.d, authorized_keys). No ACL entry of the jail's may be left on
 // the directory, whose mode stays what it was.
 func TestWritableVolumeOwner(t *testing.T) {
 	write := `open('/out/x', 'w').write('hi')`
 	type volume struct {
 		name     string
 		uid, gid int // the owner of out/
+		// the owner of what the jail wrote, after the run
+		fileUID, fileGID int
 	}
 	for _, m := range bothModes {
-		vols := []volume{{"own", testUID, testGID}}
+		vols := []volume{{"own", testUID, testGID, testUID, testGID}}
 		if m == asRoot {
-			vols = []volume{{"mkdir_as_root", 0, 0}, {"users", testUID, testGID}}
+			vols = []volume{{"mkdir_as_root", 0, 0, 65534, 65534}, {"users", testUID, testGID, testUID, testGID}}
 		}
 		for _, v := range vols {
 			for _, via := range []string{"rljail", "docker"} {
@@ -98,8 +101,8 @@ func TestWritableVolumeOwner(t *testing.T) {
 					if b, err := os.ReadFile(x); err != nil || string(b) != "hi" {
 						t.Fatalf("out/x on the host holds %q, %v; want hi", b, err)
 					}
-					if uid, gid, _ := ownerOf(t, x); uid != v.uid || gid != v.gid {
-						t.Errorf("out/x on the host is %d:%d; want the volume's owner %d:%d", uid, gid, v.uid, v.gid)
+					if uid, gid, _ := ownerOf(t, x); uid != v.fileUID || gid != v.fileGID {
+						t.Errorf("out/x on the host is %d:%d; want %d:%d (the volume is %d:%d)", uid, gid, v.fileUID, v.fileGID, v.uid, v.gid)
 					}
 					if ids := aclNamedUsers(t, out); len(ids) > 0 {
 						t.Errorf("out/ keeps ACL entries for uids %v after the run", ids)

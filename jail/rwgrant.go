@@ -36,14 +36,18 @@ import (
 //     the supervisor die first). No default ACL: what the jail makes below
 //     is its own anyway, what root has below stays out of its reach, and a
 //     file the host makes there meanwhile gets no entry of the jail's.
-//     After the run its regular files and directories are given to the
-//     owner, set-user-ID and set-group-ID bits taken off first (chown
-//     takes them off too) and each regular file marked JailWrittenAttr, so
-//     that rljail never reads one as its caller's profile (hostfile); its
-//     symbolic links, FIFOs and sockets go to nobody, as everything did
-//     before: a root-owned link in a sticky directory would be followed by
-//     root (fs.protected_symlinks exempts a link whose owner owns the
-//     directory), and a root-owned FIFO opened by root (fs.protected_fifos).
+//     After the run everything the jail left there goes to nobody, as
+//     before, never to root: a file root owns is trusted by root's own
+//     programs for its owner alone (sudoers.d, cron.d, sshd's
+//     authorized_keys, systemd units), and a jail's must not become one.
+//     The caller reads the files (the jail's umask leaves them readable)
+//     and, owning the directory, may remove or chown them.
+//   - A user's volume that could not be idmapped (below): the jail's
+//     regular files and directories are given to the owner after the run,
+//     set-user-ID and set-group-ID bits taken off first and each regular
+//     file marked JailWrittenAttr, so that rljail never reads one as its
+//     caller's profile (hostfile); symbolic links, FIFOs and sockets go to
+//     nobody.
 //   - An id jails run as, or nobody (a directory an earlier jail made, or
 //     was given): the ACL entry too, and everything goes to nobody.
 //   - A top that every user may write already (mode o+wx, the chmod 1777
@@ -327,9 +331,11 @@ func writableGrant(fd int, p string, ids *hostIDs, m *idmapper, strict bool, war
 		}
 		warn(fmt.Sprintf("writable volume %s: %v: %s", p, err, fallback))
 		back.uid, back.gid = int(st.Uid), int(st.Gid)
-	case st.Uid == 0:
-		back.uid, back.gid = 0, int(st.Gid)
 	}
+	// Root's volume: what the jail leaves goes to nobody, as before, never
+	// to root. A file root owns is one that root's own programs trust by
+	// its owner alone (sudo's sudoers.d, cron.d, sshd's authorized_keys,
+	// systemd's units): a jail's file must not become one.
 	// Open to all: the jail needs no entry, and what it leaves in a place
 	// every user shares goes to nobody.
 	open := st.Mode&0o002 != 0 && (!dir || st.Mode&0o001 != 0)
