@@ -107,6 +107,17 @@ func TestReportOnStdout(t *testing.T) {
 				}
 			}
 
+			// README's line for one object per run: the report alone on
+			// the caller's stdout, both streams in it, apart although
+			// rljail's own stdout and stderr are one /dev/null.
+			r = shellLine(t, m, dir, `$RLJAIL -q --result-output 64k --result-fd 3 -- python3 -c 'import sys; print("out"); print("err", file=sys.stderr)' 3>&1 >/dev/null 2>&1`)
+			var one map[string]any
+			if err := json.Unmarshal([]byte(r.stdout), &one); r.exit != 0 || err != nil {
+				t.Errorf("one object per run: exit %d, stdout %q, stderr %q; want the report alone", r.exit, r.stdout, r.stderr)
+			} else if out, _ := one["output"].(map[string]any); out["stdout"] != "out\n" || out["stderr"] != "err\n" {
+				t.Errorf("one object per run: output %v, want stdout and stderr apart", one["output"])
+			}
+
 			// A command line that does not parse: its report on stdout,
 			// one line on stderr, no file named "-".
 			os.Remove(log)

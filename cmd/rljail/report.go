@@ -289,6 +289,16 @@ func fdOf(w io.Writer) (int, bool) {
 	return fd, fd >= 0
 }
 
+// isDevNull reports whether w writes to the null device (1:3).
+func isDevNull(w io.Writer) bool {
+	fd, ok := fdOf(w)
+	if !ok {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) == 1 && unix.Minor(st.Rdev) == 3
+}
+
 // sameFile reports whether w writes to the file st describes.
 func sameFile(w io.Writer, st *unix.Stat_t) bool {
 	fd, ok := fdOf(w)

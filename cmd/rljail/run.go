@@ -202,6 +202,19 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		hashedStdin = newHashingReader(in)
 		spec.Stdin, spec.Stdout, spec.Stderr = hashedStdin, stdout, stderr
 		spec.ReportOutput = reportOutput
+		if reportOutput > 0 {
+			// A runner that takes the output from the report sends
+			// rljail's own to /dev/null (>/dev/null 2>&1): one file, so
+			// the jail would merge the two streams into the report's
+			// stdout. Nothing is kept there whose order merging would
+			// keep; the jail discards them itself, each on its own.
+			if isDevNull(stdout) {
+				spec.Stdout = nil
+			}
+			if isDevNull(stderr) {
+				spec.Stderr = nil
+			}
+		}
 		spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
 		// Every warning is in the report (Result.Warnings); --quiet keeps
 		// them off stderr, --strict-limits refuses a weaker limit either
