@@ -95,7 +95,7 @@ func flagDefs() []*flagDef {
 		{long: "publish-all", short: 'P', rule: mustBe("false", noNetwork+" to publish a port on")},
 		{long: "expose", value: true, why: noNetwork + " to expose a port on"},
 		{long: "detach", short: 'd', rule: mustBe("false", "rljail runs a jail in the foreground only; a persistent jail is `rljail session`")},
-		{long: "tty", short: 't', rule: mustBe("false", "the jail has no terminal of its own; leave it out (-i passes stdin)")},
+		{long: "tty", short: 't', rule: mustBe("false", "rljail gives the payload no terminal (docker's -t would make one inside); leave it out: -i alone passes stdin (python3 -i shows its prompt without a terminal)")},
 		{long: "oom-kill-disable", rule: mustBe("false", "the memory limit always ends the jail")},
 		{long: "sysctl", value: true, why: "the jail's kernel settings are rljail's"},
 		{long: "use-api-socket", rule: mustBe("false", "the jail never gets the docker API socket")},
@@ -173,6 +173,16 @@ var flagIndex = sync.OnceValues(func() (map[string]*flagDef, map[byte]*flagDef) 
 	}
 	return byLong, byShort
 })
+
+// longNames lists the long names, in the table's order (honoured ones
+// first: a suggestion for a mistyped flag prefers them).
+func longNames() []string {
+	var names []string
+	for _, f := range flagTable() {
+		names = append(names, f.long)
+	}
+	return names
+}
 
 func accept(*state, string, string) error { return nil }
 

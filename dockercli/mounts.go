@@ -10,9 +10,20 @@ import (
 
 // bind adds a grant of host path src at dst, writable or not, as rljail's
 // -v value SRC:DST:ro|rw.
+//
+// A relative source is a host path when it starts with . (., .., ./x,
+// ../x), as docker 23 and later read it (-v ./task:/task:ro): resolved
+// against the current directory. Any other name is a named volume's.
 func (s *state) bind(f, src, dst string, writable bool) error {
+	if isRelativePath(src) {
+		abs, err := filepath.Abs(src)
+		if err != nil {
+			return &Error{Flag: f, Msg: fmt.Sprintf("resolve %s against the current directory: %v", src, err)}
+		}
+		src = abs
+	}
 	if !filepath.IsAbs(src) {
-		return refuse(f+" "+src, "named volumes do not exist in rljail: give an absolute host path")
+		return refuse(f+" "+src, "named volumes do not exist in rljail: give a host path (absolute, or starting with ./ or ../)")
 	}
 	if !filepath.IsAbs(dst) {
 		return &Error{Flag: f, Msg: fmt.Sprintf("the destination %q is not an absolute path", dst)}
@@ -154,4 +165,10 @@ func (s *state) tmpTarget(f, v, dst, size string) error {
 		s.tmpSize = size
 	}
 	return nil
+}
+
+// isRelativePath reports whether a volume's source is a relative host
+// path in docker's reading: ., .., or a path starting with ./ or ../.
+func isRelativePath(src string) bool {
+	return src == "." || src == ".." || strings.HasPrefix(src, "./") || strings.HasPrefix(src, "../")
 }

@@ -14,8 +14,11 @@ package dockercli
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
+
+	"github.com/rljail/rljail/spelling"
 )
 
 // Run is one `docker run` command line, translated.
@@ -43,6 +46,21 @@ type Run struct {
 	// Timeout is rljail's own kill timer (--rljail-timeout), DefaultTimeout
 	// unless given.
 	Timeout string
+	// DefaultTimer says that --rljail-timeout was not given: Timeout is
+	// DefaultTimeout.
+	DefaultTimer bool
+}
+
+// TimerNotice is the line to print on stderr when the run may go on for
+// rljail's whole default kill timer without a word: no --rljail-timeout,
+// and the command not run under timeout(1) as the recipes do. docker has
+// no timer of its own, so a runner that forgot one would see a run that
+// hangs for ten minutes. "" when a timer was chosen.
+func (r *Run) TimerNotice() string {
+	if !r.DefaultTimer || (len(r.Command) > 0 && path.Base(r.Command[0]) == "timeout") {
+		return ""
+	}
+	return fmt.Sprintf("rljail docker: no --rljail-timeout given: the jail is killed after %s (exit 137); give --rljail-timeout D, or run the command under timeout", DefaultTimeout)
 }
 
 // DefaultTimeout is rljail's wall-clock kill timer for a `docker run`,
@@ -153,7 +171,11 @@ func (s *state) long(args []string, i int) (int, error) {
 	byLong, _ := flagIndex()
 	f, ok := byLong[name]
 	if !ok {
-		return i, &Error{Msg: fmt.Sprintf("unknown flag: %s (see docker run --help; rljail's own flags there start with --rljail-)", spelled)}
+		hint := ""
+		if s := spelling.Closest(name, longNames()); s != "" {
+			hint = "did you mean --" + s + "? "
+		}
+		return i, &Error{Msg: fmt.Sprintf("unknown flag: %s (%ssee docker run --help; rljail's own flags there start with --rljail-)", spelled, hint)}
 	}
 	if f.value && !hasValue {
 		if i+1 >= len(args) {
@@ -247,6 +269,8 @@ func (s *state) finish() error {
 	timeout := DefaultTimeout
 	if s.run.Timeout != "" {
 		timeout = s.run.Timeout
+	} else {
+		s.run.DefaultTimer = true
 	}
 	s.run.Timeout = timeout
 	s.set("--timeout", timeout)

@@ -2,6 +2,8 @@ package dockercli
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -128,7 +130,9 @@ func TestParseRefused(t *testing.T) {
 		{[]string{"-d"}, "-d is not supported: rljail runs a jail in the foreground only; a persistent jail is `rljail session`"},
 		{[]string{"--detach"}, "--detach is not supported: rljail runs a jail in the foreground only; a persistent jail is `rljail session`"},
 		{[]string{"-id"}, "-d is not supported: rljail runs a jail in the foreground only..."},
-		{[]string{"-it"}, "-t is not supported: the jail has no terminal of its own; leave it out (-i passes stdin)"},
+		{[]string{"-it"}, "-t is not supported: rljail gives the payload no terminal (docker's -t would make one inside); leave it out: -i alone passes stdin (python3 -i shows its prompt without a terminal)"},
+		{[]string{"-t"}, "-t is not supported: rljail gives the payload no terminal..."},
+		{[]string{"--tty"}, "--tty is not supported: rljail gives the payload no terminal..."},
 		{[]string{"--rm=false"}, "--rm=false is not supported: every jail is removed when it ends"},
 		{[]string{"--read-only=false"}, "--read-only=false is not supported: the jail's root filesystem is always read-only (its /tmp is a writable tmpfs)"},
 		{[]string{"--user", "0"}, "--user 0 is not supported: the payload never runs as root, not even the jail's own"},
@@ -142,7 +146,8 @@ func TestParseRefused(t *testing.T) {
 		{[]string{"--pids-limit=0"}, "--pids-limit 0 is not supported: the jail's processes are always limited..."},
 		{[]string{"--oom-kill-disable"}, "--oom-kill-disable is not supported: the memory limit always ends the jail"},
 		{[]string{"--sysctl", "net.ipv4.ip_forward=1"}, "--sysctl is not supported: the jail's kernel settings are rljail's"},
-		{[]string{"-v", "data:/data"}, "-v data is not supported: named volumes do not exist in rljail: give an absolute host path"},
+		{[]string{"-v", "data:/data"}, "-v data is not supported: named volumes do not exist in rljail: give a host path (absolute, or starting with ./ or ../)"},
+		{[]string{"-v", ".venv:/v"}, "-v .venv is not supported: named volumes do not exist in rljail..."},
 		{[]string{"-v", "/data"}, "-v /data is not supported: anonymous volumes do not exist in rljail..."},
 		{[]string{"-v", "/a:/b:rshared"}, "-v /a:/b:rshared is not supported: the jail's mounts never propagate to or from the host"},
 		{[]string{"-v", "/a:/b:z"}, "-v /a:/b:z is not supported: rljail does not relabel host files for SELinux"},
@@ -166,6 +171,8 @@ func TestParseRefused(t *testing.T) {
 		{[]string{"--cpu-quota", "50000"}, "--cpu-quota is not supported: use --cpus"},
 		{[]string{"--cgroup-parent", "x"}, "--cgroup-parent is not supported: its meaning is docker's cgroup driver's; rljail's own flag is --cgroup-parent"},
 		{[]string{"--bogus"}, "unknown flag: --bogus (see docker run --help; rljail's own flags there start with --rljail-)"},
+		{[]string{"--memroy", "1g"}, "unknown flag: --memroy (did you mean --memory? see docker run --help; rljail's own flags there start with --rljail-)"},
+		{[]string{"--rljail-timout", "5s"}, "unknown flag: --rljail-timout (did you mean --rljail-timeout? see docker run --help..."},
 		{[]string{"-Z"}, `unknown shorthand flag: 'Z' in -Z (see docker run --help)`},
 		{[]string{"--memory"}, "flag needs an argument: --memory"},
 		{[]string{"--rm=maybe"}, `invalid argument "maybe" for --rm: it is true or false`},
@@ -215,6 +222,66 @@ func TestEveryFlagDecided(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "--"+f.long) {
 			t.Errorf("%s: the error does not name the flag: %v", arg, err)
+		}
+	}
+}
+
+// issue 30: `-v ./task:/task:ro` was refused as a named volume; docker 23
+// and later read a source starting with . as a host path, relative to the
+// current directory, in -v and --mount alike.
+func TestParseRelativeVolumes(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := filepath.Dir(wd)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-v", "./task:/task:ro"}, []string{"-v", wd + "/task:/task:ro"}},
+		{[]string{"-v", ".:/w"}, []string{"-v", wd + ":/w:rw"}},
+		{[]string{"--volume=../out:/out:rw"}, []string{"-v", parent + "/out:/out:rw"}},
+		{[]string{"-v", "..:/up:ro"}, []string{"-v", parent + ":/up:ro"}},
+		{[]string{"-v", "./a/../b/:/b:ro"}, []string{"-v", wd + "/b:/b:ro"}},
+		{[]string{"--mount", "type=bind,source=./task,target=/task,readonly"}, []string{"-v", wd + "/task:/task:ro"}},
+	} {
+		r, err := Parse(append(slices.Clone(tc.args), "sandbox-image", "true"))
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if got := r.Args[:len(tc.want)]; !slices.Equal(got, tc.want) || !slices.Equal(r.Volumes, tc.want[1:]) {
+			t.Errorf("%q: Args %q, Volumes %q; want %q", tc.args, r.Args, r.Volumes, tc.want)
+		}
+	}
+}
+
+// issue 30: a run without a timer of its own went on for ten minutes
+// without a word; the notice says so, unless a timer was chosen.
+func TestTimerNotice(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		notice bool
+	}{
+		{[]string{"sandbox-image", "python3", "-c", "while True: pass"}, true},
+		{[]string{"--stop-timeout", "3", "sandbox-image", "python3"}, true},
+		{[]string{"--rljail-timeout", "30s", "sandbox-image", "python3"}, false},
+		{[]string{"--rljail-timeout", DefaultTimeout, "sandbox-image", "python3"}, false},
+		{[]string{"sandbox-image", "timeout", "10", "python", "/task/main.py"}, false},
+		{[]string{"sandbox-image", "/usr/bin/timeout", "10", "python3"}, false},
+		{[]string{"--help"}, false},
+	} {
+		r, err := Parse(tc.args)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		n := r.TimerNotice()
+		if (n != "") != tc.notice || strings.Contains(n, "\n") {
+			t.Errorf("%q: notice %q, want one: %v", tc.args, n, tc.notice)
+		}
+		if n != "" && !strings.Contains(n, DefaultTimeout) {
+			t.Errorf("%q: the notice %q does not name the timer %s", tc.args, n, DefaultTimeout)
 		}
 	}
 }

@@ -146,11 +146,17 @@ func (g *Guard) checkOpened(what, path string, fd int, st *unix.Stat_t) error {
 // payload could have filled it, or keep writing to it, before rljail's
 // report (red-team pass).
 func (g *Guard) CheckFD(what string, fd int) error {
+	return g.CheckFDNamed(what, strconv.Itoa(fd), fd)
+}
+
+// CheckFDNamed is CheckFD for a descriptor the caller knows by another
+// name (what name: "--result -" for rljail's stdout).
+func (g *Guard) CheckFDNamed(what, name string, fd int) error {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil
 	}
-	return g.checkOpened(what, strconv.Itoa(fd), fd, &st)
+	return g.checkOpened(what, name, fd, &st)
 }
 
 type inode struct{ dev, ino uint64 }

@@ -671,6 +671,9 @@ func sessionBadFlags(t *testing.T, m mode) {
 		{"--cell-timeout", "soon"}, {"--cell-grace", "-1s"}, {"--max-cells", "-1"}, {"--max-output-chars", "1"},
 		{"--idle-timeout", "0"}, {"--bogus"}, {"--memory", "1k"}, {"-v", "/nonexistent-rljail-src:/x"},
 		{"--result-fd", "1"}, {"--", "python3"},
+		// stdout carries the protocol: no report there (issue 30), and
+		// a run's --result-output is not a session's.
+		{"--result", "-"}, {"--result", "/dev/stdout"}, {"--result-output", "1k"},
 		// The bridge's flags (issue 20).
 		{"--llm", "bogus"}, {"--tool", "1bad"}, {"--tool", "llm_query"}, {"--tool", "a:x,x"}, {"--tool", "a", "--tool", "a"},
 		{"--max-llm-calls", "-1"}, {"--call-timeout", "soon"}, {"--llm-model", "m"}, {"--llm", "openai", "--llm-model", "m"},

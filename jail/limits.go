@@ -255,7 +255,7 @@ func (l *jailLimits) collect(res *Result, usage *syscall.Rusage, vanished bool, 
 		res.ExitCode = 128 + int(unix.SIGKILL)
 		res.Signal = int(unix.SIGKILL)
 		res.SignalName = unix.SignalName(unix.SIGKILL)
-		res.Error = fmt.Sprintf("killed at the memory limit of %d bytes", l.res.MemoryBytes)
+		res.Error = "killed at the memory limit of " + FormatBytes(l.res.MemoryBytes)
 		return true
 	case l.cpuKilled.Load() || (res.Status == StatusSignaled && res.Signal == int(unix.SIGXCPU) && l.usedCPUTime(res)):
 		res.Status = StatusCPULimit

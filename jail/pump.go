@@ -32,7 +32,11 @@ type pumped struct {
 // cannot drive the caller's terminal. The limit and the counts are of the
 // bytes the payload wrote either way; the terminal may show up to
 // termsafe.MaxGrowth times as many.
-func pumpOutput(dst io.Writer, src *os.File, limit int64, read *atomic.Int64, visible bool) pumped {
+//
+// capture, when not nil, keeps the head and tail of what the payload
+// wrote for the report (Spec.ReportOutput), before the limit and before
+// the terminal's escaping.
+func pumpOutput(dst io.Writer, src *os.File, limit int64, read *atomic.Int64, visible bool, capture *outputCapture) pumped {
 	defer src.Close()
 	if dst == nil {
 		dst = io.Discard
@@ -50,6 +54,7 @@ func pumpOutput(dst io.Writer, src *os.File, limit int64, read *atomic.Int64, vi
 		if n > 0 {
 			p.total += int64(n)
 			read.Store(p.total)
+			capture.add(buf[:n])
 			if room := limit - passed; room > 0 {
 				chunk := buf[:n]
 				if int64(len(chunk)) > room {
@@ -87,13 +92,16 @@ var errReaderStalled = errors.New("its reader did not read it")
 
 // pumpRun is one stream's pump, running.
 type pumpRun struct {
-	done chan pumped
-	read atomic.Int64 // bytes read from the jail so far
+	done    chan pumped
+	read    atomic.Int64   // bytes read from the jail so far
+	capture *outputCapture // nil: none kept
 }
 
-func startPump(dst io.Writer, src *os.File, limit int64, visible bool) *pumpRun {
-	r := &pumpRun{done: make(chan pumped, 1)}
-	go func() { r.done <- pumpOutput(dst, src, limit, &r.read, visible) }()
+// startPump starts a stream's pump; capture bytes of it (head and tail)
+// are kept for the report, none for 0.
+func startPump(dst io.Writer, src *os.File, limit int64, visible bool, capture int64) *pumpRun {
+	r := &pumpRun{done: make(chan pumped, 1), capture: newOutputCapture(capture)}
+	go func() { r.done <- pumpOutput(dst, src, limit, &r.read, visible, r.capture) }()
 	return r
 }
 

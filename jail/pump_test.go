@@ -48,7 +48,7 @@ func TestPumpOutput(t *testing.T) {
 			}()
 			var dst bytes.Buffer
 			var read atomic.Int64
-			p := pumpOutput(&dst, r, tc.limit, &read, tc.visible)
+			p := pumpOutput(&dst, r, tc.limit, &read, tc.visible, nil)
 			if p.writeErr != nil {
 				t.Fatal(p.writeErr)
 			}

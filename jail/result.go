@@ -66,6 +66,9 @@ type Result struct {
 	Seccomp *seccomp.Report `json:"seccomp,omitempty"`
 	// Network lists the connections of a run with egress (--allow-host).
 	Network *NetworkReport `json:"network,omitempty"`
+	// Output is the payload's output as text, when asked for
+	// (Spec.ReportOutput, --result-output).
+	Output *Output `json:"output,omitempty"`
 }
 
 // Limits reports the limits a run was held to, each with what enforced it

@@ -78,7 +78,39 @@ func (r Result) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"network":`...)
 		b = r.Network.appendJSON(b)
 	}
+	if r.Output != nil {
+		b = append(b, `,"output":`...)
+		b = r.Output.appendJSON(b)
+	}
 	return append(b, '}'), nil
+}
+
+func (o *Output) appendJSON(b []byte) []byte {
+	for i, s := range []struct {
+		name, text, tail string
+		omitted          int64
+	}{
+		{"stdout", o.Stdout, o.StdoutTail, o.StdoutOmittedBytes},
+		{"stderr", o.Stderr, o.StderrTail, o.StderrOmittedBytes},
+	} {
+		if i == 0 {
+			b = append(b, '{')
+		} else {
+			b = append(b, ',')
+		}
+		b = appendString(b, s.name)
+		b = append(b, ':')
+		b = appendString(b, s.text)
+		if s.tail != "" {
+			b = append(b, `,"`+s.name+`_tail":`...)
+			b = appendString(b, s.tail)
+		}
+		if s.omitted != 0 {
+			b = append(b, `,"`+s.name+`_omitted_bytes":`...)
+			b = strconv.AppendInt(b, s.omitted, 10)
+		}
+	}
+	return append(b, '}')
 }
 
 func (l Limits) appendJSON(b []byte) ([]byte, error) {

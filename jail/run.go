@@ -76,7 +76,7 @@ var rootfsEtcFiles = []rootSymlink{
 // is always filled in; err is non-nil only when rljail itself failed
 // (Result.Status is then StatusSetupError and Result.ExitCode 125, 126 or
 // 127). When Run returns, no process of the jail is left.
-func Run(ctx context.Context, spec Spec) (Result, error) {
+func Run(ctx context.Context, spec Spec) (result Result, runErr error) {
 	start := time.Now()
 	spec = spec.withDefaults()
 	res := Result{
@@ -194,8 +194,14 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	// its statistics are read. If the supervisor dies before, the guard
 	// removes it.
 	defer func() {
-		if derr := lim.cg.Destroy(); derr != nil && spec.Warn != nil {
-			spec.Warn("remove the jail's cgroup: " + derr.Error())
+		if derr := lim.cg.Destroy(); derr != nil {
+			// In the report too, as every warning (Spec.Warn): a caller
+			// that silences stderr (--quiet) still learns of it.
+			msg := "remove the jail's cgroup: " + derr.Error()
+			result.Warnings = append(result.Warnings, msg)
+			if spec.Warn != nil {
+				spec.Warn(msg)
+			}
 		}
 		j.guard.release()
 		<-j.stage1Done
@@ -953,8 +959,8 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	// A terminal gets the payload's control characters made visible
 	// (Spec.TTYPassthrough); merged, the payload's stderr pipe carries
 	// nothing, and its terminal is not asked.
-	outPump := startPump(spec.Stdout, j.stdoutR, spec.Resources.OutputBytes, !spec.TTYPassthrough && IsTerminal(spec.Stdout))
-	errPump := startPump(spec.Stderr, j.stderrR, spec.Resources.OutputBytes, !spec.TTYPassthrough && !j.merged && IsTerminal(spec.Stderr))
+	outPump := startPump(spec.Stdout, j.stdoutR, spec.Resources.OutputBytes, !spec.TTYPassthrough && IsTerminal(spec.Stdout), spec.ReportOutput)
+	errPump := startPump(spec.Stderr, j.stderrR, spec.Resources.OutputBytes, !spec.TTYPassthrough && !j.merged && IsTerminal(spec.Stderr), spec.ReportOutput)
 	stopCPU := make(chan struct{})
 	go lim.watchCPU(j.kill, stopCPU)
 	go func() {
@@ -1096,6 +1102,12 @@ func (j *jailRun) wait(ctx context.Context, spec *Spec, start time.Time, res Res
 	res.WallMS = time.Since(start).Milliseconds()
 	res.StdoutBytes, res.StdoutTruncated = outStats.total, outStats.truncated
 	res.StderrBytes, res.StderrTruncated = errStats.total, errStats.truncated
+	if spec.ReportOutput > 0 {
+		var o Output
+		o.Stdout, o.StdoutTail, o.StdoutOmittedBytes = outPump.capture.text()
+		o.Stderr, o.StderrTail, o.StderrOmittedBytes = errPump.capture.text()
+		res.Output = &o
+	}
 	for _, o := range []struct {
 		name string
 		p    pumped

@@ -107,6 +107,10 @@ type Spec struct {
 	// (package termsafe). Output to anything else passes byte for byte
 	// either way.
 	TTYPassthrough bool
+	// ReportOutput is how many bytes of each output stream the Result
+	// carries as text (Result.Output: the whole stream, or its head and
+	// tail); 0 carries none. At most MaxReportOutput.
+	ReportOutput int64
 
 	// Seccomp is the payload's system call filter, installed last before
 	// execve; nil runs without one. In the strict and learn modes the
@@ -265,6 +269,9 @@ func (s *Spec) Validate() error {
 	}
 	if err := s.Resources.validate(); err != nil {
 		return err
+	}
+	if s.ReportOutput < 0 || s.ReportOutput > MaxReportOutput {
+		return fmt.Errorf("--result-output %s is not between 0 and %s", FormatBytes(s.ReportOutput), FormatBytes(MaxReportOutput))
 	}
 	for _, kv := range s.Env {
 		if err := checkEnvEntry(kv); err != nil {
@@ -561,7 +568,7 @@ func (r Resources) validate() error {
 	case r.MemoryBytes < 0:
 		return fmt.Errorf("--memory %d is negative", r.MemoryBytes)
 	case r.MemoryBytes != 0 && r.MemoryBytes < 8<<20:
-		return fmt.Errorf("--memory %d bytes is below the 8 MiB a Python process needs to start", r.MemoryBytes)
+		return fmt.Errorf("--memory %s is below the 8m a Python process needs to start", FormatBytes(r.MemoryBytes))
 	case r.PidsMax < 0:
 		return fmt.Errorf("--pids-limit %d is negative", r.PidsMax)
 	case r.PidsMax == 1:

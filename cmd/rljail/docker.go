@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/rljail/rljail/dockercli"
 	"github.com/rljail/rljail/hostfile"
 	"github.com/rljail/rljail/jail"
@@ -29,6 +31,25 @@ const dockerTimeoutExit = 137
 
 // maxImagesFile is the largest images.toml read.
 const maxImagesFile = 1 << 20
+
+// dockerCommand is `rljail docker` in the help (rljail --help, rljail help
+// docker). A docker command line never reaches it: runCLI hands it to
+// runDocker before the flags are parsed, in docker's grammar.
+func dockerCommand() *cli.Command {
+	return &cli.Command{
+		Name:      dockerName,
+		Usage:     "run a `docker run` command line in a jail, in docker's grammar (also as docker: a link named docker to rljail)",
+		UsageText: "rljail docker run [DOCKER FLAGS] IMAGE CMD [ARG...]",
+		// The help is docker's own (docker run --help), verbatim: no
+		// template directive is in it.
+		CustomHelpTemplate: "rljail docker run [OPTIONS] IMAGE COMMAND [ARG...], or docker run ... through a link named docker to rljail\n\n" + dockercli.Usage,
+		SkipFlagParsing:    true,
+		HideHelp:           true,
+		Action: func(c *cli.Context) error {
+			return setupError("rljail docker: give a docker command line (rljail docker run [OPTIONS] IMAGE COMMAND)")
+		},
+	}
+}
 
 // dockerArgs returns the docker command line (program name first) when
 // args ask for one: rljail invoked as docker, or `rljail docker ...`.
@@ -94,7 +115,7 @@ func runDocker(args []string, stdin io.Reader, stdout, stderr io.Writer, restore
 	if !r.Interactive {
 		stdin = strings.NewReader("") // docker without -i: an empty stdin
 	}
-	return runCLIWith(argv, stdin, stdout, stderr, restoreSignals, runOptions{timeoutExit: dockerTimeoutExit})
+	return runCLIWith(argv, stdin, stdout, stderr, restoreSignals, runOptions{timeoutExit: dockerTimeoutExit, notice: r.TimerNotice()})
 }
 
 // resolveImage maps the run's image to a root filesystem, with the mapping

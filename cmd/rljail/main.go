@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rljail/rljail/jail"
+	"github.com/rljail/rljail/spelling"
 	"github.com/rljail/rljail/termsafe"
 )
 
@@ -70,6 +71,9 @@ type runOptions struct {
 	// timeoutExit, when not 0, is the exit status of a run that the kill
 	// timer ended, instead of 124.
 	timeoutExit int
+	// notice, when not "", is a line for stderr once the command line has
+	// been read and the run starts (not with --quiet).
+	notice string
 }
 
 func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer, restoreSignals bool) int {
@@ -138,7 +142,7 @@ func runCLIWith(args []string, stdin io.Reader, stdout, stderr io.Writer, restor
 		if ee.usage && args[1] == "run" {
 			// A runner that reads --result's file after exit 125 must not
 			// find an earlier run's report there.
-			reportParseFailure(args[2:], ee.msg)
+			reportParseFailure(args[2:], ee.msg, stdout, stderr)
 		}
 		// A path or name the user typed may hold control characters
 		// (--rootfs $'a\x1b[2J'): the line shows them, never passes them.
@@ -175,8 +179,45 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
 }
 
-func usageError(_ *cli.Context, err error, _ bool) error {
-	return &exitError{code: jail.ExitSetupError, msg: longFlagNames(oneLine(err.Error())) + " (see rljail --help)", usage: true}
+func usageError(c *cli.Context, err error, _ bool) error {
+	msg := longFlagNames(oneLine(err.Error()))
+	hint := "see rljail --help"
+	if c != nil && c.Command != nil {
+		if s := suggestFlag(msg, c.Command.Flags); s != "" {
+			hint = "did you mean " + s + "? " + hint
+		}
+	}
+	return &exitError{code: jail.ExitSetupError, msg: msg + " (" + hint + ")", usage: true}
+}
+
+// suggestFlag returns the flag (as --name) that the unknown one of a
+// "flag provided but not defined" message was likely meant to be, or "".
+func suggestFlag(msg string, flags []cli.Flag) string {
+	const lead = "not defined: "
+	i := strings.Index(msg, lead)
+	if i < 0 {
+		return ""
+	}
+	typed := strings.TrimLeft(strings.Fields(msg[i+len(lead):] + " ")[0], "-")
+	typed, _, _ = strings.Cut(typed, "=")
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	if s := closestName(typed, names); s != "" {
+		return "--" + s
+	}
+	return ""
+}
+
+// closestName is the name among names that typed was likely meant to be,
+// or "" (package spelling).
+func closestName(typed string, names []string) string { return spelling.Closest(typed, names) }
+
+// subcommandNames are the words of argv[1] that name a subcommand, for
+// the "did you mean" of a command not found.
+func subcommandNames() []string {
+	return []string{"run", "session", "rootfs", "check", "version", "help", "profiles", dockerName}
 }
 
 // longFlagNames writes the flag names in Go's flag errors ("flag provided
@@ -205,7 +246,16 @@ func longFlagNames(msg string) string {
 func unknownSubcommand(known string) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		if c.Args().Present() {
-			return &exitError{code: jail.ExitSetupError, msg: fmt.Sprintf("%s has no command %q (it has: %s)", c.Command.Name, c.Args().First(), known)}
+			typed := c.Args().First()
+			hint := ""
+			var names []string
+			for _, k := range strings.Split(known, ", ") {
+				names = append(names, strings.Fields(k)[0]) // "show NAME" is show
+			}
+			if s := closestName(typed, names); s != "" {
+				hint = fmt.Sprintf("did you mean %s? ", s)
+			}
+			return &exitError{code: jail.ExitSetupError, msg: fmt.Sprintf("%s has no command %q (%sit has: %s)", c.Command.Name, typed, hint, known)}
 		}
 		return cli.ShowSubcommandHelp(c)
 	}
@@ -215,7 +265,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:            "rljail",
 		Usage:           "run untrusted code in a throwaway Linux jail",
-		UsageText:       "rljail [flags] -- CMD [ARG...]\nrljail session [flags]\nrljail rootfs build|info\nrljail check\nrljail version",
+		UsageText:       "rljail [flags] -- CMD [ARG...]\nrljail docker run [DOCKER FLAGS] IMAGE CMD [ARG...]\nrljail session [flags]\nrljail rootfs build|info\nrljail check\nrljail version",
 		Reader:          stdin,
 		Writer:          stdout,
 		ErrWriter:       stderr,
@@ -225,6 +275,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		CommandNotFound: func(c *cli.Context, name string) {},
 		Commands: []*cli.Command{
 			runCommand(stdin, stdout, stderr),
+			dockerCommand(),
 			sessionCommand(stdin, stdout, stderr),
 			rootfsCommand(),
 			checkCommand(),

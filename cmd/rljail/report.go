@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -112,38 +113,41 @@ func resultPathInArgs(args []string) string {
 // reportParseFailure writes a setup_error report to --result's file when
 // the command line did not parse, so that the file never holds an earlier
 // run's report after this one's exit 125. Best effort: the error line on
-// stderr says what went wrong either way.
-func reportParseFailure(args []string, msg string) {
+// stderr says what went wrong either way. stdout and stderr are rljail's
+// own: `--result -`, or a file that is one of them, gets the report there.
+func reportParseFailure(args []string, msg string, stdout, stderr io.Writer) {
 	p := flagValuesInArgs(args, "result")
-	if len(p) == 0 {
+	if len(p) == 0 || p[len(p)-1] == "" {
 		return
 	}
-	f, _, err := openReport(hostfile.NewGuard(writableSources(flagValuesInArgs(args, "volume", "v")), jail.IsJailHostUID), p[len(p)-1])
+	guard := hostfile.NewGuard(writableSources(flagValuesInArgs(args, "volume", "v")), jail.IsJailHostUID)
+	f, _, err := openResult(guard, p[len(p)-1], stdout, stderr, true, 0)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	_ = reportFile{f, true}.write(setupErrorResult(jail.ExitSetupError, msg, 0))
+	_ = f.write(setupErrorResult(jail.ExitSetupError, msg, 0))
 }
 
 // reportReserve is the room reserveSpace makes for a report or an audit
 // record: far more than one takes (about 1 KB; a learn-mode report with
-// many denied calls a few KB).
+// many denied calls a few KB), and the text a report carries
+// (--result-output) on top.
 const reportReserve = 64 << 10
 
-// reserveSpace allocates room for a report at offset off of a regular
-// file without changing its size (fallocate FALLOC_FL_KEEP_SIZE), so that
-// a full disk stops the run before the payload runs (exit 125, the
-// payload not run) rather than after it, with its effects done and its
-// exit status lost. The report's final write and cut to its length
-// (reportFile.write) free what it did not use. Filesystems without
-// fallocate are not checked.
-func reserveSpace(f *os.File, off int64) error {
+// reserveSpace allocates room (size bytes) for a report at offset off of
+// a regular file without changing its size (fallocate
+// FALLOC_FL_KEEP_SIZE), so that a full disk stops the run before the
+// payload runs (exit 125, the payload not run) rather than after it, with
+// its effects done and its exit status lost. The report's final write and
+// cut to its length (reportFile.write) free what it did not use.
+// Filesystems without fallocate are not checked.
+func reserveSpace(f *os.File, off, size int64) error {
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
 		return nil
 	}
-	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, reportReserve)
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, size)
 	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || errors.Is(err, unix.EFBIG) {
 		return err
 	}
@@ -160,48 +164,218 @@ func setupError(format string, a ...any) error {
 	return &exitError{code: jail.ExitSetupError, msg: oneLine(fmt.Sprintf(format, a...))}
 }
 
-// openReport opens --result's file for writing, creating it. A report
-// left in it by an earlier run is cut to a single newline, so that while
-// this run lasts, or if it is killed, nobody reads that report as this
-// one's. It is not truncated to zero: on ext4 (auto_da_alloc) a file
-// truncated to zero is flushed to disk when it is closed, and the next
-// truncation waits for that write, which cost each run with a reused
-// report file about 0.4 ms (writeReport cuts to the report's length at
-// the end, which is neither).
-func openReport(g *hostfile.Guard, p string) (*os.File, bool, error) {
-	f, created, err := g.OpenWrite("--result", p, unix.O_WRONLY, 0o644)
+// openResult opens where --result's report goes. "-" is rljail's
+// stdout; so is a path that names the very file rljail's stdout (or
+// stderr) is, by device and inode: /dev/stdout, or log.txt of
+// `rljail --result log.txt ... > log.txt`. Such a report is written on
+// that stream after the payload's output has ended, on a line of its own,
+// and nothing of the file is cut: opening it as a file of its own and
+// clearing it (openReport) lost the payload's output, which the stream
+// had written at the same offsets. stdoutOK false (a session, whose stdout
+// carries the protocol) refuses a report there. reserve is the room
+// reserved for the report in a regular file (reserveSpace). created names
+// the file when this call made it (the caller removes it again when the
+// report cannot be written).
+func openResult(g *hostfile.Guard, p string, stdout, stderr io.Writer, stdoutOK bool, reserve int64) (f reportFile, created string, err error) {
+	streams := []struct {
+		w    io.Writer
+		name string
+	}{{stdout, "stdout"}, {stderr, "stderr"}}
+	toStream := func(i int) (reportFile, string, error) {
+		s := streams[i]
+		if s.name == "stdout" && !stdoutOK {
+			return reportFile{}, "", fmt.Errorf("--result %s is rljail's stdout, which carries the session's protocol: name another file", p)
+		}
+		if fd, ok := fdOf(s.w); ok {
+			if err := g.CheckFDNamed("--result", p+" ("+s.name+")", fd); err != nil {
+				return reportFile{}, "", err
+			}
+		}
+		return reportFile{stream: s.w}, "", nil
+	}
+	if p == "-" {
+		return toStream(0)
+	}
+	// Asked before the file is opened: a socket (/dev/stdout of a
+	// service's stdout) cannot be opened again by its name.
+	var st unix.Stat_t
+	if unix.Stat(p, &st) == nil {
+		for i, s := range streams {
+			if sameFile(s.w, &st) {
+				return toStream(i)
+			}
+		}
+	}
+	file, made, err := g.OpenWrite("--result", p, unix.O_WRONLY, 0o644)
 	if err != nil {
-		return nil, false, err
+		return reportFile{}, "", err
 	}
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
-		if err := f.Truncate(1); err != nil {
-			f.Close()
-			return nil, false, err
-		}
-		if _, err := f.WriteAt([]byte{'\n'}, 0); err != nil {
-			f.Close()
-			return nil, false, err
+	// And after: the name may have changed under the first look.
+	if unix.Fstat(int(file.Fd()), &st) == nil {
+		for i, s := range streams {
+			if sameFile(s.w, &st) {
+				file.Close()
+				return toStream(i)
+			}
 		}
 	}
-	return f, created, nil
+	if made {
+		created = p
+	}
+	fail := func(err error) (reportFile, string, error) {
+		file.Close()
+		if created != "" {
+			_ = os.Remove(created) // ours, and empty
+		}
+		return reportFile{}, "", err
+	}
+	if err := clearReport(file); err != nil {
+		return fail(err)
+	}
+	if err := reserveSpace(file, 0, reserve); err != nil {
+		return fail(fmt.Errorf("no room for the result report in %s: %w", p, err))
+	}
+	return reportFile{File: file, ours: true}, created, nil
 }
 
-// reportFile is where the report goes: --result's file, which openReport
-// opened (ours), or --result-fd's descriptor.
+// clearReport clears a report that an earlier run left in f, --result's
+// file. It is cut to a single newline, so that while this run lasts, or
+// if it is killed, nobody reads that report as this one's. It is not
+// truncated to zero: on ext4 (auto_da_alloc) a file truncated to zero is
+// flushed to disk when it is closed, and the next truncation waits for
+// that write, which cost each run with a reused report file about 0.4 ms
+// (reportFile.write cuts to the report's length at the end, which is
+// neither).
+func clearReport(f *os.File) error {
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+		if err := f.Truncate(1); err != nil {
+			return err
+		}
+		if _, err := f.WriteAt([]byte{'\n'}, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fileOf returns the file under w (through Unwrap() io.Writer), or nil.
+func fileOf(w io.Writer) *os.File {
+	for i := 0; i < 8 && w != nil; i++ {
+		if f, ok := w.(*os.File); ok {
+			return f
+		}
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
+}
+
+// fdOf returns the descriptor of the file under w, without making it
+// blocking (as os.File.Fd would).
+func fdOf(w io.Writer) (int, bool) {
+	f := fileOf(w)
+	if f == nil {
+		return 0, false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	fd := -1
+	_ = rc.Control(func(d uintptr) { fd = int(d) })
+	return fd, fd >= 0
+}
+
+// isDevNull reports whether w writes to the null device (1:3).
+func isDevNull(w io.Writer) bool {
+	fd, ok := fdOf(w)
+	if !ok {
+		return false
+	}
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && unix.Major(st.Rdev) == 1 && unix.Minor(st.Rdev) == 3
+}
+
+// sameFile reports whether w writes to the file st describes.
+func sameFile(w io.Writer, st *unix.Stat_t) bool {
+	fd, ok := fdOf(w)
+	if !ok {
+		return false
+	}
+	var ws unix.Stat_t
+	return unix.Fstat(fd, &ws) == nil && ws.Dev == st.Dev && ws.Ino == st.Ino
+}
+
+// resultFD is --result-fd's descriptor as a report's destination: when it
+// is the very file of rljail's stdout or stderr (3>&1), the report goes
+// through that stream, on a line of its own after the payload's output.
+func resultFD(f *os.File, stdout, stderr io.Writer) reportFile {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err == nil {
+		for _, w := range []io.Writer{stdout, stderr} {
+			if sameFile(w, &st) {
+				return reportFile{File: f, stream: w}
+			}
+		}
+	}
+	return reportFile{File: f}
+}
+
+// parseReportOutput reads --result-output: a size, at most
+// jail.MaxReportOutput; 0 carries none.
+func parseReportOutput(v string) (int64, error) {
+	if strings.TrimSpace(v) == "0" {
+		return 0, nil
+	}
+	n, err := parseSize("result-output", v)
+	if err != nil {
+		return 0, err
+	}
+	if n > jail.MaxReportOutput {
+		return 0, fmt.Errorf("--result-output %s is more than the %s a report may carry of each stream", v, jail.FormatBytes(jail.MaxReportOutput))
+	}
+	return n, nil
+}
+
+// reportFile is where the report goes: --result's file, which openResult
+// opened (ours), --result-fd's descriptor, or one of rljail's own
+// streams (stream: `--result -`, or a file that is rljail's stdout or
+// stderr).
 type reportFile struct {
 	*os.File
-	ours bool
+	ours   bool
+	stream io.Writer
+}
+
+// Close closes the report's file; a stream is rljail's, and stays open.
+func (f reportFile) Close() error {
+	if f.File == nil {
+		return nil
+	}
+	return f.File.Close()
 }
 
 // write writes the run's report, one JSON line. Ours, a regular file is
 // then cut to the report's length, should anything have been written to
-// it meanwhile.
+// it meanwhile. On a stream the report starts a line of its own: the
+// payload's output before it may have ended in the middle of one.
 func (f reportFile) write(res jail.Result) error {
-	b, err := res.AppendJSON(make([]byte, 0, 1024))
+	b := make([]byte, 0, 1024)
+	if f.stream != nil && midLine(f.stream) {
+		b = append(b, '\n')
+	}
+	b, err := res.AppendJSON(b)
 	if err != nil {
 		return err
 	}
 	b = append(b, '\n')
+	if f.stream != nil {
+		_, err := f.stream.Write(b)
+		return err
+	}
 	if _, err := f.Write(b); err != nil {
 		return err
 	}
@@ -211,6 +385,18 @@ func (f reportFile) write(res jail.Result) error {
 		return f.Truncate(int64(len(b)))
 	}
 	return nil
+}
+
+// midLine reports whether the last byte written to w (a trackedWriter)
+// did not end a line.
+func midLine(w io.Writer) bool {
+	t, ok := w.(*trackedWriter)
+	if !ok {
+		return false
+	}
+	t.st.mu.Lock()
+	defer t.st.mu.Unlock()
+	return t.st.mid
 }
 
 func writeJSON(f *os.File, v any) error {

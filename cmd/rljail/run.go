@@ -60,11 +60,12 @@ func runCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "cgroup-parent", Usage: "create the jail's cgroup below this existing cgroup (a path as under /sys/fs/cgroup); with --cgroup-manager systemd, the slice of the jail's scope (NAME.slice)"},
 			&cli.StringFlag{Name: "cgroup-manager", Value: "auto", Usage: "who makes the jail's cgroup on cgroup v2: systemd (a transient scope asked over D-Bus), cgroupfs (rljail itself), or auto: systemd where it runs the host and rljail has no delegated cgroup or --cgroup-parent of its own"},
 			&cli.BoolFlag{Name: "strict-limits", Usage: "refuse to run (exit 125) when any limit would fall back to a weaker mechanism"},
-			&cli.StringFlag{Name: "result", Usage: "write the JSON result report to FILE"},
+			&cli.StringFlag{Name: "result", Usage: "write the JSON result report to FILE (- or a file that is rljail's stdout: on stdout, after the payload's output)"},
 			&cli.IntFlag{Name: "result-fd", Value: -1, Usage: "write the JSON result report to this open descriptor"},
+			&cli.StringFlag{Name: "result-output", Usage: "carry the payload's stdout and stderr as text in the report, up to SIZE bytes of each (such as 64k; head and tail of a longer one; at most 16m)"},
 			&cli.BoolFlag{Name: "verbose", Usage: "print a one-line summary of the run (status, time, CPU, memory, limits) on stderr"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per run (argv, code, script hash, result) to FILE"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing of rljail's own but errors and limits weaker than asked"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing of rljail's own but errors: no notices, no warnings (limits weaker than asked too; the report still lists them, and --strict-limits still refuses)"},
 			&cli.BoolFlag{Name: "tty-passthrough", Usage: "pass the payload's control characters to a terminal unchanged (colours, but also its title, clipboard and queries); by default they show as ^[, <9B>, <U+009B>"},
 		}),
 		Action: func(c *cli.Context) error {
@@ -121,22 +122,20 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	if set["result"] && c.String("result") == "" {
 		return setupError("--result needs a file name")
 	}
+	// --result-output: the payload's output carried in the report, which
+	// then needs room for it.
+	reportOutput, outputErr := int64(0), error(nil)
+	if set["result-output"] {
+		reportOutput, outputErr = parseReportOutput(c.String("result-output"))
+	}
 	if p := c.String("result"); p != "" {
-		f, created, err := openReport(guard, p)
+		f, created, err := openResult(guard, p, stdout, stderr, true, reportReserve+2*reportOutput)
 		if err != nil {
 			return setupError("open the result file: %v", err)
 		}
 		defer f.Close()
-		if created {
-			createdResult = p // ours to remove if it cannot be written
-		}
-		if err := reserveSpace(f, 0); err != nil {
-			if createdResult != "" {
-				_ = os.Remove(createdResult)
-			}
-			return setupError("no room for the result report in %s: %v", p, err)
-		}
-		resultFiles = append(resultFiles, reportFile{f, true})
+		createdResult = created // ours to remove if it cannot be written
+		resultFiles = append(resultFiles, f)
 	}
 	// A setup error from here on still leaves its report in the files
 	// opened so far.
@@ -167,7 +166,13 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		}
 		f := os.NewFile(uintptr(fd), "result-fd")
 		defer f.Close()
-		resultFiles = append(resultFiles, reportFile{f, false})
+		resultFiles = append(resultFiles, resultFD(f, stdout, stderr))
+	}
+	if outputErr != nil {
+		return failEarly(setupError("%v", outputErr))
+	}
+	if set["result-output"] && len(resultFiles) == 0 {
+		return failEarly(setupError("--result-output carries the payload's output in the report: give --result FILE (or -) or --result-fd N too"))
 	}
 	var audit *os.File
 	if p := c.String("audit-log"); p != "" {
@@ -180,7 +185,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		if st, err := f.Stat(); err == nil {
 			end = st.Size()
 		}
-		if err := reserveSpace(f, end); err != nil {
+		if err := reserveSpace(f, end, reportReserve+2*reportOutput); err != nil {
 			if created {
 				_ = os.Remove(p) // ours, and empty
 			}
@@ -196,9 +201,27 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		defer closeIn()
 		hashedStdin = newHashingReader(in)
 		spec.Stdin, spec.Stdout, spec.Stderr = hashedStdin, stdout, stderr
+		spec.ReportOutput = reportOutput
+		if reportOutput > 0 {
+			// A runner that takes the output from the report sends
+			// rljail's own to /dev/null (>/dev/null 2>&1): one file, so
+			// the jail would merge the two streams into the report's
+			// stdout. Nothing is kept there whose order merging would
+			// keep; the jail discards them itself, each on its own.
+			if isDevNull(stdout) {
+				spec.Stdout = nil
+			}
+			if isDevNull(stderr) {
+				spec.Stderr = nil
+			}
+		}
 		spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
-		// Warnings about fallbacks are printed even with --quiet.
-		spec.Warn = func(msg string) { fmt.Fprintln(own, "rljail: warning: "+msg) }
+		// Every warning is in the report (Result.Warnings); --quiet keeps
+		// them off stderr, --strict-limits refuses a weaker limit either
+		// way.
+		if !quiet {
+			spec.Warn = func(msg string) { fmt.Fprintln(own, "rljail: warning: "+msg) }
+		}
 		sigs, _ := c.App.Metadata[signalsKey].(*jail.SignalPipe)
 		if sigs == nil {
 			if sigs, err = catchSignals(); err == nil {
@@ -215,10 +238,25 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	if err == nil && audit != nil {
 		scriptSum = auditScriptSum(c.Args().Slice(), spec)
 	}
+	opts, _ := c.App.Metadata[optionsKey].(runOptions)
 	if err == nil {
+		if opts.notice != "" && !quiet {
+			fmt.Fprintln(own, opts.notice)
+		}
 		res, err = jail.Run(context.Background(), spec)
-		if opts, _ := c.App.Metadata[optionsKey].(runOptions); opts.timeoutExit != 0 && res.Status == jail.StatusTimeout {
+		if opts.timeoutExit != 0 && res.Status == jail.StatusTimeout {
 			res.ExitCode = opts.timeoutExit
+		}
+		if spec.Workspace == "" && !c.Bool("no-workspace") {
+			// Not mounted for a reason (workspaceDir): the report says
+			// so, and a payload that failed on a file of the current
+			// directory is told why on stderr, -q or not.
+			if _, reason, werr := workspaceDir(); werr == nil && reason != "" {
+				res.Warnings = append(res.Warnings, reason)
+				if f := hostFileArg(spec.Command); f != "" && failedOnAFile(res) {
+					fmt.Fprintf(own, "rljail: %s is in the current directory, which the jail does not have: %s\n", safeText(f), reason)
+				}
+			}
 		}
 	} else {
 		res = setupErrorResult(jail.ExitSetupError, err.Error(), time.Since(start))
@@ -232,7 +270,7 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		}
 	}
 	if res.StdoutTruncated || res.StderrTruncated {
-		notice("output beyond the limit of %d bytes was discarded (stdout %d bytes, stderr %d bytes written)", int64(res.Limits.Output.Value), res.StdoutBytes, res.StderrBytes)
+		notice("output beyond the limit of %s was discarded (stdout %d bytes, stderr %d bytes written)", jail.FormatBytes(int64(res.Limits.Output.Value)), res.StdoutBytes, res.StderrBytes)
 	}
 	if res.Seccomp != nil && spec.Seccomp != nil {
 		res.Seccomp.Added = c.StringSlice("seccomp-add")
@@ -259,7 +297,14 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 		}
 	}
 	if err != nil {
-		return &exitError{code: res.ExitCode, msg: oneLine(err.Error())}
+		msg := oneLine(err.Error())
+		if res.ExitCode == jail.ExitNotFound && len(spec.Command) > 0 {
+			// `rljail sesion` runs a program named sesion in the jail.
+			if s := closestName(spec.Command[0], subcommandNames()); s != "" {
+				msg += fmt.Sprintf(" (did you mean rljail %s?)", s)
+			}
+		}
+		return &exitError{code: res.ExitCode, msg: msg}
 	}
 	if res.ExitCode != 0 {
 		return &exitError{code: res.ExitCode}
@@ -437,6 +482,38 @@ func workspaceDir() (string, string, error) {
 		}
 	}
 	return real, "", nil
+}
+
+// hostFileArg returns the first of the command's arguments that names,
+// by a relative path, a file of rljail's current directory (the
+// command's own name only when written with a slash, as ./run.sh: python3
+// is looked up on the jail's PATH); "" for none.
+func hostFileArg(argv []string) string {
+	for i, a := range argv {
+		if i >= 16 {
+			break
+		}
+		if a == "" || strings.HasPrefix(a, "-") || filepath.IsAbs(a) || (i == 0 && !strings.Contains(a, "/")) {
+			continue
+		}
+		if fi, err := os.Stat(a); err == nil && !fi.IsDir() {
+			return a
+		}
+	}
+	return ""
+}
+
+// failedOnAFile reports whether a run ended as one that could not find a
+// file does: the payload's own failure, or a command not found or not
+// executable.
+func failedOnAFile(res jail.Result) bool {
+	switch res.Status {
+	case jail.StatusExitNonzero:
+		return true
+	case jail.StatusSetupError:
+		return res.ExitCode == jail.ExitNotFound || res.ExitCode == jail.ExitNotExecutable
+	}
+	return false
 }
 
 // earlyKey is where run puts the init stage it started early

@@ -27,7 +27,13 @@ const defaultSessionTimeout = "30m"
 // worker, driven over JSON lines on stdin and stdout
 // (docs/session-protocol.md). It takes every flag of run, and its own.
 func sessionCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
-	flags := runCommand(nil, nil, nil).Flags
+	var flags []cli.Flag
+	for _, f := range runCommand(nil, nil, nil).Flags {
+		// A session's cells carry their own output (exec's reply).
+		if f.Names()[0] != "result-output" {
+			flags = append(flags, f)
+		}
+	}
 	for _, f := range flags {
 		if sf, ok := f.(stringFlag); ok && sf.Name == "timeout" {
 			sf.Value = defaultSessionTimeout
@@ -113,12 +119,12 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	// --result's file and --result-fd's descriptor when the session ends.
 	var resultFiles []reportFile
 	if p := c.String("result"); p != "" {
-		f, _, err := openReport(guard, p)
+		f, _, err := openResult(guard, p, stdout, stderr, false, 0)
 		if err != nil {
 			return setupError("open the result file: %v", err)
 		}
 		defer f.Close()
-		resultFiles = append(resultFiles, reportFile{f, true})
+		resultFiles = append(resultFiles, f)
 	}
 	switch fd := c.Int("result-fd"); {
 	case fd < -1 || (fd >= 0 && fd <= 2):
@@ -132,7 +138,7 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 		}
 		f := os.NewFile(uintptr(fd), "result-fd")
 		defer f.Close()
-		resultFiles = append(resultFiles, reportFile{f, false})
+		resultFiles = append(resultFiles, reportFile{File: f})
 	}
 	if p := c.String("audit-log"); p != "" {
 		f, _, err := guard.OpenWrite("--audit-log", p, unix.O_WRONLY|unix.O_APPEND, 0o600)
