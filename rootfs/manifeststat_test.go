@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -255,4 +256,51 @@ func cpuTime() time.Duration {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestFingerprintTop: the top-only check of a rootfs no jail can write
+// passes a tree as built and one changed deep inside (what only the host
+// could do there, and the full check finds), and catches a tree copied in
+// and a change at its top, with the full check's verdict.
+func TestFingerprintTop(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(t *testing.T, root string) string // returns the tree to check
+		want   string                                 // in the error; "" for none
+	}{
+		{"as built", func(t *testing.T, root string) string { return root }, ""},
+		{"changed deep inside", func(t *testing.T, root string) string {
+			write(t, filepath.Join(root, "usr/d00/s00/f001.py"), "x = 9\n")
+			return root
+		}, ""},
+		{"copied in", func(t *testing.T, root string) string {
+			dst := filepath.Join(t.TempDir(), "copy")
+			if out, err := exec.Command("cp", "-a", root, dst).CombinedOutput(); err != nil {
+				t.Fatalf("cp: %v: %s", err, out)
+			}
+			return dst
+		}, "changed since its build"},
+		{"added at the top", func(t *testing.T, root string) string {
+			write(t, filepath.Join(root, "evil"), "x")
+			return root
+		}, "/evil: added"},
+		{"top directory's entry changed", func(t *testing.T, root string) string {
+			if err := os.Chmod(filepath.Join(root, "usr"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			return root
+		}, "/usr"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "r")
+			makeTree(t, root, 200)
+			err := CheckFingerprintTop(c.change(t, root))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("CheckFingerprintTop = %v, want nil", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("CheckFingerprintTop = %v, want an error with %q", err, c.want)
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -397,10 +398,16 @@ type rootfsCheck struct {
 	verdict chan error
 }
 
-// startRootfsCheck starts comparing the rootfs at dir with its fingerprint.
+// startRootfsCheck starts comparing the rootfs at dir with its
+// fingerprint: every entry, or only the top directory's where no jail can
+// have written the rootfs (unwritableByJails).
 func startRootfsCheck(dir string) *rootfsCheck {
 	c := &rootfsCheck{dir: dir, verdict: make(chan error, 1)}
-	go func() { c.verdict <- rootfs.CheckFingerprint(dir) }()
+	check := rootfs.CheckFingerprint
+	if unwritableByJails(dir) {
+		check = rootfs.CheckFingerprintTop
+	}
+	go func() { c.verdict <- check(dir) }()
 	return c
 }
 
@@ -479,6 +486,9 @@ func ensureRootfs(ctx context.Context, choice rootfsChoice, guard *hostfile.Guar
 	if err := checkRootfsPlace(dir, guard); err != nil {
 		return "", nil, err
 	}
+	if err := checkDataDirVolumes(guard.Writable()); err != nil {
+		return "", nil, err
+	}
 	_, build, err := rootfsVerdict(dir, namedBy)
 	if err != nil {
 		return dir, nil, err
@@ -501,6 +511,86 @@ func ensureRootfs(ctx context.Context, choice rootfsChoice, guard *hostfile.Guar
 		return dir, e.wait, nil
 	}
 	return dir, startRootfsCheck(dir).wait, nil
+}
+
+// unwritableByJails reports whether no jail can ever have written the
+// rootfs at dir, so that a run needs no walk of it, only a look at its top
+// directory (rootfs.CheckFingerprintTop; issue 33: the walk cost every run
+// one fstatat per entry, 20 ms on a rootfs of 16,000). It
+// holds for a rootfs in rljail's data directory that is this user's and
+// that neither its group nor others may write: a build writes no entry
+// others may write (every mode is the build's), root-run jails are host
+// ids of their own, which own nothing there and have no right in it, and
+// no run grants a writable volume that covers the data directory or lies
+// in it (checkDataDirVolumes refuses one, by inode) — the only way a jail
+// writes host files. A rootfs elsewhere (--rootfs DIR) is walked, as any
+// path a writable volume of an earlier run might have reached.
+func unwritableByJails(dir string) bool {
+	base, err := rootfs.DataDir()
+	if err != nil {
+		return false
+	}
+	var top, parent, data unix.Stat_t
+	if unix.Lstat(dir, &top) != nil || unix.Stat(filepath.Dir(dir), &parent) != nil || unix.Stat(base, &data) != nil {
+		return false
+	}
+	euid := uint32(os.Geteuid())
+	mine := func(st *unix.Stat_t) bool { return st.Uid == euid && st.Mode&0o022 == 0 }
+	return top.Mode&unix.S_IFMT == unix.S_IFDIR && parent.Dev == data.Dev && parent.Ino == data.Ino &&
+		mine(&top) && mine(&parent)
+}
+
+// checkDataDirVolumes refuses a writable volume that covers rljail's data
+// directory of root filesystems, or lies inside it: through it the jail
+// would write a rootfs that later runs take unchecked (unwritableByJails).
+// Both are judged by inode, so that another name of the same directory (a
+// bind mount, a link) is caught too.
+func checkDataDirVolumes(writable []string) error {
+	if len(writable) == 0 {
+		return nil
+	}
+	base, err := rootfs.DataDir()
+	if err != nil {
+		return nil
+	}
+	var data unix.Stat_t
+	if unix.Stat(base, &data) != nil {
+		return nil // no root filesystems there yet; a first-use build makes it
+	}
+	type inode struct{ dev, ino uint64 }
+	ancestors := func(p string) map[inode]bool {
+		out := map[inode]bool{}
+		for {
+			var st unix.Stat_t
+			if unix.Stat(p, &st) == nil {
+				out[inode{st.Dev, st.Ino}] = true
+			}
+			if p == "/" || p == "." || p == "" {
+				return out
+			}
+			p = filepath.Dir(p)
+		}
+	}
+	over := ancestors(base)
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	baseFS, baseOK := fsPath(mounts, base)
+	for _, w := range writable {
+		var st unix.Stat_t
+		if unix.Stat(w, &st) != nil {
+			continue // refused where the volume is checked
+		}
+		// A bind mount names a directory by another path, whose parents
+		// are not the directory's: its place in its filesystem is read
+		// from the mount table (the mount's root within the filesystem).
+		inFS := false
+		if wFS, ok := fsPath(mounts, w); ok && baseOK && st.Dev == data.Dev {
+			inFS = wFS == "/" || wFS == baseFS || strings.HasPrefix(wFS, baseFS+"/") || strings.HasPrefix(baseFS, wFS+"/")
+		}
+		if inFS || over[inode{st.Dev, st.Ino}] || ancestors(w)[inode{data.Dev, data.Ino}] {
+			return fmt.Errorf("the writable volume %s would let the jail write rljail's root filesystems in %s, which runs take without a check: grant a directory outside it (and not one above it)", w, base)
+		}
+	}
+	return nil
 }
 
 // checkRootfsPlace refuses a rootfs that a jail could write: one inside a
@@ -700,4 +790,57 @@ func buildSources(opts rootfs.BuildOptions) string {
 		return ""
 	}
 	return " with " + strings.Join(parts, ", ")
+}
+
+// fsPath is p's path within its filesystem, from the mount table
+// (mountinfo, /proc/self/mountinfo's text): the root of the mount p lies
+// in (the last one mounted at the longest mount point above p), joined
+// with the rest of p. A directory reached through a bind mount has the
+// same fsPath as by its own name.
+func fsPath(mountinfo []byte, p string) (string, bool) {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", false
+	}
+	best, root := "", ""
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		point := unescapeMountinfo(f[4])
+		if point != "/" && real != point && !strings.HasPrefix(real, point+"/") {
+			continue
+		}
+		if len(point) >= len(best) {
+			best, root = point, unescapeMountinfo(f[3])
+		}
+	}
+	if best == "" {
+		return "", false
+	}
+	rest := strings.TrimPrefix(real, best)
+	if best == "/" {
+		rest = real
+	}
+	return filepath.Join(root, rest), true
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
