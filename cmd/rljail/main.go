@@ -1,6 +1,7 @@
 // Command rljail runs untrusted code, such as model-written Python, in a
 // throwaway Linux jail: no network, no host files but the ones granted, no
-// secrets, and a time limit. See README.md.
+// secrets, and a time limit. See README.md, docs/ and the man page
+// (rljail man: generated from this command's own flags).
 //
 //	rljail [flags] -- CMD [ARG...]
 //	rljail docker run [DOCKER FLAGS] IMAGE CMD [ARG...] (also as "docker")
