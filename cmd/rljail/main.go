@@ -58,6 +58,7 @@ func main() {
 // else is a run (`rljail [flags] -- CMD` is `rljail run [flags] -- CMD`).
 var subcommands = map[string]bool{
 	"run": true, "session": true, "rootfs": true, "check": true, "version": true, "help": true, "profiles": true,
+	"man": true,
 	"-h": true, "--help": true, "-v": false,
 }
 
@@ -281,6 +282,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			rootfsCommand(),
 			checkCommand(),
 			profilesCommand(),
+			manCommand(),
 			{
 				Name:  "version",
 				Usage: "print rljail's version",
