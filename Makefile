@@ -30,6 +30,9 @@ APT_PACKAGES := $(BUILD_PACKAGES) $(RUN_PACKAGES) libseccomp-dev bubblewrap qemu
 APT_PACKAGES += libpython3.11-testsuite
 # curl and xz-utils: AppArmor 4's parser, fetched once for test-apparmor.
 APT_PACKAGES += curl xz-utils
+# groff-base and man-db: the man page's check (rljail man rendered by groff
+# -man -ww and man -l without a warning, cmd/rljail/man_test.go).
+APT_PACKAGES += groff-base man-db
 # The data rootfs of the data-stack tests (integration/datastack_test.go) is
 # built from these Debian packages (rljail rootfs build --system-packages).
 DATA_PACKAGES := python3-numpy python3-pandas python3-scipy python3-matplotlib python3-pytest python3-hypothesis
@@ -44,7 +47,9 @@ export RLJAIL_DATA_ROOTFS ?= $(dir $(RLJAIL_ROOTFS))data
 .PHONY: install uninstall deb vm-systemd-image test-systemd-vm test-apparmor
 
 # install: the binary, the systemd units and tmpfiles.d entry of contrib/,
-# and the AppArmor profile (packaging/install.sh says where each goes).
+# the AppArmor profile and the man page rljail.1, which `rljail man`
+# generates from the binary's own flags (packaging/install.sh says where
+# each goes).
 # PREFIX, DESTDIR as usual; APPARMOR=auto puts the profile into
 # /etc/apparmor.d only where AppArmor 4 is (/etc/apparmor.d/abi/4.0),
 # yes or no decide instead.

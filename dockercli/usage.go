@@ -5,7 +5,7 @@ const Usage = `Usage:  docker run [OPTIONS] IMAGE COMMAND [ARG...]
 
 rljail standing in for docker run: COMMAND runs in a throwaway rljail jail
 on the root filesystem IMAGE maps to (no network, read-only root, no
-capabilities, limits always on). See README.md, "In docker's place".
+capabilities, limits always on). See man rljail and docs/docker.md.
 
 Honoured:
   --rm, --read-only, --init, -q, --cap-drop, --security-opt no-new-privileges

@@ -22,7 +22,7 @@ import (
 // CPython's own regression tests (Debian's libpython3.11-testsuite, which
 // `make deps` installs) run as an unprivileged user bare and in the jail,
 // compared test by test: every test that passes bare must pass in the
-// jail, or README.md's table "CPython's regression tests in the jail"
+// jail, or docs/testing.md's table "CPython's regression tests in the jail"
 // names it with the reason (issue 23, "What model code expects of any
 // Linux box"). The table must stay true: a test it names that passes in
 // the jail fails this test too.
@@ -131,21 +131,25 @@ func parseJUnit(b []byte, id func(junitCase) string) (map[string]cpyOutcome, err
 	return out, nil
 }
 
-// cpythonDifference is one row of README.md's table.
+// cpythonDifferencesDoc is the page (below the repository's root) whose
+// table lists the tests that differ in the jail, each with its reason.
+const cpythonDifferencesDoc = "docs/testing.md"
+
+// cpythonDifference is one row of docs/testing.md's table.
 type cpythonDifference struct {
 	id, reason string
 }
 
-var readmeRow = regexp.MustCompile("^\\| `([^`]+)` \\| (.+) \\|$")
+var differenceRow = regexp.MustCompile("^\\| `([^`]+)` \\| (.+) \\|$")
 
-// readmeDifferences reads the table between README.md's markers
+// documentedDifferences reads the table between docs/testing.md's markers
 // <!-- cpython-differences --> and <!-- /cpython-differences -->.
-func readmeDifferences() ([]cpythonDifference, error) {
+func documentedDifferences() ([]cpythonDifference, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(root, "README.md"))
+	f, err := os.Open(filepath.Join(root, cpythonDifferencesDoc))
 	if err != nil {
 		return nil, err
 	}
@@ -161,13 +165,13 @@ func readmeDifferences() ([]cpythonDifference, error) {
 		case l == "<!-- /cpython-differences -->":
 			in = false
 		case in:
-			if m := readmeRow.FindStringSubmatch(l); m != nil {
+			if m := differenceRow.FindStringSubmatch(l); m != nil {
 				out = append(out, cpythonDifference{m[1], m[2]})
 			}
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("README.md has no <!-- cpython-differences --> table")
+		return nil, fmt.Errorf("docs/testing.md has no <!-- cpython-differences --> table")
 	}
 	return out, sc.Err()
 }
@@ -370,7 +374,7 @@ func TestCPythonRegressionTests(t *testing.T) {
 	if _, err := os.Stat(cpythonTestSuite); err != nil {
 		t.Fatalf("CPython's test suite is missing (%v): make deps installs libpython3.11-testsuite", err)
 	}
-	listed, err := readmeDifferences()
+	listed, err := documentedDifferences()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,12 +438,12 @@ func TestCPythonRegressionTests(t *testing.T) {
 				if got, ok := jail[id]; ok {
 					state = got.String()
 				}
-				t.Logf("%s: %s %s in the jail (README: %s)", m, id, state, r)
+				t.Logf("%s: %s %s in the jail (docs/testing.md: %s)", m, id, state, r)
 				continue
 			}
 			unexplained[i] = append(unexplained[i], id)
 		}
-		t.Logf("%s: %d of %d tests that pass bare pass in the jail; %d differ, %d of them in README's table", m, passedBare-len(differ), passedBare, len(differ), listedN)
+		t.Logf("%s: %d of %d tests that pass bare pass in the jail; %d differ, %d of them in docs/testing.md's table", m, passedBare-len(differ), passedBare, len(differ), listedN)
 		if n := len(unexplained[i]); n > 0 && n <= 200 {
 			rerunWG.Add(1)
 			go func() {
@@ -466,11 +470,11 @@ func TestCPythonRegressionTests(t *testing.T) {
 				state = got.String()
 			}
 			if k < 100 {
-				t.Errorf("%s: %s passes bare, %s in the jail, and README.md's table does not say why", m, id, state)
+				t.Errorf("%s: %s passes bare, %s in the jail, and docs/testing.md's table does not say why", m, id, state)
 			}
 		}
 		if len(unexplained[i]) > 0 {
-			t.Errorf("%s: %d tests pass bare and not in the jail without a reason in README.md; the jail's output:\n%s", m, len(unexplained[i]), clipTail(runs[1+i].output, 6000))
+			t.Errorf("%s: %d tests pass bare and not in the jail without a reason in docs/testing.md; the jail's output:\n%s", m, len(unexplained[i]), clipTail(runs[1+i].output, 6000))
 		}
 	}
 	// The table stays true: a row that names no test of the suites, or only
@@ -499,9 +503,9 @@ func TestCPythonRegressionTests(t *testing.T) {
 		}
 		switch {
 		case matched == 0:
-			t.Errorf("README.md lists %s (%s), which names no test of the suites: remove it from the table", d.id, d.reason)
+			t.Errorf("docs/testing.md lists %s (%s), which names no test of the suites: remove it from the table", d.id, d.reason)
 		case passing == matched:
-			t.Errorf("README.md lists %s (%s), but it passes in the jail now: remove it from the table", d.id, d.reason)
+			t.Errorf("docs/testing.md lists %s (%s), but it passes in the jail now: remove it from the table", d.id, d.reason)
 		}
 	}
 }

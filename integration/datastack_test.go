@@ -142,7 +142,7 @@ func TestDataStackModelCode(t *testing.T) {
 				// RLIMIT_AS, which counts address space: numpy with
 				// OpenBLAS's threads, scipy, pandas and matplotlib (while it
 				// builds its font cache) reserve some 520 MB of it, over the
-				// default 512m (README, "Packages").
+				// default 512m (docs/rootfs.md, "Packages").
 				args = append(args, "--memory", "1g")
 			}
 			stdout, stderr, exit, _ := runJail(t, m, runOpts{noRootfs: true, deadline: 120 * time.Second},
@@ -193,7 +193,7 @@ func mustJSON(v any) string {
 // 2-core machine (and f2py's and distutils' tests compile C and Fortran,
 // for which a jail has no compiler), core, lib and random alone some 5: so
 // the modules of the array, linear algebra, FFT and random number code
-// that model code leans on, about 2 minutes each way (README, "numpy's own
+// that model code leans on, about 2 minutes each way (docs/testing.md, "numpy's own
 // tests in the jail").
 var numpyTestModules = []string{
 	"numpy.linalg", "numpy.fft", "numpy.random", "numpy.polynomial", "numpy.matrixlib",
@@ -218,7 +218,7 @@ func pyList(items []string) string {
 }
 
 // numpyJailDifferences are the tests of numpyTestModules that pass bare and
-// not in the jail, each with the reason (README lists them too).
+// not in the jail, each with the reason (docs/testing.md lists them too).
 var numpyJailDifferences = map[string]string{
 	"core.tests.test_multiarray.TestNewBufferProtocol::test_no_suboffsets": "skipped: it needs CPython's _testbuffer, a test-only extension module the rootfs leaves out (it exposes raw interpreter internals)",
 }
@@ -295,7 +295,7 @@ func TestDataStackNumpySuite(t *testing.T) {
 	}
 	slices.Sort(lost)
 	if len(lost) > 0 {
-		t.Errorf("%d numpy tests pass bare but not in the jail (list each in numpyJailDifferences and the README with its reason, or fix the jail):\n%s",
+		t.Errorf("%d numpy tests pass bare but not in the jail (list each in numpyJailDifferences and docs/testing.md with its reason, or fix the jail):\n%s",
 			len(lost), strings.Join(lost[:min(len(lost), 60)], "\n"))
 	}
 }

@@ -545,14 +545,14 @@ print(json.dumps(dict(os.environ)))
 			"FOO": "bar", "PASSME": "from host env", "EMPTY": "", "FROMFILE": "file value", "FILE2": "two",
 		}
 		// Where memory falls back to RLIMIT_AS (rootless on this build's
-		// cgroup v1 host), rljail adds MALLOC_ARENA_MAX (README, limits).
+		// cgroup v1 host), rljail adds MALLOC_ARENA_MAX (docs/limits.md, "Fallbacks without a cgroup").
 		for _, e := range limitEnvs() {
 			if e.mode == m && e.mech["memory_bytes"] == "rlimit" {
 				want["MALLOC_ARENA_MAX"] = "2"
 			}
 		}
 		// The default --cpus 1 on a host of more CPUs sizes the numeric
-		// libraries' thread pools (README, limits; TestThreadPoolHints).
+		// libraries' thread pools (docs/flags.md, --cpus; TestThreadPoolHints).
 		if runtime.NumCPU() > 1 {
 			for _, k := range threadPoolVars {
 				want[k] = "1"

@@ -107,7 +107,7 @@ func TestReportOnStdout(t *testing.T) {
 				}
 			}
 
-			// README's line for one object per run: the report alone on
+			// docs/report.md's line for one object per run: the report alone on
 			// the caller's stdout, both streams in it, apart although
 			// rljail's own stdout and stderr are one /dev/null.
 			r = shellLine(t, m, dir, `$RLJAIL -q --result-output 64k --result-fd 3 -- python3 -c 'import sys; print("out"); print("err", file=sys.stderr)' 3>&1 >/dev/null 2>&1`)

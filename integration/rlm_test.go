@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestRLMExample runs examples/rlm_repl.py, the recipe the README gives
+// TestRLMExample runs examples/rlm_repl.py, the recipe docs/sessions.md gives
 // RLM runners, as a user would: a host driver keeps one jailed REPL for a
 // trajectory and answers its llm_query calls (the bridge's call events on
 // the session's stdout). Decided

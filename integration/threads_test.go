@@ -9,7 +9,7 @@ import (
 )
 
 // threadPoolVars are the variables the jail sizes the numeric libraries'
-// thread pools by under --cpus (README, limits).
+// thread pools by under --cpus (docs/flags.md, --cpus).
 var threadPoolVars = []string{"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "NUMEXPR_NUM_THREADS"}
 
 // TestThreadPoolHints checks the environment a jail under --cpus gives the

@@ -14,6 +14,11 @@
 #   PREFIX/share/rljail/apparmor/rljail            the AppArmor profiles rljail and rljail-host (always)
 #   /etc/apparmor.d/rljail                         the same, where AppArmor 4 is
 #   PREFIX/share/doc/rljail/examples/rljail-runner.service
+#   PREFIX/share/man/man1/rljail.1                 the man page, printed by `rljail man`
+#
+# The man page is generated from the binary's own flag table (`rljail
+# man`), so that it describes the binary installed beside it; the .deb
+# compresses it (build-deb.sh).
 #
 # systemd searches /usr/local/lib/systemd/system and /usr/local/lib/tmpfiles.d
 # as well as /usr/lib's. --apparmor auto (the default) installs the profile
@@ -60,6 +65,7 @@ unitdir=$prefix/lib/systemd/system
 tmpfilesdir=$prefix/lib/tmpfiles.d
 sharedir=$prefix/share/rljail
 docdir=$prefix/share/doc/rljail
+man1dir=$prefix/share/man/man1
 aadir=/etc/apparmor.d
 
 wantAppArmor() {
@@ -83,7 +89,7 @@ if [ $uninstall = yes ]; then
 	fi
 	rm -f "$destdir$bindir/rljail" "$destdir$unitdir/rljail.slice" "$destdir$unitdir/rljail-runner@.service" \
 		"$destdir$tmpfilesdir/rljail.conf" "$destdir$sharedir/apparmor/rljail" "$destdir$aadir/rljail" \
-		"$destdir$docdir/examples/rljail-runner.service"
+		"$destdir$docdir/examples/rljail-runner.service" "$destdir$man1dir/rljail.1"
 	rmdir "$destdir$sharedir/apparmor" "$destdir$sharedir" "$destdir$docdir/examples" "$destdir$docdir" 2>/dev/null || true
 	if [ $activate = yes ] && [ -d /run/systemd/system ]; then
 		systemctl daemon-reload || true
@@ -94,7 +100,7 @@ fi
 [ -n "$bin" ] || { echo "install.sh: --bin PATH is required" >&2; exit 2; }
 [ -x "$bin" ] || { echo "install.sh: $bin is not an executable (make build)" >&2; exit 1; }
 install -d -m 0755 "$destdir$bindir" "$destdir$unitdir" "$destdir$tmpfilesdir" \
-	"$destdir$sharedir/apparmor" "$destdir$docdir/examples"
+	"$destdir$sharedir/apparmor" "$destdir$docdir/examples" "$destdir$man1dir"
 install -m 0755 "$bin" "$destdir$bindir/rljail.tmp"
 mv "$destdir$bindir/rljail.tmp" "$destdir$bindir/rljail"
 install -m 0644 "$src/contrib/systemd/rljail.slice" "$destdir$unitdir/rljail.slice"
@@ -102,6 +108,15 @@ subst "$src/contrib/systemd/rljail-runner@.service" "$destdir$unitdir/rljail-run
 install -m 0644 "$src/contrib/tmpfiles.d/rljail.conf" "$destdir$tmpfilesdir/rljail.conf"
 subst "$src/contrib/apparmor/rljail" "$destdir$sharedir/apparmor/rljail"
 install -m 0644 "$src/contrib/systemd/rljail-runner.service" "$destdir$docdir/examples/rljail-runner.service"
+# The man page: what this binary says of its own commands and flags.
+"$bin" man >"$destdir$man1dir/rljail.1.tmp" || { rm -f "$destdir$man1dir/rljail.1.tmp"; echo "install.sh: $bin man failed: no man page" >&2; exit 1; }
+if ! grep -q '^\.TH RLJAIL 1 ' "$destdir$man1dir/rljail.1.tmp"; then
+	rm -f "$destdir$man1dir/rljail.1.tmp"
+	echo "install.sh: $bin man printed no man page (an rljail older than the man command?)" >&2
+	exit 1
+fi
+chmod 0644 "$destdir$man1dir/rljail.1.tmp"
+mv "$destdir$man1dir/rljail.1.tmp" "$destdir$man1dir/rljail.1"
 if wantAppArmor; then
 	install -d -m 0755 "$destdir$aadir"
 	subst "$src/contrib/apparmor/rljail" "$destdir$aadir/rljail"

@@ -1,11 +1,15 @@
 package packaging
 
 import (
+	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,11 +18,20 @@ import (
 
 // fakeBinary writes a small executable to package instead of rljail (the
 // packaging, not the binary, is under test; the Go build is reproducible
-// with -trimpath on its own).
+// with -trimpath on its own). Its `man` prints a man page, as rljail's
+// does (cmd/rljail's tests check the real one).
 func fakeBinary(t *testing.T) string {
 	t.Helper()
+	return fakeBinaryWith(t, ".TH RLJAIL 1 \"\" \"rljail fake\" \"User Commands\"\n.SH NAME\nrljail \\- fake\n")
+}
+
+// fakeBinaryWith is fakeBinary whose `man` prints page (lines, each
+// ending in a newline).
+func fakeBinaryWith(t *testing.T, page string) string {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "rljail")
-	if err := os.WriteFile(p, []byte("#!/bin/sh\necho rljail fake\n"), 0o755); err != nil {
+	script := "#!/bin/sh\nif [ \"$1\" = man ]; then cat <<'PAGE'\n" + page + "PAGE\nexit 0; fi\necho rljail fake\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -99,6 +112,18 @@ func TestDebContents(t *testing.T) {
 			t.Errorf("dpkg-deb --info lacks %q:\n%s", want, info)
 		}
 	}
+	// The relations: the binary is static, so nothing is a Depends; a
+	// rootfs build wants python3 and netbase (build-deb.sh says why).
+	for field, want := range map[string]string{
+		"Depends":    "",
+		"Recommends": "python3, netbase",
+		"Suggests":   "busybox-static, apparmor, python3-pip",
+	} {
+		out, err := exec.Command("dpkg-deb", "--field", deb, field).CombinedOutput()
+		if got := strings.TrimSpace(string(out)); err != nil || got != want {
+			t.Errorf("dpkg-deb --field %s: %q (%v), want %q", field, got, err, want)
+		}
+	}
 	contents, err := exec.Command("dpkg-deb", "--contents", deb).CombinedOutput()
 	if err != nil {
 		t.Fatalf("dpkg-deb --contents: %v\n%s", err, contents)
@@ -136,7 +161,9 @@ func TestDebContents(t *testing.T) {
 		"./usr/lib/systemd/system/rljail-runner@.service",
 		"./usr/lib/systemd/system/rljail.slice",
 		"./usr/lib/tmpfiles.d/rljail.conf",
+		"./usr/share/doc/rljail/copyright",
 		"./usr/share/doc/rljail/examples/rljail-runner.service",
+		"./usr/share/man/man1/rljail.1.gz",
 		"./usr/share/rljail/apparmor/rljail",
 	}
 	if !slices.Equal(files, wantFiles) {
@@ -192,7 +219,7 @@ func TestInstallDestdir(t *testing.T) {
 			sh("--bin", bin, "--destdir", dest, "--prefix", "/usr/local", "--apparmor", tc.apparmor)
 			for _, p := range []string{"/usr/local/bin/rljail", "/usr/local/lib/systemd/system/rljail.slice",
 				"/usr/local/lib/systemd/system/rljail-runner@.service", "/usr/local/lib/tmpfiles.d/rljail.conf",
-				"/usr/local/share/rljail/apparmor/rljail"} {
+				"/usr/local/share/rljail/apparmor/rljail", "/usr/local/share/man/man1/rljail.1"} {
 				if _, err := os.Stat(dest + p); err != nil {
 					t.Errorf("not installed: %v", err)
 				}
@@ -279,4 +306,139 @@ func TestBuildNeedsOnlyBuildPackages(t *testing.T) {
 	if rootfs := packages("rootfs"); !slices.Contains(rootfs, "python3") || slices.Contains(rootfs, "qemu-system-x86") {
 		t.Errorf("make rootfs installs %v, want the build's and python3, netbase", rootfs)
 	}
+}
+
+// debMember extracts one file of the package's data.
+func debMember(t *testing.T, deb, name string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("dpkg-deb", "-x", deb, dir).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDebManPage: the package's man page is the binary's `rljail man`,
+// gzipped as Debian's policy asks (-9n: no file name and no time in the
+// header, so that the package stays reproducible).
+func TestDebManPage(t *testing.T) {
+	requireTool(t, "dpkg-deb")
+	page := ".TH RLJAIL 1 \"\" \"rljail test\" \"User Commands\"\n.SH NAME\nrljail \\- a test page\n"
+	deb := buildDeb(t, fakeBinaryWith(t, page), "1.2.3", 0o022)
+	gz := debMember(t, deb, "usr/share/man/man1/rljail.1.gz")
+	if len(gz) < 10 || gz[0] != 0x1f || gz[1] != 0x8b {
+		t.Fatalf("rljail.1.gz is not gzip")
+	}
+	if flags, mtime := gz[3], gz[4:8]; flags&0x08 != 0 || !slices.Equal(mtime, []byte{0, 0, 0, 0}) {
+		t.Errorf("rljail.1.gz's header has a name (flags %#x) or a time (%v): gzip -n", flags, mtime)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != page {
+		t.Errorf("the package's man page is %q, want what rljail man printed, %q", b, page)
+	}
+}
+
+// TestInstallRefusesNoManPage: a binary whose `man` prints no man page
+// (one older than the man command, which would run `man` in a jail) is
+// refused with one line, and leaves no half-written page.
+func TestInstallRefusesNoManPage(t *testing.T) {
+	dest := t.TempDir()
+	out, err := exec.Command("sh", "install.sh", "--bin", fakeBinaryWith(t, "no page\n"), "--destdir", dest, "--prefix", "/usr").CombinedOutput()
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	if err == nil || len(lines) != 1 || !strings.Contains(lines[0], "no man page") {
+		t.Errorf("install.sh with a binary without a man page: %v, output %q; want it refused with one line", err, out)
+	}
+	matches, _ := filepath.Glob(dest + "/usr/share/man/man1/*")
+	if len(matches) > 0 {
+		t.Errorf("left in man1: %q", matches)
+	}
+}
+
+// TestDebCopyright: usr/share/doc/rljail/copyright is in Debian's
+// machine-readable format, says that rljail's source names no license (the
+// repository has no LICENSE file: nothing is invented), and has a Files
+// stanza for every Go module the static binary links, as the Makefile
+// builds it, so that each one's notice ships with the binary.
+func TestDebCopyright(t *testing.T) {
+	requireTool(t, "dpkg-deb")
+	deb := buildDeb(t, fakeBinary(t), "1.2.3", 0o022)
+	c := string(debMember(t, deb, "usr/share/doc/rljail/copyright"))
+	src, err := os.ReadFile("deb/copyright")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != string(src) {
+		t.Errorf("the package's copyright is not packaging/deb/copyright")
+	}
+	if !strings.HasPrefix(c, "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n") {
+		t.Errorf("copyright does not start with the format's Format: line")
+	}
+	for _, name := range []string{"LICENSE", "LICENSE.md", "LICENSE.txt", "COPYING"} {
+		if _, err := os.Stat(filepath.Join("..", name)); err == nil {
+			t.Errorf("the repository has %s now: name its license in packaging/deb/copyright instead of UNLICENSED", name)
+		}
+	}
+	// Paragraphs: every License a Files stanza names is defined (by a
+	// text under it or a stand-alone License paragraph).
+	defined := map[string]bool{}
+	var named []string
+	for _, para := range strings.Split(strings.TrimSpace(c), "\n\n") {
+		first := strings.SplitN(para, "\n", 2)[0]
+		for _, l := range strings.Split(para, "\n") {
+			if lic, ok := strings.CutPrefix(l, "License: "); ok {
+				if strings.HasPrefix(first, "License: ") || strings.Contains(para, "\nLicense: "+lic+"\n ") {
+					defined[lic] = true
+				}
+				if strings.HasPrefix(first, "Files: ") {
+					named = append(named, lic)
+				}
+			}
+		}
+		if !strings.HasPrefix(first, "Files: ") && !strings.HasPrefix(first, "License: ") && !strings.HasPrefix(first, "Format: ") {
+			t.Errorf("copyright has a paragraph that is no header, Files or License paragraph: %q", first)
+		}
+	}
+	for _, lic := range named {
+		if !defined[lic] {
+			t.Errorf("copyright names License %s without its text", lic)
+		}
+	}
+	if !strings.Contains(c, "License: UNLICENSED\n") {
+		t.Errorf("copyright does not say that rljail's source names no license")
+	}
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^GOFLAGS_STATIC := .*-tags (\S+)`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("the Makefile has no GOFLAGS_STATIC with -tags")
+	}
+	out, err := exec.Command("go", "list", "-tags", string(m[1]), "-deps", "-f", "{{if .Module}}{{if not .Module.Main}}{{.Module.Path}}{{end}}{{end}}", "../cmd/rljail").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	modules := strings.Fields(string(out))
+	slices.Sort(modules)
+	modules = slices.Compact(modules)
+	if len(modules) < 3 {
+		t.Fatalf("go list found %d modules: %q", len(modules), modules)
+	}
+	for _, mod := range modules {
+		if !regexp.MustCompile(`(?m)^Files:.*[ ]` + regexp.QuoteMeta(mod) + `/\*`).MatchString(c) {
+			t.Errorf("the binary links Go module %s, which packaging/deb/copyright has no Files stanza for", mod)
+		}
+	}
+	t.Logf("%d modules: %s", len(modules), strings.Join(modules, " "))
 }

@@ -56,7 +56,7 @@ func checkCommand() *cli.Command {
 						return "", nil, err
 					}
 					// Linux 5.14 counts these per user namespace: in the jail's
-					// they count the jail alone (README, "Resource limits").
+					// they count the jail alone (docs/limits.md, "Fallbacks without a cgroup").
 					ucounts := "RLIMIT_NPROC and RLIMIT_SIGPENDING count per user namespace (Linux 5.14): the jail's own tasks and queued signals"
 					if !cgroup.NprocPerUserNS() {
 						ucounts = "RLIMIT_NPROC and RLIMIT_SIGPENDING count every process of the host user (before Linux 5.14)"

@@ -1,6 +1,7 @@
 // Command rljail runs untrusted code, such as model-written Python, in a
 // throwaway Linux jail: no network, no host files but the ones granted, no
-// secrets, and a time limit. See README.md.
+// secrets, and a time limit. See README.md, docs/ and the man page
+// (rljail man: generated from this command's own flags).
 //
 //	rljail [flags] -- CMD [ARG...]
 //	rljail docker run [DOCKER FLAGS] IMAGE CMD [ARG...] (also as "docker")
@@ -57,6 +58,7 @@ func main() {
 // else is a run (`rljail [flags] -- CMD` is `rljail run [flags] -- CMD`).
 var subcommands = map[string]bool{
 	"run": true, "session": true, "rootfs": true, "check": true, "version": true, "help": true, "profiles": true,
+	"man": true,
 	"-h": true, "--help": true, "-v": false,
 }
 
@@ -280,6 +282,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			rootfsCommand(),
 			checkCommand(),
 			profilesCommand(),
+			manCommand(),
 			{
 				Name:  "version",
 				Usage: "print rljail's version",

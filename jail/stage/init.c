@@ -689,7 +689,7 @@ static void write_file_at(int dir, const char *name, const char *content)
 	close(fd);
 }
 
-// write_etc writes the jail's minimal /etc (see README: user rljail 1000).
+// write_etc writes the jail's minimal /etc (see docs/jail.md: user rljail 1000).
 static void write_etc(int root)
 {
 	if (mkdirat(root, "etc", 0755) < 0)
@@ -708,7 +708,7 @@ static void write_etc(int root)
 	close(etc);
 }
 
-// The /proc masks; README.md lists them and says why.
+// The /proc masks; docs/jail.md lists them and says why.
 static const char *proc_masked_files[] = {
 	"kcore", "kallsyms", "keys", "key-users", "timer_list", "sched_debug",
 	"latency_stats", "config.gz", "kmsg", "kpagecount", "kpageflags", "kpagecgroup",

@@ -15,6 +15,19 @@
 # DEB_MAINTAINER sets the Maintainer field (default: rljail developers
 # <rljail@localhost>, a placeholder for a distributor's own).
 #
+# Relations (control): the binary is static and its maintainer scripts
+# use only what Essential packages give (systemctl and apparmor_parser
+# only where they are), so there is no Depends. Recommends: python3 and
+# netbase, from which `rljail rootfs build` (and so the first run) makes
+# the Python root filesystem and its /etc/services and /etc/protocols.
+# Suggests: busybox-static (the rootfs's common commands), apparmor (the
+# profiles, where AppArmor 4 restricts user namespaces), python3-pip
+# (rootfs build --wheels).
+#
+# The man page is gzipped (-9n: no name or time in it) as Debian's policy
+# asks, and usr/share/doc/rljail/copyright is packaging/deb/copyright, in
+# Debian's machine-readable format.
+#
 # Prints the path of the .deb (DIR/rljail_VERSION_amd64.deb) on stdout.
 set -eu
 umask 022
@@ -50,6 +63,8 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root=$stage/root
 sh "$src/packaging/install.sh" --bin "$bin" --destdir "$root" --prefix /usr --apparmor no --no-activate
+gzip -9n "$root/usr/share/man/man1/rljail.1"
+install -m 0644 "$here/copyright" "$root/usr/share/doc/rljail/copyright"
 
 install -d -m 0755 "$root/DEBIAN"
 for s in postinst prerm postrm; do
