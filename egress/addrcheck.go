@@ -94,8 +94,8 @@ func refusedByDefault(a netip.Addr) string {
 			switch {
 			case a.IsLoopback():
 				return "a loopback address"
-			case a == netip.MustParseAddr("169.254.169.254") || a == netip.MustParseAddr("fd00:ec2::254"):
-				return "the cloud metadata address"
+			case isMetadata(a):
+				return "a cloud metadata address"
 			case a.IsLinkLocalUnicast():
 				return "a link-local address"
 			case a.IsPrivate():
@@ -111,6 +111,32 @@ func refusedByDefault(a netip.Addr) string {
 	}
 	return ""
 }
+
+// metadataAddrs are the addresses of cloud instance metadata and
+// credential services: a connection to one can hand the payload the
+// host's cloud credentials. Each is refused by default (it lies in a
+// refused prefix); unlike the rest, a --resolve pin does not open one
+// (List.pinRefusal): only a rule by address that names it does, so that a
+// pin written for a test server, or copied from elsewhere, never reaches
+// the host's credentials.
+var metadataAddrs = sync.OnceValue(func() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, s := range []string{
+		"169.254.169.254", // AWS, GCP, Azure, OpenStack, Oracle, DigitalOcean...: instance metadata
+		"169.254.170.2",   // AWS ECS: a task's credentials
+		"169.254.170.23",  // AWS EKS Pod Identity: a pod's credentials
+		"fd00:ec2::254",   // AWS: instance metadata over IPv6
+		"fd00:ec2::23",    // AWS EKS Pod Identity over IPv6
+		"100.100.100.200", // Alibaba Cloud: instance metadata
+		"192.0.0.192",     // Oracle Cloud: instance metadata
+	} {
+		out[netip.MustParseAddr(s)] = true
+	}
+	return out
+})
+
+// isMetadata tells whether a is a cloud metadata or credential address.
+func isMetadata(a netip.Addr) bool { return metadataAddrs()[a.Unmap()] }
 
 // embedding is an IPv6 form that carries an IPv4 address: the packets to
 // such an address go, through a tunnel, a relay or a translator, to the
@@ -222,6 +248,45 @@ func (l *List) addrRefusal(a netip.Addr, port uint16) string {
 		return r
 	}
 	return l.embeddedRefusal(a, port)
+}
+
+// pinRefusal says why the address a --resolve pin gives a name may not
+// be dialled on port, "" when it may. The pin is the user's word for
+// that name and that address, so the address passes where
+// refusedByDefault would refuse it: a private test server, a service on
+// the host's loopback. It passes for the pinned name only: check takes
+// it from the pin, so neither a literal (a rule by address decides
+// those) nor another name (its resolved addresses get addrRefusal, so
+// DNS rebinding onto the pinned address is refused as before) reaches
+// it by the pin; and only on the ports the rules allow the name, which
+// check has decided first. Two things a pin does not open: a cloud
+// metadata address (isMetadata), and the IPv4 address an IPv6 form
+// carries (a pin to 64:ff9b::a00:1 reaches 10.0.0.1 through a
+// translator, which is not the address written): each still needs a
+// rule by address.
+func (l *List) pinRefusal(a netip.Addr, port uint16) string {
+	a = a.Unmap()
+	if isMetadata(a) && !l.AllowsAddrRule(a, port) {
+		return "a cloud metadata address, which a --resolve pin does not open"
+	}
+	return l.embeddedRefusal(a, port)
+}
+
+// pinNeedsRule says what a pin's address needs besides the pin, whatever
+// the port ("a rule by address for 169.254.169.254: ..."), "" when the
+// pin alone reaches it.
+func pinNeedsRule(a netip.Addr) string {
+	a = a.Unmap()
+	if isMetadata(a) {
+		return "a rule by address for " + a.String() + ": a pin does not open a cloud metadata address"
+	}
+	_, v4 := embeddedIPv4(a)
+	for _, v := range v4 {
+		if refusedByDefault(v) != "" {
+			return "a rule by address for " + v.String() + ": a pin does not open the IPv4 address an IPv6 form carries"
+		}
+	}
+	return ""
 }
 
 func joinAddrs(as []netip.Addr) string {

@@ -14,12 +14,15 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/net/idna"
+
+	"github.com/rljail/rljail/jail"
 )
 
 // DefaultPorts are the ports of a rule written without one.
@@ -64,55 +67,90 @@ func (r Rule) matchesName(name string) bool {
 	return name == r.Name
 }
 
-// ParseRule parses HOST[:PORT]: a name, *.suffix, an IPv4 or IPv6 literal
-// (IPv6 in brackets when a port follows) or a CIDR.
+// schemePorts are the URL schemes a rule may be written with, and the
+// port each gives a rule that names none: a URL says one port, not both.
+var schemePorts = map[string]uint16{"http": 80, "https": 443}
+
+// ParseRule parses one --allow-host entry: HOST[:PORT], where HOST is a
+// name, *.suffix, an IPv4 or IPv6 literal (IPv6 in brackets when a port
+// follows) or a CIDR; or a URL, http://HOST[:PORT] or https://HOST[:PORT],
+// whose scheme gives the port when it names none (80, 443). A URL's path
+// may only be "/": a rule allows a host and port, and a path in it
+// (https://api.example.org/v1) would read as a limit that nothing
+// enforces, so it is refused rather than dropped. The error names the
+// value and what is wrong with it, never a parser's own message.
 func ParseRule(s string) (Rule, error) {
 	r := Rule{Text: s}
-	if s == "" {
-		return r, errors.New("--allow-host: an empty host")
+	fail := func(format string, a ...any) (Rule, error) {
+		return r, fmt.Errorf("%q: %s", s, fmt.Sprintf(format, a...))
 	}
-	host, port, err := splitHostPort(s)
+	if s == "" {
+		return fail("an empty host")
+	}
+	spec, ports := s, DefaultPorts
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		port, known := schemePorts[strings.ToLower(scheme)]
+		if !known {
+			return fail("the scheme %q is neither http nor https: a rule is HOST[:PORT], http://HOST[:PORT] or https://HOST[:PORT]", scheme)
+		}
+		authority, path := rest, ""
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			authority, path = rest[:i], rest[i:]
+		}
+		if path != "" && path != "/" {
+			hint := "write " + strings.ToLower(scheme) + "://" + authority
+			if strings.Trim(path[1:], "0123456789") == "" && !strings.ContainsAny(authority, ":[") {
+				hint += ", or a CIDR without a scheme (" + authority + path + ":" + strconv.Itoa(int(port)) + ")"
+			}
+			return fail("a rule allows a whole host and port, not the path %q: %s", path, hint)
+		}
+		if strings.Contains(authority, "@") {
+			return fail("a rule has no user name or password (the part before @)")
+		}
+		if authority == "" {
+			return fail("no host after %s://", scheme)
+		}
+		spec, ports = authority, []uint16{port}
+	}
+	host, port, err := splitHostPort(spec)
 	if err != nil {
-		return r, fmt.Errorf("--allow-host %q: %w", s, err)
+		return fail("%v", err)
 	}
 	if port == "" {
-		r.Ports = append([]uint16(nil), DefaultPorts...)
+		r.Ports = append([]uint16(nil), ports...)
 	} else {
 		p, err := parsePort(port)
 		if err != nil {
-			return r, fmt.Errorf("--allow-host %q: %w", s, err)
+			return fail("%v", err)
 		}
 		r.Ports = []uint16{p}
 	}
 	if strings.Contains(host, "/") {
-		pfx, err := netip.ParsePrefix(host)
+		pfx, err := parsePrefix(host)
 		if err != nil {
-			return r, fmt.Errorf("--allow-host %q: not a CIDR prefix: %w", s, err)
+			return fail("%v", err)
 		}
-		if pfx.Addr().Is4In6() {
-			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
-		}
-		r.Prefix = pfx.Masked()
+		r.Prefix = pfx
 		return r, nil
 	}
 	if suffix, ok := strings.CutPrefix(host, "*."); ok {
 		name, err := NormalizeName(suffix)
 		if err != nil {
-			return r, fmt.Errorf("--allow-host %q: %w", s, err)
+			return fail("%v", err)
 		}
 		if !strings.Contains(name, ".") {
 			// *.com would open a whole top-level domain: surely a mistake.
-			return r, fmt.Errorf("--allow-host %q: a wildcard needs a suffix of two labels at least (*.example.org)", s)
+			return fail("a wildcard needs a suffix of two labels at least (*.example.org)")
 		}
 		r.Name, r.Wildcard = name, true
 		return r, nil
 	}
 	if strings.Contains(host, "*") {
-		return r, fmt.Errorf("--allow-host %q: * only as a whole first label (*.example.org)", s)
+		return fail("* only as a whole first label (*.example.org)")
 	}
 	h, err := NormalizeHost(host)
 	if err != nil {
-		return r, fmt.Errorf("--allow-host %q: %w", s, err)
+		return fail("%v", err)
 	}
 	if h.Addr.IsValid() {
 		r.Prefix = netip.PrefixFrom(h.Addr, h.Addr.BitLen())
@@ -122,19 +160,50 @@ func ParseRule(s string) (Rule, error) {
 	return r, nil
 }
 
+// parsePrefix reads ADDRESS/BITS, an IPv4-mapped prefix as the IPv4 one
+// it maps, with errors that say which part is wrong (netip's own name
+// its internal steps: ParseAddr("http:/")).
+func parsePrefix(s string) (netip.Prefix, error) {
+	addr, bits, _ := strings.Cut(s, "/")
+	a, err := netip.ParseAddr(addr)
+	if err != nil || a.Zone() != "" {
+		if h, err := NormalizeHost(addr); err == nil && h.Name != "" {
+			return netip.Prefix{}, fmt.Errorf("a rule allows a whole host and port, not a path: write %s (or http://%s, https://%s)", addr, addr, addr)
+		}
+		return netip.Prefix{}, fmt.Errorf("not a CIDR (ADDRESS/BITS): %q is not an IP address", addr)
+	}
+	n, err := strconv.Atoi(bits)
+	if err != nil || n < 0 || n > a.BitLen() || strings.Trim(bits, "0123456789") != "" {
+		return netip.Prefix{}, fmt.Errorf("not a CIDR: the prefix length %q is not a number from 0 to %d", bits, a.BitLen())
+	}
+	pfx := netip.PrefixFrom(a, n)
+	if a.Is4In6() {
+		if n < 96 {
+			return netip.Prefix{}, fmt.Errorf("not a CIDR: an IPv4-mapped prefix is /96 at least")
+		}
+		pfx = netip.PrefixFrom(a.Unmap(), n-96)
+	}
+	return pfx.Masked(), nil
+}
+
 // Pin is one --resolve NAME:ADDR entry: the name resolves to Addr, without
-// asking the host's resolver. The address is still checked like any other.
+// asking the host's resolver. The user who wrote it vouches for that name
+// and that address: the pin lets the name (and no other, and no literal)
+// reach the address on the ports the rules allow the name, even where
+// the address is not public (List.pinRefusal says which are not opened).
 type Pin struct {
 	Name string
 	Addr netip.Addr
 }
 
 // ParsePin parses NAME:ADDR (as curl's --resolve, without its port;
-// NAME:PORT:ADDR is accepted too and its port ignored).
+// NAME:PORT:ADDR is accepted too and its port ignored: the rules say the
+// ports). An address no TCP connection can be made to (unspecified,
+// multicast, broadcast) is refused here rather than at every connection.
 func ParsePin(s string) (Pin, error) {
 	name, addr, ok := strings.Cut(s, ":")
 	if !ok || name == "" || addr == "" {
-		return Pin{}, fmt.Errorf("--resolve %q is not NAME:ADDR", s)
+		return Pin{}, fmt.Errorf("%q is not NAME:ADDR", s)
 	}
 	if port, rest, ok := strings.Cut(addr, ":"); ok && !strings.Contains(rest, ":") {
 		if _, err := parsePort(port); err == nil {
@@ -144,13 +213,17 @@ func ParsePin(s string) (Pin, error) {
 	addr = strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")
 	n, err := NormalizeName(name)
 	if err != nil {
-		return Pin{}, fmt.Errorf("--resolve %q: %w", s, err)
+		return Pin{}, fmt.Errorf("%q: %w", s, err)
 	}
 	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return Pin{}, fmt.Errorf("--resolve %q: %q is not an IP address", s, addr)
+	if err != nil || a.Zone() != "" {
+		return Pin{}, fmt.Errorf("%q: %q is not an IP address", s, addr)
 	}
-	return Pin{Name: n, Addr: a.Unmap()}, nil
+	a = a.Unmap()
+	if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return Pin{}, fmt.Errorf("%q: %s is no address to connect to", s, a)
+	}
+	return Pin{Name: n, Addr: a}, nil
 }
 
 // Host is a normalised destination: a name or an address.
@@ -325,21 +398,35 @@ type List struct {
 // NewList parses --allow-host and --resolve entries.
 func NewList(allow, resolve []string) (*List, error) {
 	l := &List{Pins: map[string]netip.Addr{}}
+	if err := l.Add("--allow-host", "--resolve", allow, resolve); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Add parses more entries into the list, from a source whose rules and
+// pins a bad entry's message names with allowFrom and resolveFrom (the
+// flags, or a profile's [network] table). A later pin for a name
+// replaces an earlier one: the command line's, a profile's.
+func (l *List) Add(allowFrom, resolveFrom string, allow, resolve []string) error {
 	for _, a := range allow {
 		r, err := ParseRule(a)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("%s %w", allowFrom, err)
 		}
 		l.Rules = append(l.Rules, r)
 	}
 	for _, s := range resolve {
 		p, err := ParsePin(s)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("%s %w", resolveFrom, err)
+		}
+		if l.Pins == nil {
+			l.Pins = map[string]netip.Addr{}
 		}
 		l.Pins[p.Name] = p.Addr
 	}
-	return l, nil
+	return nil
 }
 
 // AllowsName tells whether a connection to the name on port is allowed,
@@ -408,4 +495,42 @@ func (l *List) ExactNames() []string {
 		}
 	}
 	return out
+}
+
+// PinReport is the pins, by name, for the run report: each with why its
+// address is not public and why it needs a rule by address besides the
+// pin (pinNeedsRule), when it does.
+func (l *List) PinReport() []jail.ResolvePin {
+	names := make([]string, 0, len(l.Pins))
+	for n := range l.Pins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []jail.ResolvePin
+	for _, n := range names {
+		a := l.Pins[n]
+		out = append(out, jail.ResolvePin{Name: n, Address: a.String(), NonPublic: refusedByDefault(a), NeedsRule: pinNeedsRule(a)})
+	}
+	return out
+}
+
+// PinNotice is the one line rljail prints when a pin gives a name that
+// some rule allows an address that is not public: what the run opens
+// beyond the public internet should not pass unseen. "" when none does.
+func (l *List) PinNotice() string {
+	var parts []string
+	for _, p := range l.PinReport() {
+		if p.NonPublic == "" || !l.NameListed(p.Name) {
+			continue
+		}
+		part := fmt.Sprintf("%s %s (%s", p.Name, p.Address, p.NonPublic)
+		if p.NeedsRule != "" {
+			part += "; it needs " + p.NeedsRule
+		}
+		parts = append(parts, part+")")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "--resolve opens an address that is not public to the name pinned to it, and to no other name, on the ports the rules allow that name: " + strings.Join(parts, "; ")
 }

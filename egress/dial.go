@@ -39,9 +39,11 @@ type target struct {
 	Addr netip.Addr
 }
 
-// check decides a destination: the host against the list, then its
-// addresses, resolved on the host, against refusedByDefault and the IPv4
-// address each may carry (List.addrRefusal). It returns
+// check decides a destination: the host against the list (name and
+// port), then its addresses, resolved on the host, against
+// refusedByDefault and the IPv4 address each may carry
+// (List.addrRefusal), or the address a --resolve pin gives the name
+// (List.pinRefusal). It returns
 // the address to dial, never the name again, so that a second answer of
 // the name's resolver (rebinding) has nothing to change.
 func (s *Server) check(ctx context.Context, h Host, port uint16) (target, error) {
@@ -66,8 +68,13 @@ func (s *Server) check(ctx context.Context, h Host, port uint16) (target, error)
 		}
 		return t, refused("%s is not on the allowlist", h.Name)
 	}
+	// A pinned name is never resolved, so no answer of a resolver
+	// (rebinding) can change where it goes; its address is judged by
+	// pinRefusal, which trusts what the user wrote. Any other name's
+	// addresses are judged by addrRefusal, the pinned address among them.
+	pinned, isPinned := s.list.Pins[h.Name]
 	var addrs []netip.Addr
-	if pinned, ok := s.list.Pins[h.Name]; ok {
+	if isPinned {
 		addrs = []netip.Addr{pinned}
 	} else {
 		lctx, cancel := context.WithTimeout(ctx, s.limits.ResolveTimeout)
@@ -81,7 +88,12 @@ func (s *Server) check(ctx context.Context, h Host, port uint16) (target, error)
 	why := ""
 	for _, a := range addrs {
 		a = a.Unmap()
-		if r := s.list.addrRefusal(a, port); r != "" {
+		if isPinned {
+			if r := s.list.pinRefusal(a, port); r != "" {
+				why = fmt.Sprintf("%s is pinned to %s, %s, and no rule by address allows it", h.Name, a, r)
+				continue
+			}
+		} else if r := s.list.addrRefusal(a, port); r != "" {
 			if why == "" {
 				why = fmt.Sprintf("%s resolves to %s, %s, which no rule by address allows", h.Name, a, r)
 			}

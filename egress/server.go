@@ -88,6 +88,7 @@ func New(cfg Config) *Server {
 	for _, r := range cfg.List.Rules {
 		s.report.Allow = append(s.report.Allow, r.Text)
 	}
+	s.report.Resolve = cfg.List.PinReport()
 	for _, p := range cfg.List.NamePorts() {
 		// The proxies' own ports stay theirs.
 		if p != HTTPProxyAddr.Port() && p != SOCKSAddr.Port() {

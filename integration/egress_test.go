@@ -42,8 +42,8 @@ func init() {
 			layer:     "egress: the list is matched after normalisation; a literal needs a rule by address; no recursion for unlisted names",
 			run:       attackEgressDenied},
 		{name: "egress_rebinding", group: groupNetwork,
-			mechanism: "an allowed name that resolves to 127.0.0.1 (the host's own services) or 169.254.169.254 (cloud metadata)",
-			layer:     "egress: the address after resolution is checked; loopback, private, link-local and metadata need a rule by address",
+			mechanism: "an allowed name that the host's resolver answers with 127.0.0.1 (the host's own services) or 169.254.169.254 (cloud metadata), and a name that --resolve pins to 169.254.169.254",
+			layer:     "egress: the address after resolution is checked; loopback, private, link-local and metadata need a rule by address; a --resolve pin opens its address to its own name, but never a cloud metadata address",
 			run:       attackEgressRebinding},
 		{name: "egress_sni_mismatch", group: groupNetwork,
 			mechanism: "a CONNECT to an allowed name followed by a TLS ClientHello for another name; a transparent connection with another Host",
@@ -229,8 +229,30 @@ func egressArgs(ports ...int) []string {
 // runEgress runs the payload (egressHelpers first) with args before it.
 func runEgress(t *testing.T, m mode, args []string, code string) (string, string, int, map[string]any) {
 	t.Helper()
+	return runEgressOpts(t, m, runOpts{}, args, code)
+}
+
+// runEgressOpts is runEgress with o (a hosts file for rljail's own
+// resolver, say).
+func runEgressOpts(t *testing.T, m mode, o runOpts, args []string, code string) (string, string, int, map[string]any) {
+	t.Helper()
+	if o.deadline == 0 {
+		o.deadline = 90 * time.Second
+	}
 	full := append(append([]string{"--timeout", "40s"}, args...), python(egressHelpers+code)...)
-	return runJail(t, m, runOpts{deadline: 90 * time.Second}, full...)
+	return runJail(t, m, o, full...)
+}
+
+// hostsFile writes lines as a hosts file for runOpts.hostsFile: rljail's
+// own resolver, on the host, answers these names so (and localhost as
+// usual).
+func hostsFile(t *testing.T, lines ...string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(p, []byte("127.0.0.1\tlocalhost\n"+strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // reportConns is the report's network.connections.
@@ -366,9 +388,16 @@ func attackEgressRebinding(t *testing.T, m mode) {
 	// with no rule by address for its port.
 	host := startUpstream(t, false)
 	h := strconv.Itoa(host.port)
+	// rebind.test and metadns.test are answered by rljail's own resolver
+	// on the host (a hosts file of this test's, in rljail's mount
+	// namespace), as a hostile DNS server would answer: a --resolve pin
+	// is the user's word for a name and opens its address (issue 30),
+	// except a metadata address, which meta.test's pin tries.
+	hosts := hostsFile(t, "127.0.0.1 rebind.test", "169.254.169.254 metadns.test")
 	args := append(egressArgs(web.port),
-		"--allow-host", "rebind.test:"+h, "--resolve", "rebind.test:127.0.0.1",
-		"--allow-host", "meta.test:80", "--resolve", "meta.test:169.254.169.254")
+		"--allow-host", "rebind.test:"+h,
+		"--allow-host", "meta.test:80", "--resolve", "meta.test:169.254.169.254",
+		"--allow-host", "metadns.test:80")
 	code := fmt.Sprintf(`
 W, H = %d, %d
 quiet(proxy_get, "http://good.test:%%d/control" %% W)
@@ -376,8 +405,9 @@ quiet(proxy_get, "http://rebind.test:%%d/rebind" %% H)
 quiet(socks_get, "rebind.test", H, "/rebind-socks")
 quiet(raw_get, "rebind.test", H, "/rebind-transparent")
 quiet(proxy_get, "http://meta.test/meta")
+quiet(proxy_get, "http://metadns.test/meta")
 `, web.port, host.port)
-	_, stderr, exit, res := runEgress(t, m, args, code)
+	_, stderr, exit, res := runEgressOpts(t, m, runOpts{hostsFile: hosts}, args, code)
 	if exit != 0 {
 		t.Fatalf("exit %d: %s", exit, stderr)
 	}
@@ -387,11 +417,13 @@ quiet(proxy_get, "http://meta.test/meta")
 	if n, paths, _, _ := host.seen(); n != 0 {
 		t.Errorf("the host's loopback service saw %d connections (%v) through a name resolving to 127.0.0.1 without a rule by address", n, paths)
 	}
-	metaRefused, rebindRefused := false, 0
+	metaRefused, metaDNSRefused, rebindRefused := false, false, 0
 	for _, c := range reportConns(t, res) {
 		switch c["host"] {
 		case "meta.test":
 			metaRefused = c["verdict"] == "refused" && c["address"] == nil && strings.Contains(fmt.Sprint(c["reason"]), "metadata")
+		case "metadns.test":
+			metaDNSRefused = c["verdict"] == "refused" && c["address"] == nil && strings.Contains(fmt.Sprint(c["reason"]), "metadata")
 		case "rebind.test":
 			if c["verdict"] == "refused" && c["address"] == nil {
 				rebindRefused++
@@ -400,6 +432,9 @@ quiet(proxy_get, "http://meta.test/meta")
 	}
 	if !metaRefused {
 		t.Errorf("meta.test (169.254.169.254) was not refused before dialling: %v", res["network"])
+	}
+	if !metaDNSRefused {
+		t.Errorf("metadns.test (169.254.169.254 from the host's resolver) was not refused before dialling: %v", res["network"])
 	}
 	if rebindRefused != 3 {
 		t.Errorf("%d of 3 connections to rebind.test refused before dialling: %v", rebindRefused, res["network"])
@@ -521,9 +556,10 @@ func init() {
 // attackEgressPrivateNetns makes a network namespace with a veth pair
 // (host 198.18.0.1, namespace 198.18.0.2: the benchmarking range, refused
 // by default like a private one) and an HTTP server in it, then asks for
-// it by a name pinned there, first with no rule by address (the server
-// must see nothing), then with 198.18.0.0/30 allowed (it must see the
-// request). Only traffic to this namespace's own address is made.
+// it by a name the host's resolver answers with that address, first with
+// no rule by address (the server must see nothing), then with
+// 198.18.0.0/30 allowed (it must see the request). Only traffic to this
+// namespace's own address is made.
 func attackEgressPrivateNetns(t *testing.T, m mode) {
 	ns := fmt.Sprintf("rljail-eg-%d", time.Now().UnixNano()%1e9)
 	host, peer := "rjeg"+strconv.Itoa(int(time.Now().UnixNano()%1e5)), ""
@@ -570,16 +606,21 @@ http.server.HTTPServer(("198.18.0.2", 8080), H).serve_forever()
 		t.Fatal("the test server in the namespace did not come up")
 	}
 	seen := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	base := []string{"--allow-host", "priv.test:8080", "--resolve", "priv.test:198.18.0.2"}
+	// priv.test is answered by rljail's own resolver on the host (a hosts
+	// file in rljail's mount namespace), not pinned: a --resolve pin is
+	// the user's word for the name and opens the address (issue 30;
+	// attack_round5_resolvepin_test.go).
+	o := runOpts{hostsFile: hostsFile(t, "198.18.0.2 priv.test")}
+	base := []string{"--allow-host", "priv.test:8080"}
 	code := `quiet(proxy_get, "http://priv.test:8080/refused"); quiet(raw_get, "priv.test", 8080, "/refused-transparent")`
-	if _, stderr, exit, _ := runEgress(t, m, base, code); exit != 0 {
+	if _, stderr, exit, _ := runEgressOpts(t, m, o, base, code); exit != 0 {
 		t.Fatalf("exit %d: %s", exit, stderr)
 	}
 	if s := seen(); strings.Contains(s, "refused") {
 		t.Errorf("the private server got %q with no rule by address", s)
 	}
 	code = `quiet(proxy_get, "http://priv.test:8080/allowed")`
-	if _, stderr, exit, _ := runEgress(t, m, append(base, "--allow-host", "198.18.0.0/30:8080"), code); exit != 0 {
+	if _, stderr, exit, _ := runEgressOpts(t, m, o, append(base, "--allow-host", "198.18.0.0/30:8080"), code); exit != 0 {
 		t.Fatalf("exit %d: %s", exit, stderr)
 	}
 	if s := seen(); !strings.Contains(s, "/allowed") {

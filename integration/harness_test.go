@@ -308,6 +308,14 @@ type runOpts struct {
 	// mode's user is moved there by the harness (as root, as systemd moves
 	// a service's process) and then execs rljail, which keeps its pid.
 	moveInto string
+	// hostsFile, when set, is a file (0644) that rljail itself reads as
+	// /etc/hosts: rljail starts in a mount namespace of its own, made as
+	// root by unshare, with the file bound over /etc/hosts there (the
+	// host's own file is not touched), and as the mode's user through
+	// setpriv. This is how a test makes an allowed name resolve on the
+	// host, by rljail's own resolver, to an address it chooses (DNS
+	// rebinding) without --resolve, which is the user's word for a name.
+	hostsFile string
 }
 
 // jailProc is one running rljail.
@@ -353,6 +361,25 @@ func launch(m mode, o runOpts, resultDir string, args ...string) (*jailProc, err
 		cmd = exec.Command("/bin/sh", append([]string{"-c", `read -r x <&3; exec "$0" "$@" 3<&-`, testBin}, full...)...)
 		cmd.ExtraFiles = []*os.File{r}
 	}
+	if o.hostsFile != "" {
+		if o.moveInto != "" {
+			return nil, errors.New("launch: hostsFile and moveInto together")
+		}
+		var tools []string
+		for _, name := range []string{"unshare", "mount", "setpriv"} {
+			path, err := exec.LookPath(name)
+			if err != nil {
+				return nil, fmt.Errorf("launch with a hosts file: %v", err)
+			}
+			tools = append(tools, path)
+		}
+		inner := []string{testBin}
+		if m == asRootless {
+			inner = []string{tools[2], "--reuid", strconv.Itoa(testUID), "--regid", strconv.Itoa(testGID), "--clear-groups", "--", testBin}
+		}
+		script := tools[1] + ` --bind "$0" /etc/hosts && exec "$@"`
+		cmd = exec.Command(tools[0], append(append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, o.hostsFile}, inner...), full...)...)
+	}
 	cmd.Dir = o.dir
 	cmd.Env = append(modeEnv(m), o.env...)
 	if o.stdin != "" {
@@ -365,7 +392,7 @@ func launch(m mode, o runOpts, resultDir string, args ...string) (*jailProc, err
 	cmd.Stderr = p.stderr
 	// If rljail leaks a process that holds its stdout, Wait must not hang.
 	cmd.WaitDelay = 5 * time.Second
-	if m == asRootless {
+	if m == asRootless && o.hostsFile == "" {
 		cmd.SysProcAttr = &syscall.SysProcAttr{
 			Credential: &syscall.Credential{Uid: uint32(testUID), Gid: uint32(testGID)},
 		}

@@ -44,7 +44,11 @@ type EtcFile struct {
 // NetworkReport is the report's "network" object under egress: every
 // connection, allowed or refused, up to a bound, and the totals.
 type NetworkReport struct {
-	Allow       []string     `json:"allow"`
+	// Allow is the rules (--allow-host and a profile's allow), as written.
+	Allow []string `json:"allow"`
+	// Resolve is the --resolve pins (and a profile's resolve), by name;
+	// absent when there are none.
+	Resolve     []ResolvePin `json:"resolve,omitempty"`
 	Connections []Connection `json:"connections"`
 	// ConnectionsTotal counts them all; ConnectionsNotListed those past
 	// the report's bound.
@@ -55,6 +59,21 @@ type NetworkReport struct {
 	BytesIn              int64 `json:"bytes_in"`
 	DNSQueries           int64 `json:"dns_queries"`
 	DNSRefused           int64 `json:"dns_refused"`
+}
+
+// ResolvePin is one --resolve pin: the name and the address it is given
+// instead of the host resolver's answer.
+type ResolvePin struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	// NonPublic says why the address is not public (loopback, private,
+	// link-local...), empty for a public one: the pin lets its name, and
+	// no other, reach that address on the ports the rules allow it.
+	NonPublic string `json:"non_public,omitempty"`
+	// NeedsRule says why the pin alone does not reach the address (a
+	// cloud metadata address, an IPv6 form carrying an IPv4 address that
+	// is not public): a rule by address must name it as well.
+	NeedsRule string `json:"needs_rule,omitempty"`
 }
 
 // Connection is one connection the jail asked for.
@@ -132,6 +151,16 @@ func (n *NetworkReport) appendJSON(b []byte) []byte {
 	} else {
 		b = appendStrings(b, n.Allow)
 	}
+	if len(n.Resolve) > 0 {
+		b = append(b, `,"resolve":[`...)
+		for i, p := range n.Resolve {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = p.appendJSON(b)
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `,"connections":`...)
 	if n.Connections == nil {
 		b = append(b, "null"...)
@@ -155,6 +184,22 @@ func (n *NetworkReport) appendJSON(b []byte) []byte {
 	} {
 		b = append(b, f.name...)
 		b = strconv.AppendInt(b, f.v, 10)
+	}
+	return append(b, '}')
+}
+
+func (p ResolvePin) appendJSON(b []byte) []byte {
+	b = append(b, `{"name":`...)
+	b = appendString(b, p.Name)
+	b = append(b, `,"address":`...)
+	b = appendString(b, p.Address)
+	if p.NonPublic != "" {
+		b = append(b, `,"non_public":`...)
+		b = appendString(b, p.NonPublic)
+	}
+	if p.NeedsRule != "" {
+		b = append(b, `,"needs_rule":`...)
+		b = appendString(b, p.NeedsRule)
 	}
 	return append(b, '}')
 }

@@ -226,8 +226,8 @@ func parse(name, source string, data []byte, depth int) (*Profile, error) {
 	if err := applyDefaults(p, f.Defaults); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", source, err)
 	}
-	// [network] entries are checked where they are used (egress.NewList),
-	// which names the profile in its message.
+	// [network] entries are checked where they are used (egress.List.Add),
+	// which names the profile and its table in its message.
 	p.Network.Allow = append(p.Network.Allow, f.Network.Allow...)
 	p.Network.Resolve = append(p.Network.Resolve, f.Network.Resolve...)
 	return p, nil

@@ -12,10 +12,10 @@ import (
 
 // egressFromFlags builds the run's egress from --allow-host and --resolve
 // and the profile's [network] table; nil (no egress made at all) when no
-// host is allowed.
+// host is allowed. A pin to an address that is not public is announced
+// with one notice (List.PinNotice), --verbose or not.
 func egressFromFlags(c *cli.Context, set map[string]bool, prof *profiles.Profile, notice func(string, ...any)) (jail.Egress, error) {
 	allow := append(append([]string(nil), prof.Network.Allow...), c.StringSlice("allow-host")...)
-	resolve := append(append([]string(nil), prof.Network.Resolve...), c.StringSlice("resolve")...)
 	if len(allow) == 0 {
 		for _, f := range []string{"resolve", "egress-max-conns", "egress-max-bytes", "egress-idle-timeout"} {
 			if set[f] {
@@ -24,9 +24,19 @@ func egressFromFlags(c *cli.Context, set map[string]bool, prof *profiles.Profile
 		}
 		return nil, nil
 	}
-	list, err := egress.NewList(allow, resolve)
+	list, err := egress.NewList(nil, nil)
 	if err != nil {
 		return nil, err
+	}
+	from := fmt.Sprintf("profile %q [network] ", prof.Name)
+	if err := list.Add(from+"allow", from+"resolve", prof.Network.Allow, prof.Network.Resolve); err != nil {
+		return nil, err
+	}
+	if err := list.Add("--allow-host", "--resolve", c.StringSlice("allow-host"), c.StringSlice("resolve")); err != nil {
+		return nil, err
+	}
+	if n := list.PinNotice(); n != "" {
+		notice("%s", n)
 	}
 	var lim egress.Limits
 	if set["egress-max-conns"] {
