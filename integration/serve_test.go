@@ -432,7 +432,7 @@ func TestServeBadRequests(t *testing.T) {
 	for _, c := range []struct{ path, body, want string }{
 		{"/v1/run", `not json`, "not JSON"},
 		{"/v1/run", ``, "empty"},
-		{"/v1/run", `{"command":["true"],"bogus":1}`, `unknown field \\"bogus\\"`},
+		{"/v1/run", `{"command":["true"],"bogus":1}`, `unknown field \"bogus\"`},
 		{"/v1/run", `{"command":"true"}`, "field command"},
 		{"/v1/run", `{"command":["true"]} {}`, "more than one JSON value"},
 		{"/v1/run", `{}`, "command or code"},
@@ -442,7 +442,7 @@ func TestServeBadRequests(t *testing.T) {
 		{"/v1/run", `{"command":["true"],"limits":{"timeout_seconds":1e9}}`, "limits.timeout_seconds"},
 		{"/v1/run", `{"command":["true"],"limits":{"cpus":-2}}`, "limits.cpus"},
 		{"/v1/run", `{"command":["true"],"limits":{"pids":99999}}`, "limits.pids"},
-		{"/v1/run", `{"command":["true"],"limits":{"bogus":1}}`, `unknown field \\"bogus\\"`},
+		{"/v1/run", `{"command":["true"],"limits":{"bogus":1}}`, `unknown field \"bogus\"`},
 		{"/v1/run", `{"command":["true"],"files":[{"path":"../etc/x","content":"x"}]}`, "files[0].path"},
 		{"/v1/run", `{"command":["true"],"files":[{"path":"/etc/passwd","content":"x"}]}`, "files[0].path"},
 		{"/v1/run", `{"command":["true"],"files":[{"path":"a","content_base64":"!!"}]}`, "files[0].content_base64"},
