@@ -149,13 +149,17 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 500, "encode the run's report: "+err.Error())
 		return
 	}
-	resp := struct {
-		Result rawJSON      `json:"result"`
-		Stdout RunStream    `json:"stdout"`
-		Stderr RunStream    `json:"stderr"`
-		Files  []RunFetched `json:"files"`
-	}{Result: report, Stdout: runStream(o.stdout, o.result.StdoutBytes), Stderr: runStream(o.stderr, o.result.StderrBytes), Files: fetched(o.files)}
+	resp := RunResponse{Result: report, Stdout: runStream(o.stdout, o.result.StdoutBytes), Stderr: runStream(o.stderr, o.result.StderrBytes), Files: fetched(o.files)}
 	writeJSON(w, 200, resp)
+}
+
+// RunResponse is POST /v1/run's answer.
+type RunResponse struct {
+	// Result is the run's report, the same JSON as --result.
+	Result rawJSON      `json:"result"`
+	Stdout RunStream    `json:"stdout"`
+	Stderr RunStream    `json:"stderr"`
+	Files  []RunFetched `json:"files"`
 }
 
 // rawJSON is the run's report as jail.Result.AppendJSON wrote it (the
