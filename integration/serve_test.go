@@ -243,7 +243,7 @@ func TestServeEndpoints(t *testing.T) {
 			if code != 200 || r.Result["status"] != "ok" || r.Stdout.Text != "['x', 'y']\n" {
 				t.Fatalf("/v1/run code: %d %+v", code, r)
 			}
-			if len(r.Files) != 2 || r.Files[0].Error != "" || r.Files[1].Error == "" {
+			if len(r.Files) != 2 || r.Files[0].Path != "out.txt" || r.Files[0].Error != "" || r.Files[1].Path != "missing.txt" || r.Files[1].Error == "" {
 				t.Fatalf("/v1/run fetched files: %+v", r.Files)
 			}
 			if got, _ := base64.StdEncoding.DecodeString(r.Files[0].ContentBase64); string(got) != "HELLO WORLD-stdin-env" {
@@ -674,6 +674,19 @@ func TestServeDrain(t *testing.T) {
 	}()
 	time.Sleep(700 * time.Millisecond)
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	// The listener closes at once: a new client is refused.
+	refused := false
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c, err := net.Dial("unix", s.sock)
+		if err != nil {
+			refused = true
+			break
+		}
+		c.Close()
+	}
+	if !refused {
+		t.Errorf("a new connection was still accepted 2 s after SIGTERM")
+	}
 	select {
 	case body := <-got:
 		if !strings.Contains(body, "finished") || !strings.Contains(body, `"status":"ok"`) {

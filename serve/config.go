@@ -40,9 +40,10 @@ type Config struct {
 	// Rootfs names the root filesystems a request may name; the first is
 	// the default. Empty: "python".
 	Rootfs []string
-	// Queue is how many requests may wait for a jail slot; beyond it a
-	// request gets 429.
-	Queue int
+	// Queue is how many requests may wait for a jail slot, and QueueWait
+	// how long each may wait; beyond either a request gets 429.
+	Queue     int
+	QueueWait time.Duration
 }
 
 // DefaultConfig is the policy without a configuration file.
@@ -61,6 +62,7 @@ var DefaultConfig = Config{
 	MaxBody:        64 << 20,
 	Rootfs:         []string{"python"},
 	Queue:          64,
+	QueueWait:      30 * time.Second,
 }
 
 // withDefaults fills c's zero fields from DefaultConfig.
@@ -108,6 +110,9 @@ func (c Config) withDefaults() Config {
 	if c.Queue == 0 {
 		c.Queue = d.Queue
 	}
+	if c.QueueWait == 0 {
+		c.QueueWait = d.QueueWait
+	}
 	return c
 }
 
@@ -127,6 +132,7 @@ type configFile struct {
 	MaxBody        string   `toml:"max_body"`
 	Rootfs         []string `toml:"rootfs"`
 	Queue          int      `toml:"queue"`
+	QueueWait      string   `toml:"queue_wait"`
 }
 
 // ParseConfig reads a configuration file's TOML strictly: an unknown key
@@ -147,7 +153,7 @@ func ParseConfig(data []byte) (Config, error) {
 	durs := []struct {
 		key, v string
 		into   *time.Duration
-	}{{"max_timeout", f.MaxTimeout, &c.MaxTimeout}, {"default_timeout", f.DefaultTimeout, &c.DefaultTimeout}}
+	}{{"max_timeout", f.MaxTimeout, &c.MaxTimeout}, {"default_timeout", f.DefaultTimeout, &c.DefaultTimeout}, {"queue_wait", f.QueueWait, &c.QueueWait}}
 	for _, d := range durs {
 		if d.v == "" {
 			continue

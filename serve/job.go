@@ -34,7 +34,8 @@ type job struct {
 	stdin    []byte
 	env      []string
 	files    []inFile
-	fetch    []string
+	fetch    []string // absolute paths in the jail
+	asked    []string // fetch as the request spelt them
 	fetchMax int64
 	runtime  *Runtime
 	timeout  time.Duration
@@ -137,6 +138,17 @@ func (s *Server) execute(ctx context.Context, j *job) outcome {
 		o.result, o.err = jail.Run(ctx, spec)
 	}
 	o.stdout, o.stderr = out.finish(), errs.finish()
+	// The launcher answers for fetch in order; an entry that is not the
+	// path asked for in its place is the payload's forgery and is
+	// dropped. Each is named as the request spelt it.
+	var named []outFile
+	for i, f := range o.files {
+		if i < len(j.fetch) && f.Path == j.fetch[i] {
+			f.Path = j.asked[i]
+			named = append(named, f)
+		}
+	}
+	o.files = named
 	return o
 }
 

@@ -187,6 +187,7 @@ func (s *Server) runCodeJob(req *RunCodeRequest) (*job, string, error) {
 			return nil, "fetch_files", err
 		}
 		j.fetch = append(j.fetch, p)
+		j.asked = append(j.asked, name)
 	}
 	return j, "", nil
 }
@@ -223,13 +224,9 @@ func runCodeResponse(o outcome, j *job, req *RunCodeRequest, pod *string) RunCod
 	}
 	// Keys as the request spelt them; a file that is not there is left
 	// out, as SandboxFusion does.
-	byPath := map[string]outFile{}
 	for _, f := range o.files {
-		byPath[f.Path] = f
-	}
-	for i, name := range req.FetchFiles {
-		if f, ok := byPath[j.fetch[i]]; ok && f.Error == "" {
-			resp.Files[name] = base64.StdEncoding.EncodeToString(f.Data)
+		if f.Error == "" {
+			resp.Files[f.Path] = base64.StdEncoding.EncodeToString(f.Data)
 		}
 	}
 	return resp

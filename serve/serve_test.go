@@ -141,5 +141,12 @@ func TestAdmission(t *testing.T) {
 	if s.acquire(context.Background()) != admitted {
 		t.Error("a free slot after release")
 	}
+	// A waiter gives up after QueueWait.
+	s2 := New(Options{MaxConcurrent: 1, Config: Config{Queue: 4, QueueWait: 50 * time.Millisecond}})
+	s2.acquire(context.Background())
+	start := time.Now()
+	if a := s2.acquire(context.Background()); a != queueFull || time.Since(start) < 50*time.Millisecond {
+		t.Errorf("a wait past QueueWait: %v after %v", a, time.Since(start))
+	}
 	_ = http.StatusOK
 }

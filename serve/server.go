@@ -163,7 +163,7 @@ func (s *Server) Drain() { s.draining.Store(true) }
 // status signaled or timeout as jail.Run says).
 func (s *Server) Kill() { s.killRuns() }
 
-// errQueueFull is acquire's refusal: every slot busy and the queue full.
+// admission is acquire's verdict.
 type admission int
 
 const (
@@ -173,8 +173,8 @@ const (
 )
 
 // acquire waits for a jail slot: at once when one is free, else in the
-// bounded queue; queueFull when that is full too, gone when ctx ended
-// while it waited.
+// bounded queue for at most QueueWait; queueFull when the queue is full
+// or the wait ran out, gone when ctx ended while it waited.
 func (s *Server) acquire(ctx context.Context) admission {
 	select {
 	case s.slots <- struct{}{}:
@@ -188,10 +188,14 @@ func (s *Server) acquire(ctx context.Context) admission {
 	}
 	s.queue.Inc()
 	defer func() { s.waiting.Add(-1); s.queue.Dec() }()
+	wait := time.NewTimer(s.cfg.QueueWait)
+	defer wait.Stop()
 	select {
 	case s.slots <- struct{}{}:
 		s.inFlight.Inc()
 		return admitted
+	case <-wait.C:
+		return queueFull
 	case <-ctx.Done():
 		return gone
 	}
@@ -214,7 +218,7 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 	case queueFull:
 		s.rejected.WithLabelValues("queue_full").Inc()
 		w.Header().Set("Retry-After", "1")
-		writeError(w, 429, fmt.Sprintf("every jail slot (%d) is busy and the queue (%d) is full: retry later", cap(s.slots), s.cfg.Queue))
+		writeError(w, 429, fmt.Sprintf("every jail slot (%d) is busy and the queue (%d, %v each at most) is full: retry later", cap(s.slots), s.cfg.Queue, s.cfg.QueueWait))
 		return outcome{}, false
 	case gone:
 		s.rejected.WithLabelValues("client_gone").Inc()

@@ -258,6 +258,7 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 			return nil, err
 		}
 		j.fetch = append(j.fetch, abs)
+		j.asked = append(j.asked, p)
 	}
 	return j, nil
 }

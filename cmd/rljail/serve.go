@@ -126,10 +126,11 @@ func serveAction(c *cli.Context) error {
 		// read.
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
-		WriteTimeout:      cfg.MaxTimeout + time.Minute,
-		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// The queue's wait, the run, and a minute to write the answer.
+		WriteTimeout:   cfg.QueueWait + cfg.MaxTimeout + time.Minute,
+		IdleTimeout:    time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
