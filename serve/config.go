@@ -35,8 +35,14 @@ type Config struct {
 	DefaultTimeout time.Duration
 	DefaultMemory  int64
 	DefaultOutput  int64
-	// MaxBody is the largest request body (413 beyond it).
-	MaxBody int64
+	// MaxBody is the largest request body (413 beyond it), and
+	// BodyBudget the bytes of bodies the server holds at once, as sent
+	// (Content-Length, or MaxBody for a body of unknown length): a
+	// request beyond it gets 429, so that clients that all send large
+	// bodies cannot make the server hold more than about three times it
+	// (a body, its decoded strings, the files' bytes).
+	MaxBody    int64
+	BodyBudget int64
 	// Rootfs names the root filesystems a request may name; the first is
 	// the default. Empty: "python".
 	Rootfs []string
@@ -60,6 +66,7 @@ var DefaultConfig = Config{
 	DefaultMemory:  512 << 20,
 	DefaultOutput:  1 << 20,
 	MaxBody:        64 << 20,
+	BodyBudget:     256 << 20,
 	Rootfs:         []string{"python"},
 	Queue:          64,
 	QueueWait:      30 * time.Second,
@@ -104,6 +111,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBody == 0 {
 		c.MaxBody = d.MaxBody
 	}
+	if c.BodyBudget == 0 {
+		c.BodyBudget = max(d.BodyBudget, c.MaxBody)
+	}
 	if len(c.Rootfs) == 0 {
 		c.Rootfs = d.Rootfs
 	}
@@ -130,6 +140,7 @@ type configFile struct {
 	DefaultMemory  string   `toml:"default_memory"`
 	DefaultOutput  string   `toml:"default_output"`
 	MaxBody        string   `toml:"max_body"`
+	BodyBudget     string   `toml:"body_budget"`
 	Rootfs         []string `toml:"rootfs"`
 	Queue          int      `toml:"queue"`
 	QueueWait      string   `toml:"queue_wait"`
@@ -170,6 +181,7 @@ func ParseConfig(data []byte) (Config, error) {
 		{"max_output", f.MaxOutput, &c.MaxOutput}, {"max_fetch", f.MaxFetch, &c.MaxFetch},
 		{"pump_output", f.PumpOutput, &c.PumpOutput}, {"default_memory", f.DefaultMemory, &c.DefaultMemory},
 		{"default_output", f.DefaultOutput, &c.DefaultOutput}, {"max_body", f.MaxBody, &c.MaxBody},
+		{"body_budget", f.BodyBudget, &c.BodyBudget},
 	}
 	for _, s := range sizes {
 		if s.v == "" {
@@ -189,6 +201,9 @@ func ParseConfig(data []byte) (Config, error) {
 	c = c.withDefaults()
 	if c.DefaultTimeout > c.MaxTimeout || c.DefaultMemory > c.MaxMemory || c.DefaultOutput > c.MaxOutput {
 		return Config{}, errors.New("a default_* value is above its max_* value")
+	}
+	if c.BodyBudget < c.MaxBody {
+		return Config{}, errors.New("body_budget is below max_body: no body of max_body could ever be taken")
 	}
 	return c, nil
 }

@@ -31,7 +31,7 @@ type Runtime struct {
 // job is one jail's worth of a request, whichever endpoint it came from.
 type job struct {
 	command  []string
-	stdin    []byte
+	stdin    string
 	env      []string
 	files    []inFile
 	fetch    []string // absolute paths in the jail
@@ -100,7 +100,7 @@ func (s *Server) execute(ctx context.Context, j *job) outcome {
 	errs := newStream(j.keep)
 	spec.Stdout, spec.Stderr = out, errs
 	if len(j.stdin) > 0 {
-		spec.Stdin = strings.NewReader(string(j.stdin))
+		spec.Stdin = strings.NewReader(j.stdin)
 	}
 	var o outcome
 	var fetched chan fetchResult

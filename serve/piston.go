@@ -221,7 +221,7 @@ func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
 		}
 	}
 	j.command = append([]string{"python3", j.files[0].path}, req.Args...)
-	j.stdin = []byte(req.Stdin)
+	j.stdin = req.Stdin
 	return j, rt, nil
 }
 

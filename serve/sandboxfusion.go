@@ -152,7 +152,7 @@ func (s *Server) runCodeJob(req *RunCodeRequest) (*job, string, error) {
 	j.command = []string{"python3", codePath}
 	j.files = append(j.files, inFile{path: codePath, data: []byte(*req.Code), mode: 0o644})
 	if req.Stdin != nil {
-		j.stdin = []byte(*req.Stdin)
+		j.stdin = *req.Stdin
 	}
 	if len(req.Files) > maxFiles || len(req.FetchFiles) > maxFiles {
 		return nil, "files", fmt.Errorf("at most %d files and %d fetch_files", maxFiles, maxFiles)

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -149,4 +150,40 @@ func TestAdmission(t *testing.T) {
 		t.Errorf("a wait past QueueWait: %v after %v", a, time.Since(start))
 	}
 	_ = http.StatusOK
+}
+
+// TestBodyBudget: while one body holds the budget, another is 429; a
+// body over max_body is 413 from its Content-Length, unread.
+func TestBodyBudget(t *testing.T) {
+	s := New(Options{Config: Config{MaxBody: 100, BodyBudget: 150}, Runtimes: map[string]*Runtime{"python": {Name: "python", Dir: "/nonexistent"}}})
+	h := s.Handler()
+	pr, pw := io.Pipe()
+	first := httptest.NewRequest("POST", "/v1/run", pr)
+	first.ContentLength = 100
+	done := make(chan int)
+	go func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, first)
+		done <- w.Code
+	}()
+	for s.bodies.Load() != 100 {
+		time.Sleep(time.Millisecond)
+	}
+	second := httptest.NewRequest("POST", "/v1/run", strings.NewReader(strings.Repeat(" ", 99)))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, second)
+	if w.Code != 429 || w.Header().Get("Retry-After") == "" {
+		t.Errorf("a body beyond the budget: %d %s", w.Code, w.Body.String())
+	}
+	big := httptest.NewRequest("POST", "/v1/run", strings.NewReader(strings.Repeat(" ", 101)))
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, big)
+	if w.Code != 413 {
+		t.Errorf("a body over max_body: %d", w.Code)
+	}
+	pw.Close()
+	<-done
+	if n := s.bodies.Load(); n != 0 {
+		t.Errorf("%d bytes still held", n)
+	}
 }

@@ -54,6 +54,8 @@ type Server struct {
 	// requests queued for one.
 	slots   chan struct{}
 	waiting atomic.Int64
+	// bodies is the bytes of request bodies held now (Config.BodyBudget).
+	bodies atomic.Int64
 	// kill ends every running jail: the drain's grace ran out.
 	kill     context.Context
 	killRuns context.CancelFunc
@@ -110,6 +112,25 @@ func (s *Server) Handler() http.Handler {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="rljail"`)
 			writeError(rec, 401, "a request needs the header Authorization: Bearer TOKEN with the server's token")
 			return
+		}
+		if r.ContentLength > s.cfg.MaxBody {
+			s.rejected.WithLabelValues("body_too_large").Inc()
+			writeError(rec, 413, fmt.Sprintf("the body is larger than the server's limit of %d bytes", s.cfg.MaxBody))
+			return
+		}
+		if r.Method == http.MethodPost {
+			n := r.ContentLength
+			if n < 0 {
+				n = s.cfg.MaxBody // unknown length: as much as it may be
+			}
+			if s.bodies.Add(n) > s.cfg.BodyBudget {
+				s.bodies.Add(-n)
+				s.rejected.WithLabelValues("body_budget").Inc()
+				rec.Header().Set("Retry-After", "1")
+				writeError(rec, 429, fmt.Sprintf("the server holds %d bytes of request bodies at most and has no room for this one now: retry later", s.cfg.BodyBudget))
+				return
+			}
+			defer s.bodies.Add(-n)
 		}
 		r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBody)
 		mux.ServeHTTP(rec, r)

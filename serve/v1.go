@@ -217,7 +217,7 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 	if err := s.limits(req.Limits, j); err != nil {
 		return nil, err
 	}
-	j.stdin = []byte(req.Stdin)
+	j.stdin = req.Stdin
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
 			return nil, fmt.Errorf("env %q: a name must be non-empty without = or NUL, a value without NUL", k)
