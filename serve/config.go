@@ -66,7 +66,7 @@ var DefaultConfig = Config{
 	DefaultMemory:  512 << 20,
 	DefaultOutput:  1 << 20,
 	MaxBody:        64 << 20,
-	BodyBudget:     256 << 20,
+	BodyBudget:     128 << 20,
 	Rootfs:         []string{"python"},
 	Queue:          64,
 	QueueWait:      30 * time.Second,

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,17 @@ import (
 // a value of the wrong type, trailing data or a body over the limit is an
 // error whose message names the field (status: 400, or 413 for size).
 func decodeStrict(r *http.Request, v any) (int, error) {
-	dec := json.NewDecoder(r.Body)
+	// A body of known length is read into a buffer of exactly that size
+	// (the decoder's own would grow by doubling, to twice a large body).
+	var body io.Reader = r.Body
+	if n := r.ContentLength; n > 0 {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return badJSON(err)
+		}
+		body = bytes.NewReader(buf)
+	}
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return badJSON(err)

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -104,6 +105,13 @@ func serveAction(c *cli.Context) error {
 	}
 	if maxConc == 0 {
 		maxConc = runtime.NumCPU()
+	}
+	// The collector works harder as the heap nears twice the bodies the
+	// server may hold (and some room), rather than at twice the live heap
+	// (GOGC's default): a burst of large bodies then costs their size a
+	// few times over, not that again for the garbage.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(2*cfg.BodyBudget + 256<<20)
 	}
 	ln, where, err := serveListen(c, token != "")
 	if err != nil {
