@@ -279,7 +279,13 @@ func TestServeEndpoints(t *testing.T) {
 func TestServeSandboxFusion(t *testing.T) {
 	for _, m := range bothModes {
 		t.Run(string(m), func(t *testing.T) {
-			s := startServer(t, m, serveOpts{maxConc: 2})
+			// verl's client speaks TCP and sends no token: rootless, the
+			// server listens on loopback with --insecure-no-token.
+			opts := serveOpts{maxConc: 2}
+			if m == asRootless {
+				opts.tcp, opts.insecure = true, true
+			}
+			s := startServer(t, m, opts)
 			post := func(payload string) (int, map[string]any) {
 				code, body, _ := s.do(t, "POST", "/run_code", payload, map[string]string{"Accept": "application/json"})
 				var out map[string]any
@@ -591,12 +597,18 @@ func TestServeQueueFull(t *testing.T) {
 // no cgroup, and, once it ends, no process of the binary), and the
 // server's own peak RSS stated.
 func TestServeLoad(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) { serveLoad(t, m) })
+	}
+}
+
+func serveLoad(t *testing.T, m mode) {
 	const n, clients = 200, 8
 	marker := randomToken("loadmarker")
 	privTmp := newOpenDir(t)
 	cg := cgroupDirs(t)
 	before := snapshotHost(t, marker, privTmp, cg)
-	s := startServer(t, asRoot, serveOpts{maxConc: 2, config: "queue = 16"})
+	s := startServer(t, m, serveOpts{maxConc: 2, config: "queue = 16"})
 	hwm := watchHWM(s.cmd.Process.Pid, 100*time.Millisecond)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -651,9 +663,24 @@ func TestServeLoad(t *testing.T) {
 			t.Errorf("a mount was left on the host: %s", k)
 		}
 	}
+	// A jail's cgroup is named after its run id (rljail-RUNID): only one
+	// of this server's runs, by the run ids its log names, is this
+	// test's to judge (other programs on the machine make jails too).
+	ours := map[string]bool{}
+	for _, m := range regexp.MustCompile(`"run_id":"([0-9a-f]+)"`).FindAllStringSubmatch(s.stderr.String(), -1) {
+		ours[m[1]] = true
+	}
+	if len(ours) < n {
+		t.Errorf("the server's log names %d run ids for %d requests", len(ours), n)
+	}
 	for k := range after.cgroups {
-		if !before.cgroups[k] {
-			t.Errorf("a cgroup was left: %s", k)
+		if before.cgroups[k] {
+			continue
+		}
+		if id := k[strings.LastIndex(k, "rljail-")+len("rljail-"):]; strings.Contains(k, "rljail-") && ours[id] {
+			t.Errorf("a cgroup of the server's run %s was left: %s", id, k)
+		} else {
+			t.Logf("a new cgroup that no run of this server made: %s", k)
 		}
 	}
 	for k, p := range after.procs {
@@ -705,5 +732,46 @@ func TestServeDrain(t *testing.T) {
 	}
 	if !strings.Contains(s.stderr.String(), `"msg":"drained"`) {
 		t.Errorf("no drained line:\n%s", s.stderr.String())
+	}
+}
+
+// TestServeDrainKills: a run that outlasts --drain-grace is killed at
+// its end, and still answered; the server then exits 0 with nothing
+// below it.
+func TestServeDrainKills(t *testing.T) {
+	s := startServer(t, asRoot, serveOpts{maxConc: 1, extraArgs: []string{"--drain-grace", "1s"}})
+	marker := randomToken("drainmarker")
+	got := make(chan string, 1)
+	go func() {
+		_, body, _ := s.do(t, "POST", "/v1/run", fmt.Sprintf(`{"command":["python3","-c","import time; time.sleep(30)","%s"],"limits":{"timeout_seconds":30}}`, marker), nil)
+		got <- string(body)
+	}()
+	p, ok := findPayload(marker, s.cmd.Process.Pid, 10*time.Second)
+	if !ok {
+		t.Fatal("the payload never ran")
+	}
+	start := time.Now()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case body := <-got:
+		if !strings.Contains(body, `"result"`) || strings.Contains(body, `"status":"ok"`) {
+			t.Errorf("the run killed at the drain's end: %s", body)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the run was not answered within 15 s of SIGTERM with a 1 s grace")
+	}
+	if d := time.Since(start); d < time.Second || d > 8*time.Second {
+		t.Errorf("answered %v after SIGTERM, want the 1 s grace and a little", d)
+	}
+	if _, alive := readProc(p.pid); alive {
+		t.Errorf("the payload %v outlived the drain", p)
+	}
+	select {
+	case <-s.done:
+		if !s.cmd.ProcessState.Success() {
+			t.Errorf("the server after its drain: %v", s.cmd.ProcessState)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the server did not end")
 	}
 }
