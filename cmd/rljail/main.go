@@ -57,7 +57,7 @@ func main() {
 // subcommands are the words that select a subcommand in argv[1]; anything
 // else is a run (`rljail [flags] -- CMD` is `rljail run [flags] -- CMD`).
 var subcommands = map[string]bool{
-	"run": true, "session": true, "rootfs": true, "check": true, "version": true, "help": true, "profiles": true,
+	"run": true, "session": true, "serve": true, "rootfs": true, "check": true, "version": true, "help": true, "profiles": true,
 	"man": true,
 	"-h": true, "--help": true, "-v": false,
 }
@@ -279,6 +279,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			runCommand(stdin, stdout, stderr),
 			dockerCommand(),
 			sessionCommand(stdin, stdout, stderr),
+			serveCommand(),
 			rootfsCommand(),
 			checkCommand(),
 			profilesCommand(),

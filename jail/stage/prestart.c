@@ -44,7 +44,7 @@ static int docker_run(int argc, char **argv, int i)
 // (*docker is then set: its flags are docker's, with no --result-fd).
 static int is_run(int argc, char **argv, int *docker)
 {
-	static const char *const others[] = {"rootfs", "check", "version", "--version", "help", "profiles", "-h", "--help", NULL};
+	static const char *const others[] = {"rootfs", "check", "version", "--version", "help", "profiles", "serve", "-h", "--help", NULL};
 	*docker = 0;
 	if (argc < 2 || !argv[1] || !argv[0] || strcmp(argv[0], "rljail-probe") == 0)
 		return 0;

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rljail/rljail/hostcheck"
+	"github.com/rljail/rljail/hostfile"
+	"github.com/rljail/rljail/jail"
+	"github.com/rljail/rljail/profiles"
+	"github.com/rljail/rljail/serve"
+)
+
+// serveCommand is `rljail serve`: the executor service (package serve,
+// docs/api.md).
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "serve",
+		Usage:        "serve runs over HTTP/1.1 and JSON: POST /v1/run, SandboxFusion's /run_code, Piston's /api/v2 (docs/api.md)",
+		UsageText:    "rljail serve [--listen unix:PATH|tcp:HOST:PORT] [--token-file FILE] [--config FILE] [--max-concurrent N]",
+		OnUsageError: usageError,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Usage: "unix:PATH or tcp:HOST:PORT (default unix:/run/rljail/api.sock as root, else unix:$XDG_RUNTIME_DIR/rljail/api.sock)"},
+			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "mode of the Unix socket: who may connect (0600 the owner only, 0660 its group too)"},
+			&cli.StringFlag{Name: "token-file", Usage: "file holding the Bearer token every request but /healthz must carry (needed on TCP)"},
+			&cli.BoolFlag{Name: "insecure-no-token", Usage: "allow TCP without a token, on a loopback address only (anyone on this host may then run jails)"},
+			&cli.StringFlag{Name: "config", Usage: "TOML file with the server's policy: maximum limits, permitted rootfs names, queue (docs/api.md)"},
+			&cli.IntFlag{Name: "max-concurrent", Usage: "most jails at once (default: the CPU count)"},
+			&cli.StringFlag{Name: "drain-grace", Value: "30s", Usage: "on SIGTERM or SIGINT: how long running jails may go on before they are killed"},
+			&cli.StringFlag{Name: "cgroup-parent", Usage: "create every jail's cgroup below this existing cgroup"},
+		},
+		Action: serveAction,
+	}
+}
+
+// serveAction sets the server up from its flags, listens and serves until
+// SIGTERM or SIGINT, then drains.
+func serveAction(c *cli.Context) error {
+	guard := hostfile.NewGuard(nil, jail.IsJailHostUID)
+	cfg := serve.DefaultConfig
+	if p := c.String("config"); p != "" {
+		data, err := guard.ReadFile("--config", p, 1<<20)
+		if err != nil {
+			return setupError("read the configuration: %v", err)
+		}
+		if cfg, err = serve.ParseConfig(data); err != nil {
+			return setupError("configuration %s: %v", p, err)
+		}
+	}
+	token := ""
+	if p := c.String("token-file"); p != "" {
+		data, err := guard.ReadFile("--token-file", p, 4096)
+		if err != nil {
+			return setupError("read the token: %v", err)
+		}
+		if token = strings.TrimSpace(string(data)); len(token) < 16 || strings.ContainsAny(token, " \t\r\n") {
+			return setupError("--token-file %s: a token is one word of at least 16 characters", p)
+		}
+	}
+	runtimes := map[string]*serve.Runtime{}
+	for _, name := range cfg.Rootfs {
+		dir, namedBy, err := locateRootfs(name, "")
+		if err != nil {
+			return setupError("rootfs %s: %v", name, err)
+		}
+		if err := checkRootfsPlace(dir, guard); err != nil {
+			return setupError("rootfs %s: %v", name, err)
+		}
+		m, build, err := rootfsVerdict(dir, namedBy)
+		if err != nil {
+			return setupError("rootfs %s: %v", name, err)
+		}
+		if build {
+			return setupError("rootfs %s: nothing built at %s yet (rljail rootfs build)", name, dir)
+		}
+		runtimes[name] = &serve.Runtime{Name: name, Dir: dir, PythonVersion: m.PythonVersion,
+			Check: func(warn func(string)) error { return startRootfsCheck(dir).wait(warn) }}
+	}
+	prog, ok := profiles.Precompiled(profiles.Default)
+	if !ok {
+		return setupError("the default profile %s has no program", profiles.Default)
+	}
+	grace, err := parseDuration("drain-grace", c.String("drain-grace"))
+	if err != nil {
+		return setupError("%v", err)
+	}
+	maxConc := c.Int("max-concurrent")
+	if c.IsSet("max-concurrent") && maxConc <= 0 {
+		return setupError("--max-concurrent %d must be positive", maxConc)
+	}
+	if maxConc == 0 {
+		maxConc = runtime.NumCPU()
+	}
+	// The collector works harder as the heap nears twice the bodies the
+	// server may hold (and some room), rather than at twice the live heap
+	// (GOGC's default): a burst of large bodies then costs their size a
+	// few times over, not that again for the garbage.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(2*cfg.BodyBudget + 256<<20)
+	}
+	ln, where, err := serveListen(c, token != "")
+	if err != nil {
+		return setupError("%v", err)
+	}
+	defer ln.Close()
+	// The host check, once: /readyz says whether a jail can run here.
+	report := hostcheck.Run(hostcheck.Options{Binary: jail.CheckBinary, ProbeUserns: jail.Probe, ProbeOverlay: jail.ProbeOverlay})
+	var ready error
+	if !report.CanRun() {
+		ready = errors.New("rljail check finds that a jail cannot run on this host")
+	}
+	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
+	srv := serve.New(serve.Options{Config: cfg, Runtimes: runtimes, MaxConcurrent: maxConc, Token: token,
+		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log})
+	hs := &http.Server{
+		Handler: srv.Handler(),
+		// A slow client holds no slot: its headers within 10 s, its
+		// body within a minute; a slot is taken only once the body is
+		// read.
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		// The queue's wait, the run, and a minute to write the answer.
+		WriteTimeout:   cfg.QueueWait + cfg.MaxTimeout + time.Minute,
+		IdleTimeout:    time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("serving", "listen", where, "max_concurrent", maxConc, "queue", cfg.Queue, "rootfs", cfg.Rootfs, "version", version)
+	select {
+	case err := <-served:
+		return setupError("serve: %v", err)
+	case sig := <-sigs:
+		log.Info("draining", "signal", sig.String(), "grace", grace.String())
+	}
+	// Drain: no new connections nor runs; running jails have the grace,
+	// then are killed and their requests answered.
+	srv.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil {
+		srv.Kill()
+		ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel2()
+		if hs.Shutdown(ctx2) != nil {
+			_ = hs.Close()
+		}
+	}
+	log.Info("drained")
+	return nil
+}
+
+// serveListen opens --listen. A Unix socket's mode is its access control:
+// it is made under a umask that leaves it only --socket-mode's bits, so
+// that no one else may connect for a moment between bind and chmod. TCP
+// needs a token, or --insecure-no-token on a loopback address.
+func serveListen(c *cli.Context, haveToken bool) (net.Listener, string, error) {
+	listen := c.String("listen")
+	if listen == "" {
+		dir := "/run/rljail"
+		if os.Geteuid() != 0 {
+			rt := os.Getenv("XDG_RUNTIME_DIR")
+			if rt == "" {
+				return nil, "", errors.New("no --listen given and $XDG_RUNTIME_DIR is not set: give --listen unix:PATH")
+			}
+			dir = filepath.Join(rt, "rljail")
+		}
+		listen = "unix:" + filepath.Join(dir, "api.sock")
+	}
+	kind, addr, ok := strings.Cut(listen, ":")
+	switch {
+	case ok && kind == "unix" && addr != "":
+		mode, err := strconv.ParseUint(c.String("socket-mode"), 8, 32)
+		if err != nil || mode&^0o660 != 0 || mode&0o600 != 0o600 {
+			return nil, "", fmt.Errorf("--socket-mode %q: give 0600 or 0660 (owner read-write, and its group's at most)", c.String("socket-mode"))
+		}
+		if err := os.MkdirAll(filepath.Dir(addr), 0o755); err != nil {
+			return nil, "", fmt.Errorf("make the socket's directory: %w", err)
+		}
+		if st, err := os.Lstat(addr); err == nil {
+			if st.Mode()&os.ModeSocket == 0 {
+				return nil, "", fmt.Errorf("--listen %s: the path exists and is not a socket", addr)
+			}
+			if conn, err := net.DialTimeout("unix", addr, time.Second); err == nil {
+				conn.Close()
+				return nil, "", fmt.Errorf("--listen %s: another server answers there", addr)
+			}
+			_ = os.Remove(addr) // a socket no server holds: a previous run's
+		}
+		old := syscall.Umask(0o777 &^ int(mode))
+		ln, err := net.Listen("unix", addr)
+		syscall.Umask(old)
+		if err != nil {
+			return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		if err := os.Chmod(addr, os.FileMode(mode)); err != nil {
+			ln.Close()
+			return nil, "", fmt.Errorf("set the socket's mode: %w", err)
+		}
+		return ln, listen, nil
+	case ok && kind == "tcp" && addr != "":
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, "", fmt.Errorf("--listen %s: %v", listen, err)
+		}
+		ip := net.ParseIP(host)
+		loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
+		if !haveToken && !(loopback && c.Bool("insecure-no-token")) {
+			return nil, "", fmt.Errorf("--listen %s: TCP needs --token-file (or, on a loopback address only, --insecure-no-token)", listen)
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, "", fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		return ln, "tcp:" + ln.Addr().String(), nil
+	}
+	return nil, "", fmt.Errorf("--listen %q: give unix:PATH or tcp:HOST:PORT", listen)
+}

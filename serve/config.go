@@ -1,0 +1,234 @@
+package serve
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Config is the server's policy: the most a request may ask for, what it
+// gets when it asks for nothing, and the root filesystems it may name. A
+// zero Config is usable: DefaultConfig's values fill what is left zero.
+type Config struct {
+	// MaxTimeout, MaxMemory, MaxCPUs, MaxPids, MaxTmpSize bound a
+	// request's limits; a request that asks for more is refused (400).
+	MaxTimeout time.Duration
+	MaxMemory  int64
+	MaxCPUs    float64
+	MaxPids    int64
+	MaxTmpSize int64
+	// MaxOutput bounds what a response keeps of stdout and of stderr
+	// (head and tail), and MaxFetch the bytes of the files taken out.
+	MaxOutput int64
+	MaxFetch  int64
+	// PumpOutput is how many bytes of each stream the jail's pump reads
+	// before it discards the rest (jail.Resources.OutputBytes): the
+	// response's tail is the tail of these.
+	PumpOutput int64
+	// Default* are a request's limits when it names none.
+	DefaultTimeout time.Duration
+	DefaultMemory  int64
+	DefaultOutput  int64
+	// MaxBody is the largest request body (413 beyond it), and
+	// BodyBudget the bytes of bodies the server holds at once, as sent
+	// (Content-Length, or MaxBody for a body of unknown length): a
+	// request beyond it gets 429, so that clients that all send large
+	// bodies cannot make the server hold more than about three times it
+	// (a body, its decoded strings, the files' bytes).
+	MaxBody    int64
+	BodyBudget int64
+	// Rootfs names the root filesystems a request may name; the first is
+	// the default. Empty: "python".
+	Rootfs []string
+	// Queue is how many requests may wait for a jail slot, and QueueWait
+	// how long each may wait; beyond either a request gets 429.
+	Queue     int
+	QueueWait time.Duration
+}
+
+// DefaultConfig is the policy without a configuration file.
+var DefaultConfig = Config{
+	MaxTimeout:     60 * time.Second,
+	MaxMemory:      2 << 30,
+	MaxCPUs:        2,
+	MaxPids:        256,
+	MaxTmpSize:     512 << 20,
+	MaxOutput:      8 << 20,
+	MaxFetch:       16 << 20,
+	PumpOutput:     64 << 20,
+	DefaultTimeout: 10 * time.Second,
+	DefaultMemory:  512 << 20,
+	DefaultOutput:  1 << 20,
+	MaxBody:        64 << 20,
+	BodyBudget:     128 << 20,
+	Rootfs:         []string{"python"},
+	Queue:          64,
+	QueueWait:      30 * time.Second,
+}
+
+// withDefaults fills c's zero fields from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = d.MaxTimeout
+	}
+	if c.MaxMemory == 0 {
+		c.MaxMemory = d.MaxMemory
+	}
+	if c.MaxCPUs == 0 {
+		c.MaxCPUs = d.MaxCPUs
+	}
+	if c.MaxPids == 0 {
+		c.MaxPids = d.MaxPids
+	}
+	if c.MaxTmpSize == 0 {
+		c.MaxTmpSize = d.MaxTmpSize
+	}
+	if c.MaxOutput == 0 {
+		c.MaxOutput = d.MaxOutput
+	}
+	if c.MaxFetch == 0 {
+		c.MaxFetch = d.MaxFetch
+	}
+	if c.PumpOutput == 0 {
+		c.PumpOutput = d.PumpOutput
+	}
+	if c.DefaultTimeout == 0 {
+		c.DefaultTimeout = min(d.DefaultTimeout, c.MaxTimeout)
+	}
+	if c.DefaultMemory == 0 {
+		c.DefaultMemory = min(d.DefaultMemory, c.MaxMemory)
+	}
+	if c.DefaultOutput == 0 {
+		c.DefaultOutput = min(d.DefaultOutput, c.MaxOutput)
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = d.MaxBody
+	}
+	if c.BodyBudget == 0 {
+		c.BodyBudget = max(d.BodyBudget, c.MaxBody)
+	}
+	if len(c.Rootfs) == 0 {
+		c.Rootfs = d.Rootfs
+	}
+	if c.Queue == 0 {
+		c.Queue = d.Queue
+	}
+	if c.QueueWait == 0 {
+		c.QueueWait = d.QueueWait
+	}
+	return c
+}
+
+// configFile is the TOML file's shape (docs/api.md, "Configuration").
+type configFile struct {
+	MaxTimeout     string   `toml:"max_timeout"`
+	MaxMemory      string   `toml:"max_memory"`
+	MaxCPUs        float64  `toml:"max_cpus"`
+	MaxPids        int64    `toml:"max_pids"`
+	MaxTmpSize     string   `toml:"max_tmp_size"`
+	MaxOutput      string   `toml:"max_output"`
+	MaxFetch       string   `toml:"max_fetch"`
+	PumpOutput     string   `toml:"pump_output"`
+	DefaultTimeout string   `toml:"default_timeout"`
+	DefaultMemory  string   `toml:"default_memory"`
+	DefaultOutput  string   `toml:"default_output"`
+	MaxBody        string   `toml:"max_body"`
+	BodyBudget     string   `toml:"body_budget"`
+	Rootfs         []string `toml:"rootfs"`
+	Queue          int      `toml:"queue"`
+	QueueWait      string   `toml:"queue_wait"`
+}
+
+// ParseConfig reads a configuration file's TOML strictly: an unknown key
+// is an error, so that a misspelt limit is not silently the default.
+func ParseConfig(data []byte) (Config, error) {
+	var f configFile
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) {
+			return Config{}, fmt.Errorf("unknown key: %s", strings.TrimSpace(sm.String()))
+		}
+		return Config{}, err
+	}
+	var c Config
+	var err error
+	durs := []struct {
+		key, v string
+		into   *time.Duration
+	}{{"max_timeout", f.MaxTimeout, &c.MaxTimeout}, {"default_timeout", f.DefaultTimeout, &c.DefaultTimeout}, {"queue_wait", f.QueueWait, &c.QueueWait}}
+	for _, d := range durs {
+		if d.v == "" {
+			continue
+		}
+		if *d.into, err = time.ParseDuration(d.v); err != nil || *d.into <= 0 {
+			return Config{}, fmt.Errorf("%s %q is not a positive duration (such as 30s)", d.key, d.v)
+		}
+	}
+	sizes := []struct {
+		key, v string
+		into   *int64
+	}{
+		{"max_memory", f.MaxMemory, &c.MaxMemory}, {"max_tmp_size", f.MaxTmpSize, &c.MaxTmpSize},
+		{"max_output", f.MaxOutput, &c.MaxOutput}, {"max_fetch", f.MaxFetch, &c.MaxFetch},
+		{"pump_output", f.PumpOutput, &c.PumpOutput}, {"default_memory", f.DefaultMemory, &c.DefaultMemory},
+		{"default_output", f.DefaultOutput, &c.DefaultOutput}, {"max_body", f.MaxBody, &c.MaxBody},
+		{"body_budget", f.BodyBudget, &c.BodyBudget},
+	}
+	for _, s := range sizes {
+		if s.v == "" {
+			continue
+		}
+		if *s.into, err = ParseSize(s.v); err != nil {
+			return Config{}, fmt.Errorf("%s: %w", s.key, err)
+		}
+	}
+	if f.MaxCPUs < 0 || math.IsNaN(f.MaxCPUs) || math.IsInf(f.MaxCPUs, 0) {
+		return Config{}, fmt.Errorf("max_cpus %v must be a positive number", f.MaxCPUs)
+	}
+	if f.MaxPids < 0 || f.Queue < 0 {
+		return Config{}, errors.New("max_pids and queue must be positive")
+	}
+	c.MaxCPUs, c.MaxPids, c.Rootfs, c.Queue = f.MaxCPUs, f.MaxPids, f.Rootfs, f.Queue
+	c = c.withDefaults()
+	if c.DefaultTimeout > c.MaxTimeout || c.DefaultMemory > c.MaxMemory || c.DefaultOutput > c.MaxOutput {
+		return Config{}, errors.New("a default_* value is above its max_* value")
+	}
+	if c.BodyBudget < c.MaxBody {
+		return Config{}, errors.New("body_budget is below max_body: no body of max_body could ever be taken")
+	}
+	return c, nil
+}
+
+// ParseSize reads a byte size: a number with an optional unit k, m, g
+// (binary multiples; 512m, 1g, 65536).
+func ParseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		}
+		if mult != 1 {
+			t = t[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a positive size (such as 512m, 1g, 65536)", s)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,288 @@
+// Package serve is `rljail serve`: an HTTP/1.1 and JSON executor service
+// on the run path that exists (jail.Run, one fresh jail per request). It
+// answers rljail's own POST /v1/run, SandboxFusion's POST /run_code and
+// Piston's /api/v2 routes, health and Prometheus metrics; it holds a
+// request's body, its jail slot and its jail no longer than the request.
+// docs/api.md is the reference, docs/openapi.json the schema the tests
+// hold the handlers to.
+package serve
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rljail/rljail/seccomp"
+)
+
+// Options are what the server is given besides its policy.
+type Options struct {
+	Config Config
+	// Runtimes are the root filesystems of Config.Rootfs, by name.
+	Runtimes map[string]*Runtime
+	// MaxConcurrent is the most jails at once (0: 1).
+	MaxConcurrent int
+	// Token, when set, is the Bearer token every request but /healthz
+	// must carry.
+	Token string
+	// Seccomp is the payload's filter (the default profile's).
+	Seccomp *seccomp.Program
+	// CgroupParent places every jail's cgroup below it ("": as a run).
+	CgroupParent string
+	// Ready says whether the host can run a jail (rljail check), for
+	// /readyz; nil: ready.
+	Ready func() error
+	// Log receives one JSON line per request; nil: none.
+	Log *slog.Logger
+}
+
+// Server is the service's state: its slots, queue and metrics.
+type Server struct {
+	opts Options
+	cfg  Config
+	// slots holds one token per running jail; waiting counts the
+	// requests queued for one.
+	slots   chan struct{}
+	waiting atomic.Int64
+	// bodies is the bytes of request bodies held now (Config.BodyBudget).
+	bodies atomic.Int64
+	// kill ends every running jail: the drain's grace ran out.
+	kill     context.Context
+	killRuns context.CancelFunc
+	draining atomic.Bool
+
+	reg      *prometheus.Registry
+	runs     *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	inFlight prometheus.Gauge
+	queue    prometheus.Gauge
+	rejected *prometheus.CounterVec
+	requests *prometheus.CounterVec
+}
+
+// New makes a server; Handler serves it.
+func New(opts Options) *Server {
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = 1
+	}
+	s := &Server{opts: opts, cfg: opts.Config.withDefaults(), slots: make(chan struct{}, opts.MaxConcurrent)}
+	s.kill, s.killRuns = context.WithCancel(context.Background())
+	s.reg = prometheus.NewRegistry()
+	s.runs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rljail_runs_total", Help: "Jails run, by the run's status (jail.Result's) and the request's language."}, []string{"status", "language"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rljail_run_seconds", Help: "Wall time of a run from its slot to its report.", Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"language"})
+	s.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "rljail_runs_in_flight", Help: "Jails running now."})
+	s.queue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "rljail_queue_depth", Help: "Requests waiting for a jail slot."})
+	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rljail_rejected_total", Help: "Requests refused before a jail, by reason."}, []string{"reason"})
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rljail_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
+	s.reg.MustRegister(s.runs, s.latency, s.inFlight, s.queue, s.rejected, s.requests)
+	return s
+}
+
+// Handler is the server's routes, behind the token check and the body
+// limit.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		mux.Handle(rt.pattern, rt.handler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, code: 200}
+		start := time.Now()
+		defer func() {
+			_, route := mux.Handler(r)
+			if route == "" {
+				route = "unmatched"
+			}
+			s.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
+			if s.opts.Log != nil {
+				s.opts.Log.Info("request", "method", r.Method, "path", r.URL.Path, "code", rec.code, "ms", time.Since(start).Milliseconds(), "run_id", rec.runID)
+			}
+		}()
+		if s.opts.Token != "" && r.URL.Path != "/healthz" && !s.tokenOK(r) {
+			rec.Header().Set("WWW-Authenticate", `Bearer realm="rljail"`)
+			writeError(rec, 401, "a request needs the header Authorization: Bearer TOKEN with the server's token")
+			return
+		}
+		if r.ContentLength > s.cfg.MaxBody {
+			s.rejected.WithLabelValues("body_too_large").Inc()
+			writeError(rec, 413, fmt.Sprintf("the body is larger than the server's limit of %d bytes", s.cfg.MaxBody))
+			return
+		}
+		if r.Method == http.MethodPost {
+			n := r.ContentLength
+			if n < 0 {
+				n = s.cfg.MaxBody // unknown length: as much as it may be
+			}
+			if s.bodies.Add(n) > s.cfg.BodyBudget {
+				s.bodies.Add(-n)
+				s.rejected.WithLabelValues("body_budget").Inc()
+				rec.Header().Set("Retry-After", "1")
+				writeError(rec, 429, fmt.Sprintf("the server holds %d bytes of request bodies at most and has no room for this one now: retry later", s.cfg.BodyBudget))
+				return
+			}
+			defer s.bodies.Add(-n)
+		}
+		r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBody)
+		mux.ServeHTTP(rec, r)
+	})
+}
+
+// route is one of the server's routes: "METHOD /path" and its handler.
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// routes are every route the server has; docs/openapi.json lists the
+// same (TestOpenAPIMatchesServer).
+func (s *Server) routes() []route {
+	return []route{
+		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })},
+		{"GET /readyz", http.HandlerFunc(s.readyz)},
+		{"GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})},
+		{"POST /v1/run", http.HandlerFunc(s.handleRun)},
+		{"POST /run_code", http.HandlerFunc(s.handleRunCode)},
+		{"GET /api/v2/runtimes", http.HandlerFunc(s.handleRuntimes)},
+		{"POST /api/v2/execute", http.HandlerFunc(s.handleExecute)},
+	}
+}
+
+func (s *Server) tokenOK(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.Token)) == 1
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeError(w, 503, "the server is draining")
+		return
+	}
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			writeError(w, 503, "the host cannot run a jail: "+err.Error())
+			return
+		}
+	}
+	writeJSON(w, 200, map[string]string{"status": "ready"})
+}
+
+// Drain refuses new work from now on (503 from /readyz, and the caller
+// stops accepting connections); Kill ends every running jail.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Kill ends every running jail at once (their requests get their reports,
+// status signaled or timeout as jail.Run says).
+func (s *Server) Kill() { s.killRuns() }
+
+// admission is acquire's verdict.
+type admission int
+
+const (
+	admitted admission = iota
+	queueFull
+	gone
+)
+
+// acquire waits for a jail slot: at once when one is free, else in the
+// bounded queue for at most QueueWait; queueFull when the queue is full
+// or the wait ran out, gone when ctx ended while it waited.
+func (s *Server) acquire(ctx context.Context) admission {
+	select {
+	case s.slots <- struct{}{}:
+		s.inFlight.Inc()
+		return admitted
+	default:
+	}
+	if n := s.waiting.Add(1); n > int64(s.cfg.Queue) {
+		s.waiting.Add(-1)
+		return queueFull
+	}
+	s.queue.Inc()
+	defer func() { s.waiting.Add(-1); s.queue.Dec() }()
+	wait := time.NewTimer(s.cfg.QueueWait)
+	defer wait.Stop()
+	select {
+	case s.slots <- struct{}{}:
+		s.inFlight.Inc()
+		return admitted
+	case <-wait.C:
+		return queueFull
+	case <-ctx.Done():
+		return gone
+	}
+}
+
+func (s *Server) release() {
+	s.inFlight.Dec()
+	<-s.slots
+}
+
+// runJob runs j within a slot, or answers 429 (queue full) itself and
+// returns false. The jail's context ends with the request's (a client
+// that goes away gets its jail killed) or at Kill.
+func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome, bool) {
+	if s.draining.Load() {
+		writeError(w, 503, "the server is draining: no new runs")
+		return outcome{}, false
+	}
+	switch s.acquire(r.Context()) {
+	case queueFull:
+		s.rejected.WithLabelValues("queue_full").Inc()
+		w.Header().Set("Retry-After", "1")
+		writeError(w, 429, fmt.Sprintf("every jail slot (%d) is busy and the queue (%d, %v each at most) is full: retry later", cap(s.slots), s.cfg.Queue, s.cfg.QueueWait))
+		return outcome{}, false
+	case gone:
+		s.rejected.WithLabelValues("client_gone").Inc()
+		return outcome{}, false
+	}
+	defer s.release()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.kill, cancel)
+	defer stop()
+	start := time.Now()
+	o := s.execute(ctx, j)
+	s.latency.WithLabelValues(j.language).Observe(time.Since(start).Seconds())
+	s.runs.WithLabelValues(o.result.Status, j.language).Inc()
+	if rec, ok := w.(*statusRecorder); ok {
+		rec.runID = o.result.RunID
+	}
+	return o, true
+}
+
+// statusRecorder notes a response's code and run id for the log.
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	runID string
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = 500, []byte(`{"error":"encode the response"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeError answers with rljail's error shape: {"error": SENTENCE}.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
