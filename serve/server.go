@@ -19,8 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rljail/rljail/seccomp"
 )
@@ -61,13 +59,13 @@ type Server struct {
 	killRuns context.CancelFunc
 	draining atomic.Bool
 
-	reg      *prometheus.Registry
-	runs     *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	inFlight prometheus.Gauge
-	queue    prometheus.Gauge
-	rejected *prometheus.CounterVec
-	requests *prometheus.CounterVec
+	reg      *metrics
+	runs     *counterVec
+	latency  *histogramVec
+	inFlight *gauge
+	queue    *gauge
+	rejected *counterVec
+	requests *counterVec
 }
 
 // New makes a server; Handler serves it.
@@ -77,14 +75,16 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, cfg: opts.Config.withDefaults(), slots: make(chan struct{}, opts.MaxConcurrent)}
 	s.kill, s.killRuns = context.WithCancel(context.Background())
-	s.reg = prometheus.NewRegistry()
-	s.runs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rljail_runs_total", Help: "Jails run, by the run's status (jail.Result's) and the request's language."}, []string{"status", "language"})
-	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rljail_run_seconds", Help: "Wall time of a run from its slot to its report.", Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"language"})
-	s.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{Name: "rljail_runs_in_flight", Help: "Jails running now."})
-	s.queue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "rljail_queue_depth", Help: "Requests waiting for a jail slot."})
-	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rljail_rejected_total", Help: "Requests refused before a jail, by reason."}, []string{"reason"})
-	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rljail_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
-	s.reg.MustRegister(s.runs, s.latency, s.inFlight, s.queue, s.rejected, s.requests)
+	s.reg = &metrics{}
+	s.runs = newCounterVec("rljail_runs_total", "Jails run, by the run's status (jail.Result's) and the request's language.", "status", "language")
+	s.latency = newHistogramVec("rljail_run_seconds", "Wall time of a run from its slot to its report.", []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "language")
+	s.inFlight = &gauge{name: "rljail_runs_in_flight", help: "Jails running now."}
+	s.queue = &gauge{name: "rljail_queue_depth", help: "Requests waiting for a jail slot."}
+	s.rejected = newCounterVec("rljail_rejected_total", "Requests refused before a jail, by reason.", "reason")
+	s.requests = newCounterVec("rljail_http_requests_total", "HTTP requests by route and status code.", "route", "code")
+	for _, f := range []family{s.runs, s.latency, s.inFlight, s.queue, s.rejected, s.requests} {
+		s.reg.add(f)
+	}
 	return s
 }
 
@@ -149,7 +149,7 @@ func (s *Server) routes() []route {
 	return []route{
 		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })},
 		{"GET /readyz", http.HandlerFunc(s.readyz)},
-		{"GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})},
+		{"GET /metrics", s.reg},
 		{"POST /v1/run", http.HandlerFunc(s.handleRun)},
 		{"POST /run_code", http.HandlerFunc(s.handleRunCode)},
 		{"GET /api/v2/runtimes", http.HandlerFunc(s.handleRuntimes)},
