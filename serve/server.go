@@ -19,7 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/rljail/rljail/seccomp"
 )
 
