@@ -480,7 +480,10 @@ class Session:
         if workspace is not None:
             # A volume, not rljail's own workspace (its current directory): the grant
             # is the caller's, of the directory named, read-only.
-            volumes.append((os.path.abspath(os.fspath(workspace)), WORKSPACE_IN_JAIL, "ro"))
+            path = os.path.abspath(os.fspath(workspace))
+            if ":" in path:
+                raise ValueError("workspace %r: a path with ':' cannot be a volume's source" % path)
+            volumes.append((path, WORKSPACE_IN_JAIL, "ro"))
         for vol in volumes:
             argv += ["-v", vol if isinstance(vol, str) else ":".join(os.fspath(p) for p in vol)]
         for key, value in (env or {}).items():

@@ -67,6 +67,8 @@ class FlagsTest(unittest.TestCase):
         self.assertIn("%s:/workspace:ro" % d, argv)
         self.assertEqual(argv.count("--workdir"), 1)
         self.assertTrue(any(argv[i:i + 2] == ["--workdir", "/workspace"] for i in range(len(argv))), argv)
+        with self.assertRaises(ValueError):
+            rljail.Session(FAKE, workspace="/a:b")
 
     def test_openai_mode_is_only_flags(self):
         s = rljail.Session(FAKE, llm="openai", llm_endpoint="http://127.0.0.1:9/v1",
