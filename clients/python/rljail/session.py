@@ -19,18 +19,18 @@ cell's code chooses (its output, its variables, the arguments of its calls) is d
 """
 
 import base64
-import collections
 import inspect
 import itertools
 import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+
+from ._wire import Tail, is_id, is_number, line_problem, read_lines, scalar_fields
 
 __all__ = [
     "Session", "CellResult", "ErrorInfo", "Repr", "ContextName",
@@ -511,7 +511,7 @@ class Session:
         self._eof = False                     # the reader saw rljail's stdout end
         self._pool = ThreadPoolExecutor(max_workers=max(1, int(call_workers)),
                                         thread_name_prefix="rljail-call")
-        self._stderr = _Tail(_STDERR_TAIL)
+        self._stderr = Tail(_STDERR_TAIL)
         self.hello = None
         self.protocol = self.version = self.session_id = None
         self.limits = {}
@@ -526,8 +526,8 @@ class Session:
         # interpreter exits.  The reader threads hold no reference to the Session (a
         # weak one, or none), or it could never be collected while rljail runs.
         self._procs.append(self._proc)
-        self._reader = threading.Thread(target=_read_lines, name="rljail-reader", daemon=True,
-                                        args=(weakref.ref(self), self._proc.stdout))
+        self._reader = threading.Thread(target=read_lines, name="rljail-reader", daemon=True,
+                                        args=(weakref.ref(self), self._proc.stdout, _MAX_LINE))
         self._reader.start()
         if stderr is None:
             self._stderr_reader = threading.Thread(target=self._stderr.read_from,
@@ -801,7 +801,7 @@ class Session:
             # worker's claim (get's value) and a cell's call arguments as deep as Go
             # decodes them, far deeper than Python's 1000.
             return self._undecodable(line, "%s: %s" % (type(e).__name__, e), e)
-        problem = _line_problem(msg)
+        problem = line_problem(msg)
         if problem is not None:
             return self._undecodable(line, problem, None)
         if "event" in msg:
@@ -836,12 +836,12 @@ class Session:
         a line that names neither loses the session.  Returns False then."""
         log.debug("rljail session: a line from rljail cannot be decoded (%s): %r", what, line[:200])
         try:
-            fields = _scalar_fields(line.decode("utf-8", "replace"), ("id", "event", "call", "reason"))
+            fields = scalar_fields(line.decode("utf-8", "replace"), ("id", "event", "call", "reason"))
         except (MemoryError, RecursionError, ValueError):
             fields = {}
         event, rid = fields.get("event"), fields.get("id")
         if event == "call":
-            if _is_number(fields.get("call")):
+            if is_number(fields.get("call")):
                 self._answer_call(fields["call"], "the host cannot decode this call (%s)" % what)
                 return True
         elif event == "closed":
@@ -849,7 +849,7 @@ class Session:
             return True
         elif isinstance(event, str):
             return True  # an event this package does not know: nothing waits for it
-        elif event is None and _is_id(rid):
+        elif event is None and is_id(rid):
             with self._state_lock:
                 waiter = self._waiters.pop(rid, None)
             if waiter is not None:
@@ -877,6 +877,12 @@ class Session:
             self._lose("exited", "rljail exited with status %s%s"
                        % (status, (": " + last[-1]) if last else ""))
 
+    def _break(self, message):
+        """The session cannot go on reading rljail's lines: lost ("protocol"), and
+        rljail stopped."""
+        self._lose("protocol", message)
+        _stop_process(self._proc)
+
     def _lose(self, reason, message):
         with self._state_lock:
             if self._lost is None:
@@ -902,7 +908,7 @@ class Session:
             pass  # the pool is shut down: the session is closing
 
     def _serve_call(self, msg):
-        call, name, args = msg["call"], msg["name"], msg["args"]  # typed by _line_problem
+        call, name, args = msg["call"], msg["name"], msg["args"]  # typed by line_problem
         try:
             value = self._dispatch(name, args)
             _check_answer(name, args, value)
@@ -972,181 +978,6 @@ def _check_answer(name, args, value):
                 or not isinstance(prompts, list) or len(value) != len(prompts)):
             raise TypeError("the %s handler must return a list of str, one per prompt" % name)
     json.dumps(value, allow_nan=False)
-
-
-def _read_lines(ref, stdout):
-    """The reader thread of the Session that ``ref`` (a weak reference) names: hands
-    it each line of rljail's stdout, then the end.  It holds the Session only while
-    it hands it a line, never while it waits for one, so that a Session dropped
-    unclosed is collected, and its finalizer stops rljail (whose stdout then ends
-    here).  Whatever a line holds, this thread lives to say so: every request
-    waits for its reply on it, and one that died would leave each of them to its
-    timeout."""
-    while True:
-        try:
-            line = stdout.readline(_MAX_LINE + 1)
-        except MemoryError:
-            line = None
-        except (OSError, ValueError) as e:
-            log.debug("rljail session: reading stopped: %s", e)
-            break
-        session = ref()
-        if session is None:
-            stdout.close()  # collected: nothing else reads it
-            return
-        try:
-            if line is None:
-                session._lose("protocol", "out of memory reading a line from rljail")
-                _stop_process(session._proc)
-                going = False
-            else:
-                going = bool(line) and session._take_line(line)
-        except Exception as e:
-            session._lose("protocol", "a line from rljail could not be handled: %s: %s"
-                          % (type(e).__name__, e))
-            _stop_process(session._proc)
-            going = False
-        del session
-        if not going:
-            break
-    session = ref()
-    if session is not None:
-        session._reader_done()
-    else:
-        stdout.close()
-
-
-def _is_id(value):
-    """A request id this package sends: a str or an int (not a bool, nor a float that
-    would hash as the int it equals)."""
-    return isinstance(value, str) or _is_number(value)
-
-
-def _is_number(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _line_problem(msg):
-    """What makes a decoded line from rljail no reply or event of the protocol, or None.
-    The fields every line is read by must have their types: an id is matched to a
-    request, a call's name and arguments are dispatched."""
-    if not isinstance(msg, dict):
-        return "not a JSON object but a JSON %s" % type(msg).__name__
-    if "event" in msg:
-        if not isinstance(msg["event"], str):
-            return "an event that is not a string"
-        if msg["event"] == "call":
-            if not _is_number(msg.get("call")):
-                return "a call event whose call number is not an integer"
-            if not isinstance(msg.get("name"), str):
-                return "a call event whose name is not a string"
-            if not isinstance(msg.get("args"), dict):
-                return "a call event whose args are not an object"
-        return None
-    if "id" not in msg:
-        return "neither a reply (no id) nor an event"
-    if msg["id"] is not None and not _is_id(msg["id"]):
-        return "a reply whose id is neither a string nor an integer"
-    if not isinstance(msg.get("ok"), bool):
-        return "a reply whose ok is not a boolean"
-    if msg["ok"] is False and not isinstance(msg.get("error"), dict):
-        return "a failed reply whose error is not an object"
-    return None
-
-
-_WS = re.compile(r"[ \t\n\r]*")
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_SCALAR = re.compile(r"[^,}\]\s]+")
-# Inside a nested value: a string (whose brackets do not count), a bracket, or a run
-# of anything else.
-_NESTED_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|[\]}]|[^"\[\]{}]+', re.S)
-
-
-def _scalar_fields(text, names):
-    """The fields among ``names`` of the JSON object ``text`` whose values are scalars
-    (a string, number, true, false, null), read without decoding anything else: a
-    nested value is skipped by counting its brackets, with no recursion and without
-    building it.  For a line that json.loads could not decode whole (nested past the
-    recursion limit, too large for memory, not UTF-8), this still tells which request
-    it answers or which call it is.  Stops at the first malformation, with what it
-    read until then."""
-    found = {}
-    pos = _WS.match(text).end()
-    if not text.startswith("{", pos):
-        return found
-    pos = _WS.match(text, pos + 1).end()
-    while pos < len(text) and text[pos] != "}":
-        m = _STRING.match(text, pos)
-        if m is None:
-            return found
-        key = json.loads(m.group())
-        pos = _WS.match(text, m.end()).end()
-        if not text.startswith(":", pos):
-            return found
-        pos = _WS.match(text, pos + 1).end()
-        if text.startswith(("[", "{"), pos):
-            depth = 0
-            for tok in _NESTED_TOKEN.finditer(text, pos):
-                c = text[tok.start()]
-                if c in "[{":
-                    depth += 1
-                elif c in "]}":
-                    depth -= 1
-                    if depth == 0:
-                        pos = tok.end()
-                        break
-            else:
-                return found
-        else:
-            m = _STRING.match(text, pos) or _SCALAR.match(text, pos)
-            if m is None:
-                return found
-            if key in names and key not in found:
-                try:
-                    found[key] = json.loads(m.group())
-                except ValueError:
-                    return found
-            pos = m.end()
-        if all(n in found for n in names):
-            return found
-        pos = _WS.match(text, pos).end()
-        if text.startswith(",", pos):
-            pos = _WS.match(text, pos + 1).end()
-        elif not text.startswith("}", pos):
-            return found
-    return found
-
-
-class _Tail:
-    """The last ``limit`` bytes of a stream (rljail's stderr), read by
-    :meth:`read_from` on a thread of its own, which holds no reference to the
-    Session."""
-
-    def __init__(self, limit):
-        self._limit = limit
-        self._chunks = collections.deque()
-        self._len = 0
-        self._lock = threading.Lock()
-
-    def read_from(self, pipe):
-        try:
-            while True:
-                chunk = pipe.read1(8192) if hasattr(pipe, "read1") else pipe.read(8192)
-                if not chunk:
-                    break
-                with self._lock:
-                    self._chunks.append(chunk)
-                    self._len += len(chunk)
-                    while self._len > self._limit and len(self._chunks) > 1:
-                        self._len -= len(self._chunks.popleft())
-            pipe.close()  # at its end: nothing else reads it
-        except (OSError, ValueError):
-            pass
-
-    def text(self):
-        with self._lock:
-            data = b"".join(self._chunks)
-        return data.decode("utf-8", "replace")
 
 
 def _end_session(procs, dirs):
