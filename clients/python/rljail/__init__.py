@@ -23,13 +23,14 @@ from .session import (
     Session,
     SessionError,
     SessionLost,
+    UndecodableReply,
     find_binary,
 )
 
 __all__ = [
     "Session", "CellResult", "ErrorInfo", "Repr", "ContextName",
     "SessionError", "SessionLost", "CellTimeout", "RequestError", "ProtocolError",
-    "find_binary", "PROTOCOL_VERSION",
+    "UndecodableReply", "find_binary", "PROTOCOL_VERSION",
 ]
 
 __version__ = "0.1.0"

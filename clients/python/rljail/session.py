@@ -19,7 +19,6 @@ cell's code chooses (its output, its variables, the arguments of its calls) is d
 """
 
 import base64
-import collections
 import inspect
 import itertools
 import json
@@ -31,10 +30,12 @@ import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
+from ._wire import Tail, is_id, is_number, line_problem, read_lines, scalar_fields
+
 __all__ = [
     "Session", "CellResult", "ErrorInfo", "Repr", "ContextName",
     "SessionError", "SessionLost", "CellTimeout", "RequestError", "ProtocolError",
-    "find_binary", "PROTOCOL_VERSION",
+    "UndecodableReply", "find_binary", "PROTOCOL_VERSION",
 ]
 
 log = logging.getLogger("rljail")
@@ -67,6 +68,8 @@ _EXIT_WAIT = 5.0
 _MAX_LINE = 256 << 20
 # The last bytes of rljail's stderr kept for error messages.
 _STDERR_TAIL = 64 << 10
+#: Where ``workspace=`` puts its directory in the jail (rljail's own workspace's place).
+WORKSPACE_IN_JAIL = "/workspace"
 
 
 class SessionError(Exception):
@@ -83,7 +86,9 @@ class SessionLost(SessionError):
     ``os._exit``, a signal), ``setup_error``, ``killed``, ``closed``, ``idle_timeout``;
     or this package's own: ``exited`` (rljail ended without saying why: its stderr is
     in ``stderr``), ``no_reply`` (no reply within the deadline; rljail was stopped),
-    ``protocol`` (a line from rljail over the package's cap).  ``reply`` is the
+    ``protocol`` (a line from rljail over the package's cap, or one that is not a reply
+    or event of this protocol and names no request this package can fail alone: not
+    JSON, not an object, an id of the wrong type; rljail was stopped).  ``reply`` is the
     supervisor's reply when there was one: a lost ``exec`` still carries what the
     supervisor measured (``stdout``, ``stderr``, ``wall_ms``)."""
 
@@ -126,6 +131,19 @@ class RequestError(SessionError):
 
 class ProtocolError(SessionError):
     """The other side does not speak this protocol (a wrong version, a malformed reply)."""
+
+
+class UndecodableReply(ProtocolError):
+    """The reply to a request could not be decoded here, and that request fails with
+    this; the session goes on.  rljail passes some of what the worker claims as it
+    is (``get``'s value), so a cell can make a reply that is well-formed JSON and
+    still beyond this process: nested deeper than Python's recursion limit, too large
+    for its memory.  ``op`` is the request's; the exception that stopped the decoding
+    is ``__cause__``."""
+
+    def __init__(self, op, message):
+        self.op = op
+        super().__init__("the reply to %s cannot be decoded: %s" % (op, message))
 
 
 class Repr(str):
@@ -216,7 +234,7 @@ class CellResult:
         self.cell = reply.get("cell")
         if self.lost:
             err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
-            self.error = ErrorInfo("SessionLost", str(err.get("message") or lost_reason), "", err)
+            self.error = ErrorInfo("SessionLost", str(err.get("message") or lost_reason), "", err, "rljail")
         else:
             self.error = ErrorInfo.from_reply(reply.get("error"))
         self.wall_ms = reply.get("wall_ms")
@@ -332,11 +350,16 @@ def tool_parameters(func):
 
 
 class _Waiter:
-    __slots__ = ("event", "reply")
+    """One request waiting for its reply: ``reply`` (the decoded object) or ``error``
+    (an :class:`UndecodableReply` the reader made of a reply it could not decode)."""
 
-    def __init__(self):
+    __slots__ = ("op", "event", "reply", "error")
+
+    def __init__(self, op):
+        self.op = op
         self.event = threading.Event()
         self.reply = None
+        self.error = None
 
 
 class Session:
@@ -349,6 +372,19 @@ class Session:
     ``idle_timeout="5m"``, ``audit_log="/var/log/rlm.jsonl"``, ``profile="python"``...
     ``volumes`` is a list of ``"SRC:DST[:ro|rw]"`` strings or ``(src, dst[, mode])``
     tuples; ``env`` a dict of variables to set in the jail.
+
+    No host directory is granted but the ``volumes``: the current directory of this
+    process is not mounted (``rljail`` itself mounts it at ``/workspace``; a runner's
+    directory holds its own scripts and, often, a ``.env``: not the model's to read).
+    ``workspace`` grants one directory read-only at ``/workspace`` when given.  The
+    jail's working directory is ``/tmp``, its private tmpfs, so that a cell's relative
+    paths (``open("notes.txt", "w")``) work as in an in-process REPL's temporary
+    directory; ``workdir`` chooses another (``workdir="/workspace"``).
+
+    ``temp_dirs`` are host directories made for this session (the sources of volumes
+    granted to it): they are removed when it ends, whichever way: :meth:`close`, the
+    end of a ``with``, the Session collected unclosed, the interpreter's exit, or its
+    failing to start.
 
     Calls from the jail are served on the host:
 
@@ -385,9 +421,28 @@ class Session:
     """
 
     def __init__(self, binary=None, *, memory=None, cell_timeout=None, timeout=None,
-                 volumes=(), env=None, tools=None, llm=None, llm_batched=None, rlm=None,
-                 rlm_batched=None, errors="raise", stderr=None, call_workers=8,
-                 batch_concurrency=8, reply_margin=30.0, extra_args=(), **limits):
+                 volumes=(), env=None, workspace=None, tools=None, llm=None, llm_batched=None,
+                 rlm=None, rlm_batched=None, errors="raise", stderr=None, call_workers=8,
+                 batch_concurrency=8, reply_margin=30.0, extra_args=(), temp_dirs=(),
+                 **limits):
+        # First, so that whatever fails below still removes the caller's directories
+        # and stops rljail once started (_procs gets it).
+        self._procs = []
+        self._finalizer = weakref.finalize(self, _end_session, self._procs,
+                                           [os.fspath(d) for d in temp_dirs])
+        try:
+            self._configure(binary, memory, cell_timeout, timeout, volumes, env, workspace,
+                            tools, llm, llm_batched, rlm, rlm_batched, errors, call_workers,
+                            batch_concurrency, reply_margin, extra_args, limits)
+            self._start(stderr)
+        except BaseException:
+            self._finalizer()
+            raise
+
+    def _configure(self, binary, memory, cell_timeout, timeout, volumes, env, workspace,
+                   tools, llm, llm_batched, rlm, rlm_batched, errors, call_workers,
+                   batch_concurrency, reply_margin, extra_args, limits):
+        """Checks the arguments and builds rljail's argv; starts nothing."""
         if errors not in ("raise", "result"):
             raise ValueError("errors must be 'raise' or 'result', not %r" % (errors,))
         self.errors = errors
@@ -418,13 +473,26 @@ class Session:
         self._batch_concurrency = max(1, int(batch_concurrency))
 
         flags = dict(memory=memory, cell_timeout=cell_timeout, timeout=timeout)
+        # rljail mounts its current directory (this process's) unless told not to: a
+        # runner's directory is the runner's, not the model's (its scripts, its .env).
+        flags["no_workspace"] = True
+        if "workdir" not in limits:
+            flags["workdir"] = "/tmp"  # writable, private to the jail, gone with it
         flags.update(limits)
         if self._llm_mode:
             flags["llm"] = self._llm_mode
         if tool_flags:
             flags["tool"] = tool_flags
         argv = self._argv0 + ["session"] + build_flags(flags)
-        for vol in volumes or ():
+        volumes = list(volumes or ())
+        if workspace is not None:
+            # A volume, not rljail's own workspace (its current directory): the grant
+            # is the caller's, of the directory named, read-only.
+            path = os.path.abspath(os.fspath(workspace))
+            if ":" in path:
+                raise ValueError("workspace %r: a path with ':' cannot be a volume's source" % path)
+            volumes.append((path, WORKSPACE_IN_JAIL, "ro"))
+        for vol in volumes:
             argv += ["-v", vol if isinstance(vol, str) else ":".join(os.fspath(p) for p in vol)]
         for key, value in (env or {}).items():
             argv += ["-e", "%s=%s" % (key, value)]
@@ -451,27 +519,28 @@ class Session:
         self._eof = False                     # the reader saw rljail's stdout end
         self._pool = ThreadPoolExecutor(max_workers=max(1, int(call_workers)),
                                         thread_name_prefix="rljail-call")
-        self._stderr_buf = collections.deque()
-        self._stderr_len = 0
+        self._stderr = Tail(_STDERR_TAIL)
         self.hello = None
         self.protocol = self.version = self.session_id = None
         self.limits = {}
         self.tools = []
+        self._proc = self._reader = self._stderr_reader = None
 
-        if stderr is None:
-            err = subprocess.PIPE
-        else:
-            err = stderr
-        self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=err)
-        # The process is stopped when this object is collected or the interpreter exits.
-        self._finalizer = weakref.finalize(self, _stop_process, self._proc)
-        self._stderr_reader = None
-        self._reader = threading.Thread(target=self._read_loop, name="rljail-reader", daemon=True)
+    def _start(self, stderr):
+        """Starts rljail and its reader threads, and says hello."""
+        self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE if stderr is None else stderr)
+        # From here the finalizer stops rljail: when this object is collected or the
+        # interpreter exits.  The reader threads hold no reference to the Session (a
+        # weak one, or none), or it could never be collected while rljail runs.
+        self._procs.append(self._proc)
+        self._reader = threading.Thread(target=read_lines, name="rljail-reader", daemon=True,
+                                        args=(weakref.ref(self), self._proc.stdout, _MAX_LINE))
         self._reader.start()
         if stderr is None:
-            self._stderr_reader = threading.Thread(target=self._read_stderr, name="rljail-stderr",
-                                                   daemon=True)
+            self._stderr_reader = threading.Thread(target=self._stderr.read_from,
+                                                   args=(self._proc.stderr,),
+                                                   name="rljail-stderr", daemon=True)
             self._stderr_reader.start()
         try:
             self.hello = self._request("hello", timeout=60.0)
@@ -600,7 +669,7 @@ class Session:
     @property
     def stderr_tail(self):
         """The last bytes rljail wrote on its stderr (when ``stderr`` was not given)."""
-        return b"".join(self._stderr_buf).decode("utf-8", "replace")
+        return self._stderr.text()
 
     def close(self, wait=_CLOSE_WAIT, ask=True):
         """Ends the session: asks rljail to remove the jail (its reply, once nothing
@@ -616,12 +685,13 @@ class Session:
             waiter = None
             if ask and first and not self._eof and self._proc.poll() is None:
                 rid = "close-%d" % next(self._ids)
-                waiter = self._waiters[rid] = _Waiter()
+                waiter = self._waiters[rid] = _Waiter("close")
         proc = self._proc
         if waiter is not None:
             try:
                 self._send({"id": rid, "op": "close"})
-                if waiter.event.wait(wait) and waiter.reply.get("ok") is True:
+                if (waiter.event.wait(wait) and waiter.reply is not None
+                        and waiter.reply.get("ok") is True):
                     self.close_info = waiter.reply
             except (OSError, ValueError):
                 pass
@@ -650,7 +720,7 @@ class Session:
                     pass
         self._fail_all("closed", "the session was closed")
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._finalizer.detach()
+        self._finalizer()  # rljail has ended: this removes the temp_dirs
         return status
 
     def __enter__(self):
@@ -674,7 +744,7 @@ class Session:
             timeout = self._cell_timeout + self._cell_grace + self._reply_margin
         lock = self._op_lock if serialise else _NoLock
         with lock:
-            waiter = _Waiter()
+            waiter = _Waiter(op)
             with self._state_lock:
                 if self._lost is not None:
                     raise SessionLost(self._lost[0], self._lost[1], self.stderr_tail)
@@ -704,6 +774,8 @@ class Session:
                 self._lose("no_reply", "no reply to %s within %.0f s" % (op, timeout))
                 _stop_process(self._proc)
                 raise SessionLost(self._lost[0], self._lost[1], self.stderr_tail)
+            if waiter.error is not None:
+                raise waiter.error
             reply = waiter.reply
             if reply.get("ok") is True:
                 return reply
@@ -723,46 +795,85 @@ class Session:
             self._proc.stdin.write(data)
             self._proc.stdin.flush()
 
-    def _read_loop(self):
-        stdout = self._proc.stdout
+    def _take_line(self, line):
+        """Hands one line from rljail to the request it answers or to the call pool.
+        Returns False when reading cannot go on (the session is lost)."""
+        if len(line) > _MAX_LINE:
+            self._lose("protocol", "a line from rljail longer than %d bytes" % _MAX_LINE)
+            _stop_process(self._proc)
+            return False
         try:
-            while True:
-                line = stdout.readline(_MAX_LINE + 1)
-                if not line:
-                    break
-                if len(line) > _MAX_LINE:
-                    self._lose("protocol", "a line from rljail longer than %d bytes" % _MAX_LINE)
-                    _stop_process(self._proc)
-                    break
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    log.warning("rljail session: not a JSON line: %r", line[:200])
-                    continue
-                if not isinstance(msg, dict):
-                    log.warning("rljail session: not a JSON object: %r", line[:200])
-                    continue
-                if "event" in msg:
-                    if msg.get("event") == "closed":
-                        # The supervisor ended the session (--idle-timeout).
-                        self._lose(str(msg.get("reason") or "closed"), "the session was closed by rljail")
-                        continue
-                    self._on_event(msg)
-                    continue
-                with self._state_lock:
-                    waiter = self._waiters.pop(msg.get("id"), None)
-                if waiter is not None:
-                    waiter.reply = msg
-                    waiter.event.set()
-                elif msg.get("ok") is False:
-                    err = msg.get("error") if isinstance(msg.get("error"), dict) else {}
-                    if err.get("type") == "SessionLost" and err.get("origin") == "rljail":
-                        self._lose(str(err.get("reason") or "unknown"), str(err.get("message") or ""))
-                    else:
-                        # A refused call_result (a stale call after a cell timeout, say).
-                        log.debug("rljail session: refused request %r: %s", msg.get("id"), err)
-        except (OSError, ValueError) as e:
-            log.debug("rljail session: reading stopped: %s", e)
+            msg = json.loads(line.decode("utf-8"))
+        except (RecursionError, ValueError, MemoryError) as e:
+            # ValueError: not JSON (JSONDecodeError) or not UTF-8 (UnicodeDecodeError).
+            # RecursionError: nested deeper than the recursion limit; rljail passes a
+            # worker's claim (get's value) and a cell's call arguments as deep as Go
+            # decodes them, far deeper than Python's 1000.
+            return self._undecodable(line, "%s: %s" % (type(e).__name__, e), e)
+        problem = line_problem(msg)
+        if problem is not None:
+            return self._undecodable(line, problem, None)
+        if "event" in msg:
+            if msg["event"] == "closed":
+                # The supervisor ended the session (--idle-timeout).
+                self._lose(str(msg.get("reason") or "closed"), "the session was closed by rljail")
+            elif msg["event"] == "call":
+                self._on_call(msg)
+            else:
+                log.debug("rljail session: unknown event %r", msg["event"])
+            return True
+        rid = msg["id"]
+        with self._state_lock:
+            waiter = self._waiters.pop(rid, None) if rid is not None else None
+        if waiter is not None:
+            waiter.reply = msg
+            waiter.event.set()
+        elif msg["ok"] is False:
+            if msg["error"].get("type") == "SessionLost" and msg["error"].get("origin") == "rljail":
+                self._lose(str(msg["error"].get("reason") or "unknown"),
+                           str(msg["error"].get("message") or ""))
+            else:
+                # A refused call_result (a stale call after a cell timeout, say).
+                log.debug("rljail session: refused request %r: %s", rid, msg["error"])
+        return True
+
+    def _undecodable(self, line, what, cause):
+        """A line that json.loads could not decode, or whose fields are not the
+        protocol's (``what`` says why): the request it answers fails with
+        UndecodableReply, and a call event is answered with an error (the cell gets
+        CallFailed), found by the fields that a scan without recursion still reads;
+        a line that names neither loses the session.  Returns False then."""
+        log.debug("rljail session: a line from rljail cannot be decoded (%s): %r", what, line[:200])
+        try:
+            fields = scalar_fields(line.decode("utf-8", "replace"), ("id", "event", "call", "reason"))
+        except (MemoryError, RecursionError, ValueError):
+            fields = {}
+        event, rid = fields.get("event"), fields.get("id")
+        if event == "call":
+            if is_number(fields.get("call")):
+                self._answer_call(fields["call"], "the host cannot decode this call (%s)" % what)
+                return True
+        elif event == "closed":
+            self._lose(str(fields.get("reason") or "closed"), "the session was closed by rljail")
+            return True
+        elif isinstance(event, str):
+            return True  # an event this package does not know: nothing waits for it
+        elif event is None and is_id(rid):
+            with self._state_lock:
+                waiter = self._waiters.pop(rid, None)
+            if waiter is not None:
+                waiter.error = UndecodableReply(waiter.op, what)
+                waiter.error.__cause__ = cause
+                waiter.event.set()
+            return True
+        elif event is None and "id" in fields and rid is None:
+            return True  # rljail's answer to a request it could not read: never ours
+        self._lose("protocol", "a line from rljail that is no reply or event of the protocol (%s)" % what)
+        _stop_process(self._proc)
+        return False
+
+    def _reader_done(self):
+        """rljail's stdout ended: the session is lost (or closed), with its status."""
         with self._state_lock:
             self._eof = True
         status = self._proc.wait()
@@ -775,19 +886,11 @@ class Session:
             self._lose("exited", "rljail exited with status %s%s"
                        % (status, (": " + last[-1]) if last else ""))
 
-    def _read_stderr(self):
-        err = self._proc.stderr
-        try:
-            while True:
-                chunk = err.read1(8192) if hasattr(err, "read1") else err.read(8192)
-                if not chunk:
-                    break
-                self._stderr_buf.append(chunk)
-                self._stderr_len += len(chunk)
-                while self._stderr_len > _STDERR_TAIL and len(self._stderr_buf) > 1:
-                    self._stderr_len -= len(self._stderr_buf.popleft())
-        except (OSError, ValueError):
-            pass
+    def _break(self, message):
+        """The session cannot go on reading rljail's lines: lost ("protocol"), and
+        rljail stopped."""
+        self._lose("protocol", message)
+        _stop_process(self._proc)
 
     def _lose(self, reason, message):
         with self._state_lock:
@@ -805,19 +908,16 @@ class Session:
 
     # ----------------------------------------------------------------- calls from the jail
 
-    def _on_event(self, msg):
-        if msg.get("event") != "call":
-            log.debug("rljail session: unknown event %r", msg.get("event"))
-            return
+    def _on_call(self, msg):
+        """A call event: served on the pool, never on the reader thread (a handler may
+        take its time, and replies must keep flowing meanwhile)."""
         try:
             self._pool.submit(self._serve_call, msg)
         except RuntimeError:
             pass  # the pool is shut down: the session is closing
 
     def _serve_call(self, msg):
-        call = msg.get("call")
-        name = msg.get("name")
-        args = msg.get("args") if isinstance(msg.get("args"), dict) else {}
+        call, name, args = msg["call"], msg["name"], msg["args"]  # typed by line_problem
         try:
             value = self._dispatch(name, args)
             _check_answer(name, args, value)
@@ -825,6 +925,17 @@ class Session:
         except BaseException as e:  # a handler's failure is the cell's exception, not ours
             # The cell gets it as CallFailed with this message.
             answer = {"op": "call_result", "call": call, "error": "%s: %s" % (type(e).__name__, e)}
+        self._send_result(answer)
+
+    def _answer_call(self, call, error):
+        """Answers call ``call`` with ``error`` (from the pool: a write may block, and
+        the reader must not), so that the cell's call fails now, not at its timeout."""
+        try:
+            self._pool.submit(self._send_result, {"op": "call_result", "call": call, "error": error})
+        except RuntimeError:
+            pass  # the pool is shut down: the session is closing
+
+    def _send_result(self, answer):
         # No id: a call_result without one gets no reply, and one for a call that is gone
         # (answered, timed out at the supervisor, never made) is dropped there.
         try:
@@ -876,6 +987,20 @@ def _check_answer(name, args, value):
                 or not isinstance(prompts, list) or len(value) != len(prompts)):
             raise TypeError("the %s handler must return a list of str, one per prompt" % name)
     json.dumps(value, allow_nan=False)
+
+
+def _end_session(procs, dirs):
+    """A Session's finalizer, run once: at close, when the Session is collected, at
+    the interpreter's exit, or when it failed to start.  Stops rljail if it still
+    runs (it removes the jail on SIGTERM), then removes the Session's temp_dirs."""
+    for proc in procs:
+        _stop_process(proc)
+        try:
+            proc.stdin.close()  # its readers close stdout and stderr at their end
+        except OSError:
+            pass
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 class _NoLockType:

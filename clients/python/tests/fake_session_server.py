@@ -14,8 +14,10 @@ it reads JSON lines on stdin continuously (a reader thread answers ``hello``,
 ``interrupt``, ``call_result``, malformed lines, ``close`` with ``now`` and ``Busy`` for
 a full queue at once), runs worker requests and ``close`` in order on the main thread, and writes replies and call events on stdout.
 Budgets are enforced here simply, as the real bridge does in Go.  Volumes ``-v
-SRC:DST`` are emulated by translating paths under DST to SRC in ``load_context``, the
-file requests and the cells' ``open`` and ``os.chdir``; ``os._exit`` in a cell is the worker's exit
+SRC:DST`` (and rljail's workspace: the current directory at ``/workspace`` unless
+``--no-workspace``) are emulated by translating paths under DST to SRC in
+``load_context``, the file requests and the cells' ``open`` and ``os.chdir``, and the
+working directory (``-w``; ``/workspace``, or ``/tmp`` without one) too; ``os._exit`` in a cell is the worker's exit
 (``SessionLost`` ``worker_exited``), not the fake's.
 """
 
@@ -76,10 +78,16 @@ class Config:
         self.volumes = []  # (host, jail, mode)
         self.env = {}
         self.flags = {}
+        self.no_workspace = False
+        self.workdir = None
         i = 0
         while i < len(argv):
             arg = argv[i]
             if not arg.startswith("-"):
+                i += 1
+                continue
+            if arg == "--no-workspace":
+                self.no_workspace = True
                 i += 1
                 continue
             if arg in ("--strict-limits", "-q", "--quiet", "--verbose", "--audit-prompts"):
@@ -115,11 +123,19 @@ class Config:
                 parts = value.split(":")
                 mode = parts[2] if len(parts) > 2 else "ro"
                 self.volumes.append((parts[0], parts[1], mode))
+            elif arg in ("-w", "--workdir"):
+                self.workdir = value
             elif arg in ("-e", "--env"):
                 key, _, val = value.partition("=")
                 self.env[key] = val
             else:
                 self.flags[arg] = value
+        if not self.no_workspace:
+            # rljail mounts its current directory read-only at /workspace, its working
+            # directory then, unless --no-workspace.
+            self.volumes.append((os.getcwd(), "/workspace", "ro"))
+        if self.workdir is None:
+            self.workdir = "/tmp" if self.no_workspace else "/workspace"
 
 
 def seconds(text):
@@ -190,7 +206,8 @@ class Server:
         self.shm = os.path.join(self.tmp, ".shm")
         os.makedirs(os.path.join(self.tmp, "tmp"))
         os.makedirs(self.shm)
-        os.chdir(os.path.join(self.tmp, "tmp"))  # the "jail's" working directory: its /tmp
+        # The "jail's" working directory: --workdir, its /tmp or /workspace by default.
+        os.chdir(self.host_path(cfg.workdir)[0] or os.path.join(self.tmp, "tmp"))
         self.contexts = 0
         self.ns = {"__name__": "__main__", "__builtins__": self._builtins()}
         self.bridge = {}

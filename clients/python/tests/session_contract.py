@@ -6,7 +6,9 @@ either or both."""
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -31,6 +33,31 @@ class _Contract:
         s = Session(self.binary(), **opts)
         self.addCleanup(s.close)
         return s
+
+
+def project_dir(test, chdir=True):
+    """A directory as a runner's project is (a script, a ``.env`` with a secret), open to
+    every user (as root, rljail mounts no directory that other users may not enter),
+    removed after the test; with ``chdir`` the test process runs in it meanwhile, as a
+    runner started there does."""
+    d = tempfile.mkdtemp(prefix="project-")
+    test.addCleanup(shutil.rmtree, d, True)
+    for name, text in ((".env", "API_KEY=sk-project-secret\n"), ("runner.py", "print('runner')\n")):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(d, name), 0o644)
+    os.chmod(d, 0o755)
+    if chdir:
+        test.addCleanup(os.chdir, os.getcwd())
+        os.chdir(d)
+    return d
+
+
+#: A cell that binds ``deep`` to a list nested 3000 deep: past the recursion limit of
+#: json.loads on the host (1000), within Go's decoder's (10000) and, once the cell
+#: raised its own, the worker's json.dumps.
+DEEP_VALUE = ("import sys\nsys.setrecursionlimit(100000)\ndeep = 1\n"
+              "for _ in range(3000):\n    deep = [deep]\n")
 
 
 class SessionContract(_Contract):
@@ -123,6 +150,48 @@ class SessionContract(_Contract):
             s.set("not an identifier", 1)
         self.assertEqual(cm.exception.type, "BadRequest")
         self.assertTrue(s.run("pass").ok)
+
+    def test_get_of_a_value_too_deep_to_decode_fails_that_get(self):
+        # get's value is the worker's claim, passed on by rljail as deep as it comes:
+        # the get fails here, and the session answers on at once (not after the reply
+        # deadline, which a dead reader thread left every later request to).
+        s = self.session(cell_timeout=2 * self.tick, reply_margin=2 * self.tick)
+        self.assertTrue(s.run(DEEP_VALUE).ok)
+        start = time.monotonic()
+        with self.assertRaises(rljail.UndecodableReply) as cm:
+            s.get("deep")
+        self.assertIsInstance(cm.exception.__cause__, RecursionError)
+        self.assertEqual(cm.exception.op, "get")
+        self.assertEqual(s.run("print(len(deep))").stdout, "1\n")
+        self.assertLess(time.monotonic() - start, 2 * self.tick)
+        self.assertTrue(s.alive)
+
+    # ------------------------------------------------------------ what the jail sees of the host
+
+    def test_no_workspace_and_a_writable_working_directory(self):
+        # The runner's current directory (its scripts, its .env) is not the model's:
+        # no session mounts it unless asked; relative paths land in the jail's /tmp.
+        here = project_dir(self)
+        s = self.session()
+        r = s.run("import os\nprint(os.path.exists('/workspace/.env'), sorted(os.listdir('.')))\n"
+                  "with open('scratch.txt', 'w') as f:\n    f.write('relative')\n"
+                  "print(open('scratch.txt').read())")
+        self.assertTrue(r.ok, r.error)
+        self.assertEqual(r.stdout, "False []\nrelative\n")
+        self.assertEqual(s.get_file("/tmp/scratch.txt"), b"relative")
+        self.assertEqual(sorted(os.listdir(here)), [".env", "runner.py"])
+
+    def test_workspace_is_granted_read_only_when_asked(self):
+        d = project_dir(self, chdir=False)
+        s = self.session(workspace=d)
+        r = s.run("print(open('/workspace/runner.py').read(), end='')\n"
+                  "try:\n    open('/workspace/new.txt', 'w')\nexcept OSError as e:\n"
+                  "    print(type(e).__name__, e.errno)\n"
+                  "open('scratch.txt', 'w').write('still writable')")
+        self.assertTrue(r.ok, r.error)
+        self.assertEqual(r.stdout, "print('runner')\nOSError 30\n")
+        self.assertEqual(s.get_file("/tmp/scratch.txt"), b"still writable")
+        self.assertEqual(sorted(os.listdir(d)), [".env", "runner.py"])
 
     def test_load_context_value_numbers_names(self):
         s = self.session()
@@ -347,6 +416,24 @@ class CallContract(_Contract):
         self.assertTrue(r.ok, r.error)
         self.assertEqual(r.stdout, "3 x 5\n")
         self.assertEqual(seen, [("needle", 3), ("x", 1)])
+
+    def test_call_too_deep_to_decode_fails_that_call_at_once(self):
+        # A cell's call whose arguments nest past the host's recursion limit: the call
+        # fails in the cell (CallFailed) at once, not at its timeout, and the session
+        # answers on.
+        seen = []
+        s = self.session(tools={"echo": lambda value: seen.append(value) or "echoed"},
+                         cell_timeout=3 * self.tick, reply_margin=2 * self.tick)
+        start = time.monotonic()
+        r = s.run(DEEP_VALUE + "try:\n    echo(deep)\nexcept Exception as e:\n"
+                  "    print(type(e).__name__, e)")
+        self.assertTrue(r.ok, r.error)
+        self.assertTrue(r.stdout.startswith("CallFailed "), r.stdout)
+        self.assertIn("cannot decode", r.stdout)
+        self.assertIn("RecursionError", r.stdout)
+        self.assertLess(time.monotonic() - start, 2 * self.tick)
+        self.assertEqual(s.run("print(echo(1))").stdout, "echoed\n")
+        self.assertEqual(seen, [1])
 
     def test_handler_that_raises(self):
         def bad(prompt, model=None):

@@ -11,6 +11,7 @@ older runtimes found ``FINAL_VAR(name)`` in the response and ran
 import json
 import os
 import re
+import shutil
 import socketserver
 import struct
 import sys
@@ -333,6 +334,7 @@ class InstallTest(unittest.TestCase):
 
     def setUp(self):
         root = tempfile.mkdtemp(prefix="fake-rlm-pkg-")
+        self.addCleanup(shutil.rmtree, root, True)
         os.makedirs(os.path.join(root, "rlm", "core"))
         for d in ("rlm", os.path.join("rlm", "core")):
             open(os.path.join(root, d, "__init__.py"), "w").close()

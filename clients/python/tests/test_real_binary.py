@@ -13,23 +13,27 @@ staying on the host); the other classes run without it:
     RLJAIL_BIN=$PWD/bin/rljail ./clients/python/run_tests.sh --real
 """
 
+import gc
 import http.server
 import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import textwrap
 import threading
 import time
 import unittest
+from unittest import mock
 
-import support  # noqa: F401  (sets sys.path)
+import support
 
 from rljail import RequestError, Session, SessionLost
 from rljail.adapters import dspy as dspy_adapter
 from rljail.adapters import rlm as rlm_adapter
 from rljail.adapters import smolagents as smol_adapter
-from session_contract import CallContract, SessionContract
+from session_contract import CallContract, SessionContract, project_dir
 
 
 def real_binary():
@@ -111,6 +115,12 @@ class RealSessionTest(SessionContract, unittest.TestCase):
         r = s.run("print(len(context), bytes(context[:5]))")
         self.assertTrue(r.ok, r.error)
         self.assertEqual(r.stdout, "%d b'start'\n" % (2 << 30))
+
+    def test_working_directory_is_the_jails_tmp(self):
+        project_dir(self)
+        s = self.session()
+        r = s.run("import os\nprint(os.getcwd(), os.path.exists('/workspace'))")
+        self.assertEqual(r.stdout, "/tmp False\n")
 
     def test_hundred_sessions_leave_nothing(self):
         def ours():
@@ -226,6 +236,75 @@ class RealAdaptersTest(unittest.TestCase):
             self.assertEqual(f.read(), "allowed")
         with self.assertRaises(dspy_adapter.CodeInterpreterError):
             dspy_adapter.RljailInterpreter(binary=real_binary(), enable_network_access=["example.com"])
+
+    # What model code sees of the host and leaves on it, through each adapter.
+    _WHERE = ("import os\nwith open('scratch.txt', 'w') as f:\n    f.write('relative')\n"
+              "print(os.getcwd(), os.path.exists('/workspace/.env'), open('scratch.txt').read())")
+
+    def adapters(self):
+        """An rlm REPL, a DSPy interpreter (with a writable grant and a large variable:
+        both make host directories) and a smolagents executor, each with its run()."""
+        granted = os.path.join(tempfile.mkdtemp(dir=self.outside), "notes.txt")
+        with open(granted, "w") as f:
+            f.write("notes")
+        repl = rlm_adapter.RljailREPL(rljail={"binary": real_binary()})
+        interp = dspy_adapter.RljailInterpreter(binary=real_binary(), enable_write_paths=[granted])
+        executor = smol_adapter.RljailExecutor(binary=real_binary())
+        return [(repl, lambda code: repl.execute_code(code).stdout),
+                (interp, lambda code: interp.execute(code, {"big": "x" * (2 << 20)})),
+                (executor, lambda code: executor(code).logs)]
+
+    def own_tempdir(self):
+        self.tmp = tempfile.mkdtemp(prefix="adapters-tmp-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.outside = tempfile.mkdtemp(prefix="adapters-outside-")
+        self.addCleanup(shutil.rmtree, self.outside, True)
+        patcher = mock.patch.object(tempfile, "tempdir", self.tmp)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_adapters_mount_no_workspace_and_write_relative_paths(self):
+        # A runner started in its project directory: the model sees none of it (.env),
+        # and its relative writes land in the jail's /tmp.
+        project_dir(self)  # first: below the test's own 0700 temporary directory, rljail
+        self.own_tempdir()  # (as root) would not have mounted it before either
+        for obj, run in self.adapters():
+            with self.subTest(adapter=type(obj).__name__):
+                self.addCleanup(getattr(obj, "cleanup", None) or obj.shutdown)
+                self.assertEqual(run(self._WHERE), "/tmp False relative\n")
+
+    def test_adapters_leave_nothing_on_the_host(self):
+        # However each one ends: closed, or dropped unclosed and collected.
+        self.own_tempdir()
+        for ending in ("closed", "dropped"):
+            with self.subTest(ending=ending):
+                made = self.adapters()
+                for obj, run in made:
+                    run("x = 1")
+                self.assertGreaterEqual(len(os.listdir(self.tmp)), 3)
+                procs = [obj.session._proc for obj, _ in made]
+                if ending == "closed":
+                    for obj, _ in made:
+                        (getattr(obj, "cleanup", None) or obj.shutdown)()
+                del made, obj, run
+                gc.collect()
+                self.assertEqual([p.poll() is None for p in procs], [False] * 3)
+                self.assertEqual(sorted(os.listdir(self.tmp)), [])
+
+    def test_adapters_leave_nothing_at_interpreter_exit(self):
+        self.own_tempdir()
+        code = textwrap.dedent("""
+            import sys
+            sys.path.insert(0, %r)
+            from rljail.adapters.dspy import RljailInterpreter
+            from rljail.adapters.rlm import RljailREPL
+            keep = [RljailInterpreter(binary=%r), RljailREPL(rljail={"binary": %r})]
+            print(keep[0].execute("1 + 1", {"big": "x" * (2 << 20)}), flush=True)
+        """) % (support.PACKAGE_ROOT, real_binary(), real_binary())
+        out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TMPDIR=self.tmp),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        self.assertEqual((out.returncode, out.stdout), (0, b"2\n"), out.stderr.decode())
+        self.assertEqual(sorted(os.listdir(self.tmp)), [])
 
     def test_smolagents_executor(self):
         # As agents.py:1603-1606 makes a LocalPythonExecutor: imports, max_print_outputs_length.

@@ -75,7 +75,9 @@ def to_json(value):
 
 
 class HostInputs:
-    """A private host directory granted read-only to one session at INPUTS_IN_JAIL."""
+    """A private host directory granted read-only to one session at INPUTS_IN_JAIL.
+    :func:`start_session` makes it one of the session's ``temp_dirs``: it goes with the
+    session, however that ends (closed, collected, at exit, failing to start)."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="rljail-inputs-")
@@ -123,14 +125,25 @@ def _json_size(value, limit):
 
 
 def start_session(options, tools, llm=None, llm_batched=None, rlm=None, rlm_batched=None,
-                  inputs=None):
-    """A Session from an adapter's ``options`` dict, with the adapter's handlers."""
+                  inputs=None, temp_dirs=()):
+    """A Session from an adapter's ``options`` dict, with the adapter's handlers.  The
+    directory of ``inputs`` and the ``temp_dirs`` (host directories made for it) are
+    the session's to remove; they are removed here at once when it cannot start."""
     options = dict(options or {})
     volumes = list(options.pop("volumes", ()) or ())
+    dirs = list(temp_dirs) + list(options.pop("temp_dirs", ()) or ())
     if inputs is not None:
         volumes.append(inputs.volume())
-    return Session(volumes=volumes, tools=tools, llm=llm, llm_batched=llm_batched,
-                   rlm=rlm, rlm_batched=rlm_batched, **options)
+        dirs.append(inputs.dir)
+    try:
+        return Session(volumes=volumes, tools=tools, llm=llm, llm_batched=llm_batched,
+                       rlm=rlm, rlm_batched=rlm_batched, temp_dirs=dirs, **options)
+    except BaseException:
+        # Session removes them itself once its __init__ runs; not when the call fails
+        # before (an option given twice).
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        raise
 
 
 def release(owner):

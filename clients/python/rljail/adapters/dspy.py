@@ -352,7 +352,12 @@ class RljailInterpreter:
             declared[name] = (self._tool_handler(name), _parameters(func))
         user_tools = set(declared)
         declared[_LATE_TOOL] = (self._late_tool, ["name", "kwargs"])
+        # Both directories are the new session's, removed with it (an interpreter that
+        # is never shut down leaves nothing either: the session's finalizer removes
+        # them when it is collected or at exit).  The previous session's copies went
+        # with it.
         self._inputs = HostInputs()
+        self._files = None
         options = dict(self.session_options, cell_timeout=self.execute_timeout)
         options.setdefault("max_output_chars", RUNTIME_OUTPUT_BYTES)
         try:
@@ -363,10 +368,18 @@ class RljailInterpreter:
                 options["env"] = env
             self.session = start_session(
                 options, declared,
-                llm=self._llm_query, llm_batched=self._llm_query_batched, inputs=self._inputs)
-        except (SessionError, OSError) as e:
-            self._ended = True
-            raise _interpreter_error("cannot start rljail session: %s" % e)
+                llm=self._llm_query, llm_batched=self._llm_query_batched, inputs=self._inputs,
+                temp_dirs=[self._files] if self._files is not None else [])
+        except BaseException as e:
+            # start_session removes them when the session fails; not a failure before it
+            # (a write path that cannot be copied).
+            self._inputs.remove()
+            if self._files is not None:
+                shutil.rmtree(self._files, ignore_errors=True)
+            if isinstance(e, (SessionError, OSError)):
+                self._ended = True
+                raise _interpreter_error("cannot start rljail session: %s" % e)
+            raise
         self._declared = user_tools
         self._registered_outputs = None
         self._tools_registered = False
