@@ -216,12 +216,17 @@ class CellResult:
     after the cell (the worker's claim); ``calls`` holds the session's call counts so
     far (``llm_calls``, ``tool_calls``, ``prompt_chars``, ``refused``) when the session
     has the bridge; ``wall_ms`` and ``cpu_ms`` (``None`` when unreadable) are the
-    supervisor's measures.  ``raw`` is the reply as received.
+    supervisor's measures.  ``result`` is the ``repr`` of the cell's last expression
+    when it is one whose value is not ``None`` (as a REPL shows it; at most 64 KiB,
+    ``result_truncated`` then true), else ``None``.  ``raw`` is the reply as received.
     """
 
     def __init__(self, reply, lost_reason=None):
         reply = reply or {}
         self.raw = reply
+        res = reply.get("result")
+        self.result = res.get("repr") if isinstance(res, dict) and isinstance(res.get("repr"), str) else None
+        self.result_truncated = isinstance(res, dict) and res.get("truncated") is True
         self.lost_reason = lost_reason
         self.lost = lost_reason is not None
         self.stdout = _text(reply.get("stdout"))
@@ -712,8 +717,11 @@ class Session:
         self._reader.join(5.0)
         if self._stderr_reader is not None:
             self._stderr_reader.join(5.0)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None and not (self._reader.is_alive() and pipe is proc.stdout):
+        # A pipe whose reader thread still runs is left to it: closing it would
+        # wait for the lock the reading thread holds (at interpreter exit, where
+        # daemon threads stop where they are, a fatal error).
+        for pipe, reader in ((proc.stdout, self._reader), (proc.stderr, self._stderr_reader)):
+            if pipe is not None and not (reader is not None and reader.is_alive()):
                 try:
                     pipe.close()
                 except OSError:

@@ -21,6 +21,7 @@ working directory (``-w``; ``/workspace``, or ``/tmp`` without one) too; ``os._e
 (``SessionLost`` ``worker_exited``), not the fake's.
 """
 
+import ast
 import base64
 import binascii
 import builtins
@@ -684,8 +685,19 @@ class Server:
         sys.stdout, sys.stderr = out, err
         self.running = True
         lost = None
+        result = None
         try:
-            exec(compile(code, "<cell>", "exec"), self.ns)
+            # A last expression's value is the cell's result, as rljail's worker gives it.
+            tree = ast.parse(code, "<cell>")
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            exec(compile(tree, "<cell>", "exec"), self.ns)
+            if last is not None:
+                value = eval(compile(last, "<cell>", "eval"), self.ns)
+                if value is not None:
+                    r = repr(value)
+                    result = {"repr": r[:65536], "truncated": len(r) > 65536}
         except KeyboardInterrupt:
             error = {"type": "KeyboardInterrupt", "origin": "cell", "traceback": traceback.format_exc()}
         except WorkerExit:
@@ -708,7 +720,9 @@ class Server:
                      "interrupted; the namespace is kept" % self.cfg.cell_timeout,
                      "traceback": (error or {}).get("traceback", "")}
         names = sorted(k for k in self.ns if not k.startswith("_"))[:1000]
-        self.reply(rid, error=error, names=names, calls=dict(self.counts), **measured())
+        if error is not None:
+            result = None
+        self.reply(rid, error=error, names=names, result=result, calls=dict(self.counts), **measured())
 
     def cap(self, text):
         """Head and tail of text's UTF-8 within --max-output-chars bytes, as rljail cuts."""

@@ -94,6 +94,17 @@ class SessionContract(_Contract):
         s.run("_hidden = 1")
         self.assertNotIn("_hidden", s.run("pass").names)
 
+    def test_last_expression_is_the_result(self):
+        # As a REPL shows it: the repr of a last expression that is not None.
+        s = self.session()
+        self.assertEqual(s.run("x = 6\nx * 7").result, "42")
+        self.assertIsNone(s.run("x = 1").result)
+        self.assertIsNone(s.run("print('p')").result)
+        r = s.run("'y' * 70000")
+        self.assertTrue(r.result_truncated)
+        self.assertLessEqual(len(r.result), 65536)
+        self.assertIsNone(s.run("1/0\n2").result)
+
     def test_exception_keeps_session(self):
         s = self.session()
         s.run("x = 1")

@@ -150,7 +150,7 @@ while True:
         break
     req = json.loads(raw)
     if req.get("op") == "hello":
-        write(json.dumps({"id": req["id"], "ok": True, "protocol": 1}))
+        write(json.dumps({"id": req["id"], "ok": True, "protocol": 2}))
     elif req.get("op") == "call_result":
         continue
     elif req.get("op") == "close" or step >= len(script):
