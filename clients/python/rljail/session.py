@@ -439,6 +439,7 @@ class Session:
             self._configure(binary, memory, cell_timeout, timeout, volumes, env, workspace,
                             tools, llm, llm_batched, rlm, rlm_batched, errors, call_workers,
                             batch_concurrency, reply_margin, extra_args, limits)
+            self._stderr_arg = stderr
             self._start(stderr)
         except BaseException:
             self._finalizer()
@@ -513,6 +514,7 @@ class Session:
             self._cell_grace = 1.0
         self._reply_margin = reply_margin
         self.close_info = None
+        self._restarting = False  # restart's close keeps the pool and the temp_dirs
 
         self._ids = itertools.count(1)
         self._waiters = {}
@@ -727,9 +729,36 @@ class Session:
                 except OSError:
                     pass
         self._fail_all("closed", "the session was closed")
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._finalizer()  # rljail has ended: this removes the temp_dirs
+        if not self._restarting:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._finalizer()  # rljail has ended: this removes the temp_dirs
         return status
+
+    def restart(self):
+        """Ends this session's jail, if it still runs, and starts a fresh one with the
+        same flags, tools and handlers: a new namespace, nothing of the old one's state
+        (its variables, files in ``/tmp``, processes).  A session lost to ``os._exit``
+        in a cell, a memory kill or its timeout goes on this way; ``temp_dirs`` stay
+        until :meth:`close`.  Returns the new session's ``hello``."""
+        with self._op_lock:
+            self._restarting = True
+            try:
+                self.close(wait=5.0, ask=self._lost is None)
+            finally:
+                self._restarting = False
+            with self._state_lock:
+                self._lost = None
+                self._closed = False
+                self._eof = False
+                self._waiters = {}
+            self.close_info = None
+            self._stderr = Tail(_STDERR_TAIL)
+            try:
+                self._start(self._stderr_arg)
+            except BaseException:
+                self.close(wait=5.0, ask=False)
+                raise
+            return self.hello
 
     def __enter__(self):
         return self

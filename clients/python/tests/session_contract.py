@@ -94,6 +94,21 @@ class SessionContract(_Contract):
         s.run("_hidden = 1")
         self.assertNotIn("_hidden", s.run("pass").names)
 
+    def test_restart_after_the_worker_exited(self):
+        # os._exit in a cell loses the session; restart gives a fresh one, state gone.
+        s = self.session()
+        s.run("kept = 1")
+        with self.assertRaises(SessionLost):
+            s.run("import os; os._exit(3)")
+        self.assertFalse(s.alive)
+        s.restart()
+        self.assertTrue(s.alive)
+        r = s.run("print('kept' in globals())")
+        self.assertEqual(r.stdout, "False\n")
+        self.assertEqual(r.cell, 1)
+        s.restart()  # of a live session too
+        self.assertEqual(s.run("print(2)").stdout, "2\n")
+
     def test_last_expression_is_the_result(self):
         # As a REPL shows it: the repr of a last expression that is not None.
         s = self.session()
