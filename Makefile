@@ -222,7 +222,7 @@ deb: build
 # python-test: the Python package (clients/python) with the system python3: its unit
 # suite against the TEST-ONLY fake session server, and its real-binary module against
 # bin/rljail as root and rootless (as nobody); about 30 s, the three at once.
-python-test: rootfs
+python-test: rootfs data-rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) PYTHON=/usr/bin/python3 clients/python/test_all.sh
 
 test: build vet staticcheck unit python-test test-apparmor integration test-vm test-systemd-vm

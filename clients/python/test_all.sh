@@ -30,7 +30,7 @@ if [ "$(id -u)" = 0 ]; then
 		chmod -R a+rX "$work/nobody" && chmod 755 "$work" &&
 		chown nobody "$work/tmp-rootless" || exit 1
 	(cd "$work/nobody/python/tests" && exec setpriv --reuid=nobody --regid=nogroup --clear-groups \
-		env HOME=/tmp TMPDIR="$work/tmp-rootless" RLJAIL_BIN="$work/nobody/rljail" ${RLJAIL_ROOTFS:+RLJAIL_ROOTFS="$RLJAIL_ROOTFS"} \
+		env HOME=/tmp TMPDIR="$work/tmp-rootless" RLJAIL_BIN="$work/nobody/rljail" ${RLJAIL_ROOTFS:+RLJAIL_ROOTFS="$RLJAIL_ROOTFS"} ${RLJAIL_DATA_ROOTFS:+RLJAIL_DATA_ROOTFS="$RLJAIL_DATA_ROOTFS"} \
 		"$PY" -B -m unittest test_real_binary) >"$work/rootless.log" 2>&1 &
 	rootless=$!
 fi

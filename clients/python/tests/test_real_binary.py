@@ -178,6 +178,36 @@ class RealCallTest(CallContract, unittest.TestCase):
         self.assertEqual(seen[0][1]["messages"][-1]["content"], "q")
 
 
+def data_rootfs():
+    """The data rootfs (numpy, pandas, matplotlib) that make data-rootfs builds."""
+    path = os.environ.get("RLJAIL_DATA_ROOTFS")
+    if not path:
+        raise AssertionError("RLJAIL_DATA_ROOTFS is not set: `make python-test` sets it to the "
+                             "data rootfs (`make data-rootfs` builds it)")
+    return path
+
+
+class RealDataRootfsTest(unittest.TestCase):
+    """A session, and each adapter, on the data rootfs imports its packages (issue 30:
+    the worker's namespace sees what a one-shot run of the same rootfs sees)."""
+
+    def test_session_imports_pandas(self):
+        with Session(real_binary(), rootfs=data_rootfs(), cell_timeout=120) as s:
+            r = s.run("import numpy as np, pandas as pd\n"
+                      "print(int(pd.DataFrame({'a': np.arange(4)}).a.sum()))")
+            self.assertTrue(r.ok, r.error)
+            self.assertEqual(r.stdout, "6\n")
+
+    def test_adapters_import_numpy(self):
+        env = rlm_adapter.RljailREPL(rljail={"binary": real_binary(), "rootfs": data_rootfs(),
+                                              "cell_timeout": 120})
+        self.addCleanup(env.cleanup)
+        self.assertEqual(env.execute_code("import numpy; print(numpy.arange(3).sum())").stdout, "3\n")
+        interp = dspy_adapter.RljailInterpreter(binary=real_binary(), rootfs=data_rootfs(), execute_timeout=120)
+        self.addCleanup(interp.shutdown)
+        self.assertEqual(interp.execute("import numpy; print(numpy.arange(4).sum())"), "6\n")
+
+
 class RealAdaptersTest(unittest.TestCase):
     def test_rlm_environment(self):
         env = rlm_adapter.RljailREPL(context_payload="doc", rljail={"binary": real_binary()})
