@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/rljail/rljail/jail"
 )
 
 // Config is the server's policy: the most a request may ask for, what it
@@ -208,27 +209,12 @@ func ParseConfig(data []byte) (Config, error) {
 	return c, nil
 }
 
-// ParseSize reads a byte size: a number with an optional unit k, m, g
-// (binary multiples; 512m, 1g, 65536).
+// ParseSize reads a byte size of the configuration (jail.ParseSize: 512m,
+// 1g, 65536).
 func ParseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		}
-		if mult != 1 {
-			t = t[:n-1]
-		}
+	n, err := jail.ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q %v", s, err)
 	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("%q is not a positive size (such as 512m, 1g, 65536)", s)
-	}
-	return n * mult, nil
+	return n, nil
 }

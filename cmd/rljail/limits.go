@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -14,58 +12,14 @@ import (
 	"github.com/rljail/rljail/jail"
 )
 
-// parseSize parses a byte size in docker's spelling: a number with an
-// optional unit b, k, m, g or t (binary multiples, case-insensitive, an
-// optional trailing "b" or "ib": 512m, 1g, 64MiB). The result is at least
-// one byte: a size that rounds to zero would silently mean "the default".
+// parseSize parses a byte size flag (jail.ParseSize), its error naming
+// the flag.
 func parseSize(flag, s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "b")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		case 't':
-			mult = 1 << 40
-		}
-		if mult != 1 {
-			t = t[:n-1]
-		}
+	n, err := jail.ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q %v", flag, s, err)
 	}
-	bad := fmt.Errorf("--%s %q is not a size (such as 512m, 1g, 65536)", flag, s)
-	if t == "" || strings.ContainsAny(t, "xXpP_") {
-		return 0, bad // no hex floats, no digit separators
-	}
-	// Plain integers exactly; fractions (0.5g) through float64.
-	if n, err := strconv.ParseInt(t, 10, 64); err == nil {
-		if n <= 0 {
-			return 0, fmt.Errorf("--%s %q must be positive", flag, s)
-		}
-		if n > math.MaxInt64/mult {
-			return 0, fmt.Errorf("--%s %q is too large", flag, s)
-		}
-		return n * mult, nil
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, bad
-	}
-	if v <= 0 {
-		return 0, fmt.Errorf("--%s %q must be positive", flag, s)
-	}
-	bytes := v * float64(mult)
-	if bytes >= math.MaxInt64 {
-		return 0, fmt.Errorf("--%s %q is too large", flag, s)
-	}
-	if bytes < 1 {
-		return 0, fmt.Errorf("--%s %q is less than one byte", flag, s)
-	}
-	return int64(bytes), nil
+	return n, nil
 }
 
 // resourcesFromFlags reads the limit flags; unset flags leave the jail's
