@@ -96,7 +96,7 @@ func parseMountinfo(text string) ([]mount, error) {
 		if fsType != "cgroup" && fsType != "cgroup2" {
 			continue
 		}
-		m := mount{fsType: fsType, root: unescapeMountinfo(f[3]), point: unescapeMountinfo(f[4])}
+		m := mount{fsType: fsType, root: UnescapeMountinfo(f[3]), point: UnescapeMountinfo(f[4])}
 		if fsType == "cgroup" {
 			for _, o := range strings.Split(f[sep+3], ",") {
 				if isV1Controller(o) {
@@ -142,9 +142,9 @@ func isV1Controller(opt string) bool {
 	return false
 }
 
-// unescapeMountinfo decodes the octal escapes (\040 for a space) of a
+// UnescapeMountinfo decodes the octal escapes (\040 for a space) of a
 // mountinfo path.
-func unescapeMountinfo(s string) string {
+func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -13,8 +13,8 @@ func TestUnescapeMountinfo(t *testing.T) {
 		`\040\040`:          "  ",
 		`/newline\012there`: "/newline\nthere",
 	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
+		if got := UnescapeMountinfo(in); got != want {
+			t.Errorf("UnescapeMountinfo(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -328,15 +328,11 @@ func (e *ChangedError) Error() string {
 // entry, from directory descriptors opened without following links, and one readdir
 // (the top directory's).
 func CheckFingerprint(dir string) error {
-	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, data, err := openFingerprint(dir)
 	if err != nil {
-		return fmt.Errorf("rootfs %s: %w", dir, err)
+		return err
 	}
 	defer unix.Close(root)
-	data, err := readFingerprintAt(root)
-	if err != nil {
-		return fmt.Errorf("rootfs %s: %w; run `rljail rootfs build` to rebuild it", dir, err)
-	}
 	same, err := fingerprintMatches(root, data, 0)
 	if err != nil {
 		return fmt.Errorf("rootfs %s: %w; run `rljail rootfs build` to rebuild it", dir, err)
@@ -362,6 +358,21 @@ func CheckFingerprint(dir string) error {
 	return &ChangedError{Dir: dir, Diff: diffs[pick], More: len(diffs) - 1}
 }
 
+// openFingerprint opens the rootfs at dir (O_PATH, the caller closes it)
+// and reads its fingerprint.
+func openFingerprint(dir string) (int, []byte, error) {
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, fmt.Errorf("rootfs %s: %w", dir, err)
+	}
+	data, err := readFingerprintAt(root)
+	if err != nil {
+		unix.Close(root)
+		return -1, nil, fmt.Errorf("rootfs %s: %w; run `rljail rootfs build` to rebuild it", dir, err)
+	}
+	return root, data, nil
+}
+
 // CheckFingerprintTop is CheckFingerprint for a rootfs that no jail can
 // have written (cmd/rljail: one in rljail's data directory, which no run
 // may grant writable): only the top directory's entries are compared
@@ -370,15 +381,11 @@ func CheckFingerprint(dir string) error {
 // a chown, chmod or touch of it all (every ctime is). A difference there
 // gets CheckFingerprint's full verdict, which names the change.
 func CheckFingerprintTop(dir string) error {
-	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, data, err := openFingerprint(dir)
 	if err != nil {
-		return fmt.Errorf("rootfs %s: %w", dir, err)
+		return err
 	}
 	defer unix.Close(root)
-	data, err := readFingerprintAt(root)
-	if err != nil {
-		return fmt.Errorf("rootfs %s: %w; run `rljail rootfs build` to rebuild it", dir, err)
-	}
 	spans, err := indexFingerprint(data)
 	if err != nil || len(spans) == 0 {
 		return CheckFingerprint(dir)

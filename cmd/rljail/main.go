@@ -59,7 +59,7 @@ func main() {
 var subcommands = map[string]bool{
 	"run": true, "session": true, "serve": true, "rootfs": true, "check": true, "version": true, "help": true, "profiles": true,
 	"man": true,
-	"-h": true, "--help": true, "-v": false,
+	"-h":  true, "--help": true, "-v": false,
 }
 
 // run runs the CLI as main does, and restores the signals' handling after

@@ -7,12 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/rljail/rljail/cgroup"
 	"github.com/rljail/rljail/hostfile"
 	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/rootfs"
@@ -808,12 +808,12 @@ func fsPath(mountinfo []byte, p string) (string, bool) {
 		if len(f) < 5 {
 			continue
 		}
-		point := unescapeMountinfo(f[4])
+		point := cgroup.UnescapeMountinfo(f[4])
 		if point != "/" && real != point && !strings.HasPrefix(real, point+"/") {
 			continue
 		}
 		if len(point) >= len(best) {
-			best, root = point, unescapeMountinfo(f[3])
+			best, root = point, cgroup.UnescapeMountinfo(f[3])
 		}
 	}
 	if best == "" {
@@ -824,23 +824,4 @@ func fsPath(mountinfo []byte, p string) (string, bool) {
 		rest = real
 	}
 	return filepath.Join(root, rest), true
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
