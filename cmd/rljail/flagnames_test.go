@@ -118,8 +118,11 @@ func BenchmarkCLIBuildSpec(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			_, err = buildSpec(c, flagsSet(c), prof, guard, func(string, ...any) {})
-			return err
+			spec, err := buildSpec(c, flagsSet(c), prof, guard, func(string, ...any) {})
+			if err != nil {
+				return err
+			}
+			return prepareRootfs(c, prof, guard, func(string, ...any) {}, &spec)
 		})
 		if err := app.Run([]string{"rljail", "run", "-q", "--rootfs", rootfsDir, "--", "python3", "-c", "pass"}); err != nil {
 			b.Fatal(err)

@@ -195,6 +195,9 @@ func runAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 
 	spec, err := buildSpec(c, set, prof, guard, notice)
+	if err == nil {
+		err = prepareRootfs(c, prof, guard, notice, &spec)
+	}
 	var hashedStdin *hashingReader
 	if err == nil {
 		in, closeIn := pollableStdin(stdin)
@@ -412,18 +415,26 @@ func buildJailSpec(c *cli.Context, set map[string]bool, prof *profiles.Profile, 
 		}
 		spec.Workspace = ws
 	}
-	if err := emptyValue(c, "rootfs"); err != nil {
-		return spec, err
-	}
-	choice := rootfsChoice{flag: c.String("rootfs"), profile: prof.Rootfs, unverified: c.Bool("rootfs-unverified")}
-	choice.early, _ = c.App.Metadata[rootfsCheckKey].(*rootfsCheck)
-	if spec.Rootfs, spec.BeforePayload, err = ensureRootfs(c.Context, choice, guard, notice); err != nil {
-		return spec, err
-	}
 	if spec.Egress, err = egressFromFlags(c, set, prof, notice); err != nil {
 		return spec, err
 	}
 	return spec, nil
+}
+
+// prepareRootfs gives spec its rootfs, as a step of its own once the
+// spec is assembled (so that a mistyped flag never waits for a first-use
+// build): the directory the flags, the profile or RLJAIL_ROOTFS name,
+// built first where it is rljail's default place and empty, and the check
+// that gates the payload (ensureRootfs).
+func prepareRootfs(c *cli.Context, prof *profiles.Profile, guard *hostfile.Guard, notice func(string, ...any), spec *jail.Spec) error {
+	if err := emptyValue(c, "rootfs"); err != nil {
+		return err
+	}
+	choice := rootfsChoice{flag: c.String("rootfs"), profile: prof.Rootfs, unverified: c.Bool("rootfs-unverified")}
+	choice.early, _ = c.App.Metadata[rootfsCheckKey].(*rootfsCheck)
+	var err error
+	spec.Rootfs, spec.BeforePayload, err = ensureRootfs(c.Context, choice, guard, notice)
+	return err
 }
 
 // workspaceDir returns the current directory to mount at /workspace, or ""

@@ -151,6 +151,9 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	if cfg.Spec, err = buildJailSpec(c, set, prof, guard, notice); err != nil {
 		return setupError("%v", err)
 	}
+	if err = prepareRootfs(c, prof, guard, notice, &cfg.Spec); err != nil {
+		return setupError("%v", err)
+	}
 	for _, kv := range cfg.Spec.Env {
 		// -e KEY, an env file or a profile would hand the jail the very
 		// key the bridge keeps on the host.
