@@ -41,7 +41,7 @@ func init() {
 			layer:     "protocol 2: every error carries origin, rljail or cell, set by the supervisor; a supervisor type the worker claims becomes the supervisor's WorkerError saying what was claimed",
 			run:       attackSessionClaimedVerdicts},
 		{name: "bridge_empty_batch_forwarded", group: groupDoS,
-			mechanism: "with --max-llm-calls 1, after LLMBudgetExceeded, a cell sends 200 llm_query_batched([]) calls: an empty batch costs no budget and each reached the runner as a call event",
+			mechanism: "with --max-llm-calls 1, after LLMBudgetExceeded, a cell sends 200 llm_query_batched([]) calls (written to its channel itself, past the worker, which answers an empty batch with [] on its own): an empty batch costs no budget and each reached the runner as a call event",
 			layer:     "bridge.check refuses an empty batch with BadCall; no call the budget or the checks refuse is forwarded",
 			run:       attackBridgeEmptyBatch},
 	}...)
@@ -241,25 +241,29 @@ func attackSessionClaimedVerdicts(t *testing.T, m mode) {
 func attackBridgeEmptyBatch(t *testing.T, m mode) {
 	s := startSession(t, m, "--max-llm-calls", "1")
 	r := runCalls(s, echoAnswer)
-	rep := s.exec(t, `print(llm_query("first"))
+	// The worker answers an empty batch itself ([], as rlm's LocalREPL
+	// does); a cell that writes its own call lines to the channel sends
+	// the supervisor the empty batches.
+	rep := s.exec(t, `import os, time
+print(llm_query("first"))
 try:
     llm_query("second")
 except LLMBudgetExceeded as e:
     print("budget", e)
-refused = 0
-for _ in range(200):
-    try:
-        llm_query_batched([], model="m")
-    except Exception as e:
-        refused += 1
-print("refused", refused)`)
+try:
+    print("batch", llm_query_batched([], model="m"))
+except Exception as e:
+    print("batch", type(e).__name__)
+for n in range(200):
+    os.write(3, b'{"c":"call","n":%d,"name":"llm_query_batched","args":{"prompts":[],"model":"m"}}\n' % (5000 + n))
+time.sleep(1)`)
 	time.Sleep(200 * time.Millisecond)
 	events, _, _ := r.seen()
 	if len(events) != 1 {
 		t.Errorf("the runner was sent %d call events, want 1 (the one call within the budget): %.300v", len(events), rep)
 	}
-	if stdout, _ := rep["stdout"].(string); !strings.Contains(stdout, "refused 200") {
-		t.Errorf("the cell's account: %v", rep)
+	if c := callCounts(t, rep); c["refused"] < 201 {
+		t.Errorf("the exec's counts: %v, want the 200 empty batches and the second call refused", c)
 	}
 	s.close(t)
 }
