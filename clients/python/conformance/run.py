@@ -98,11 +98,14 @@ def results(junit):
     failed (a failure or an error) or skipped."""
     out = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
-        key = "%s::%s" % (case.get("file") or case.get("classname"), case.get("name"))
+        path = case.get("file") or case.get("classname")
+        if "conformance/cases/" in path:  # rljail's own cases, outside the library's tree
+            path = "rljail:cases/" + path.rsplit("/", 1)[-1]
+        key = "%s::%s" % (path, case.get("name"))
         if case.get("classname") and case.get("file"):
             cls = case.get("classname").rsplit(".", 1)[-1]
             if not cls.startswith("test_"):
-                key = "%s::%s::%s" % (case.get("file"), cls, case.get("name"))
+                key = "%s::%s::%s" % (path, cls, case.get("name"))
         outcome, reason = "passed", ""
         for child in case:
             if child.tag in ("failure", "error"):
@@ -131,6 +134,11 @@ def table(name, version, native_name, native, jailed, decisions):
         "on " + native_name + ":", count(native, "passed"), count(native, "failed"), count(native, "skipped")))
     print("   %-26s %4d passed  %4d failed  %4d not run" % (
         "on rljail:", count(jailed, "passed"), count(jailed, "failed"), count(jailed, "skipped")))
+    ours = [t for t in ids if t.startswith("rljail:cases/")]
+    if ours:
+        print("   (of them rljail's own cases, rljail:cases/: %d; passed on %s %d, on rljail %d)" % (
+            len(ours), native_name, sum(1 for t in ours if native.get(t, ("",))[0] == "passed"),
+            sum(1 for t in ours if jailed.get(t, ("",))[0] == "passed")))
     applicable = [t for t in ids if native.get(t, ("?",))[0] == "passed"]
     on_both = [t for t in applicable if jailed.get(t, ("?",))[0] == "passed"]
     if applicable:
@@ -167,6 +175,9 @@ def table(name, version, native_name, native, jailed, decisions):
 RLM_TESTS = ["tests/test_local_repl.py", "tests/test_local_repl_persistent.py",
              "tests/test_multi_turn_integration.py", "tests/test_rlm_query.py", "tests/test_subcall.py",
              "tests/test_depth_metadata.py", "tests/test_e2e_depth.py", "tests/repl/"]
+# rljail's own cases, run on both executors too: the deviations the real library found
+# (issue 32) and an end-to-end trajectory with rlm's MockLM.
+CASES = os.path.join(HERE, "cases")
 
 
 def project_version(src):
@@ -189,7 +200,8 @@ def describe(src, digest, runs):
 
 def run_rlm(src, digest, work, python):
     env = {"PYTHONPATH": src}
-    runs = [Run("rlm on %s" % ex, python, src, RLM_TESTS, env, "rlm_plugin", ex,
+    runs = [Run("rlm on %s" % ex, python, src, RLM_TESTS + [os.path.join(CASES, "test_rljail_rlm.py")],
+                env, "rlm_plugin", ex,
                 os.path.join(work, "rlm-%s.xml" % ex)) for ex in ("native", "rljail")]
     native, jailed = (r.wait() for r in runs)
     return table("rlm", describe(src, digest, runs), "LocalREPL", native, jailed, {})
