@@ -239,7 +239,7 @@ python-test: rootfs
 # this repository; they are unpacked once into a cache (/var/cache/rljail-conformance
 # for root, else $$XDG_CACHE_HOME/rljail-conformance; RLJAIL_CONFORMANCE_CACHE).
 THIRDPARTY ?= $(RLJAIL_THIRDPARTY)
-conformance: rootfs
+conformance: rootfs data-rootfs
 	@test -n "$(THIRDPARTY)" && test -d "$(THIRDPARTY)" || { echo "make conformance: THIRDPARTY=DIR must name the directory of the runtimes' snapshots (rlm-*.tar.gz, dspy-*.tar.gz, smolagents-*.tar.gz)"; exit 2; }
 	RLJAIL_BIN=$(CURDIR)/$(BIN) /usr/bin/python3 clients/python/conformance/run.py --thirdparty "$(THIRDPARTY)"
 

@@ -160,6 +160,11 @@ def table(name, version, native_name, native, jailed, decisions):
         print("     %s" % t)
         print("       %s: %s%s" % (native_name, n[0], (" (" + n[1] + ")") if n[1] else ""))
         print("       rljail: %s%s%s" % (j[0], (" (" + j[1] + ")") if j[1] else "", ("  [" + note + "]") if note else ""))
+    both = [t for t in ids if native.get(t, ("",))[0] == "failed" and jailed.get(t, ("",))[0] == "failed"]
+    if both:
+        print("   failed on both (this host lacks what they need; the %s reason):" % native_name)
+        for t in both:
+            print("     %s: %s" % (t, native[t][1]))
     skipped = [t for t in ids if native.get(t, ("",))[0] == "skipped" and jailed.get(t, ("",))[0] == "skipped"]
     if skipped:
         print("   not applicable (not run on either):")
@@ -198,13 +203,35 @@ def describe(src, digest, runs):
         "%s %.0f s" % (r.label.rsplit(" ", 1)[-1], r.seconds) for r in runs))
 
 
-def run_rlm(src, digest, work, python):
-    env = {"PYTHONPATH": src}
-    runs = [Run("rlm on %s" % ex, python, src, RLM_TESTS + [os.path.join(CASES, "test_rljail_rlm.py")],
-                env, "rlm_plugin", ex,
-                os.path.join(work, "rlm-%s.xml" % ex)) for ex in ("native", "rljail")]
+def run_library(name, native_name, tests, plugin, src, digest, work, python, pythonpath=(), decisions=None):
+    env = {"PYTHONPATH": os.pathsep.join(list(pythonpath) + [src])}
+    runs = [Run("%s on %s" % (name, ex), python, src, tests, env, plugin, ex,
+                os.path.join(work, "%s-%s.xml" % (name, ex))) for ex in ("native", "rljail")]
     native, jailed = (r.wait() for r in runs)
-    return table("rlm", describe(src, digest, runs), "LocalREPL", native, jailed, {})
+    return table(name, describe(src, digest, runs), native_name, native, jailed, decisions or {})
+
+
+def run_rlm(src, digest, work, python):
+    return run_library("rlm", "LocalREPL", RLM_TESTS + [os.path.join(CASES, "test_rljail_rlm.py")],
+                       "rlm_plugin", src, digest, work, python)
+
+
+# smolagents: the modules that build CodeAgents (executor_type="local", the default).
+# test_local_python_executor.py tests LocalPythonExecutor's own AST evaluator and its
+# rules (authorized imports, dunder access) function by function: not the executor
+# interface the agent drives.
+SMOLAGENTS_TESTS = ["tests/test_agents.py", "tests/test_monitoring.py"]
+# What passes on smolagents' executor and not on rljail by a decision of the jail, with
+# the place the docs say so.
+SMOLAGENTS_DECISIONS = {}
+
+
+def run_smolagents(src, digest, work, python):
+    return run_library("smolagents", "LocalPythonExecutor",
+                       SMOLAGENTS_TESTS + [os.path.join(CASES, "test_rljail_smolagents.py")],
+                       "smolagents_plugin", src, digest, work, python,
+                       pythonpath=[os.path.join(HERE, "stubs"), os.path.join(src, "src")],
+                       decisions=SMOLAGENTS_DECISIONS)
 
 
 def main():
@@ -224,7 +251,7 @@ def main():
     work = tempfile.mkdtemp(prefix="rljail-conformance-")
     bad = 0
     try:
-        for lib, fn in (("rlm", run_rlm),):
+        for lib, fn in (("rlm", run_rlm), ("smolagents", run_smolagents)):
             if args.only and lib not in args.only:
                 continue
             found = sorted(glob.glob(os.path.join(args.thirdparty, lib + "-*.tar.gz")))
