@@ -38,6 +38,13 @@ APT_PACKAGES += groff-base man-db
 DATA_PACKAGES := python3-numpy python3-pandas python3-scipy python3-matplotlib python3-pytest python3-hypothesis
 # python3-pip and python3-venv: the --wheels and --venv tests (TestRootfsPackageSources).
 APT_PACKAGES += $(DATA_PACKAGES) python3-pip python3-venv
+# The conformance run (clients/python/conformance): the agent runtimes' own tests with
+# Debian's pytest, and what rlm and smolagents import (DSPy also needs pydantic 2, which
+# Debian 12 lacks: an interpreter that has it is found or named, CONFORMANCE_DSPY_PYTHON).
+CONFORMANCE_PACKAGES := python3-pytest python3-pytest-asyncio python3-pytest-mock python3-rich python3-dotenv \
+	python3-pil python3-jinja2 python3-requests python3-tqdm python3-diskcache python3-tenacity python3-anyio \
+	python3-sniffio python3-cachetools
+APT_PACKAGES += $(CONFORMANCE_PACKAGES)
 # Where `make` puts the Python rootfs unless RLJAIL_ROOTFS says otherwise.
 export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/python,$(HOME)/.local/share/rljail/rootfs/python)
 # The data rootfs (numpy, pandas, scipy, matplotlib), beside the Python one.
@@ -146,7 +153,7 @@ staticcheck:
 unit: deps $(STAGE)
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /integration)
 
-.PHONY: attack faults soak
+.PHONY: attack faults soak conformance
 
 # attack runs only TestAttacks (integration/attack_test.go), verbosely, as
 # root and rootless, then repeats its summary ("N passed, N failed" per
@@ -224,6 +231,17 @@ deb: build
 # bin/rljail as root and rootless (as nobody); about 30 s, the three at once.
 python-test: rootfs data-rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) PYTHON=/usr/bin/python3 clients/python/test_all.sh
+
+# conformance: the Python adapters judged by the agent runtimes' own test suites (rlm,
+# DSPy, smolagents), each run on the library's own executor and on rljail in the same
+# run, one table per library (clients/python/conformance/run.py). THIRDPARTY names the
+# directory of the libraries' snapshot archives (rlm-*.tar.gz...), which are not part of
+# this repository; they are unpacked once into a cache (/var/cache/rljail-conformance
+# for root, else $$XDG_CACHE_HOME/rljail-conformance; RLJAIL_CONFORMANCE_CACHE).
+THIRDPARTY ?= $(RLJAIL_THIRDPARTY)
+conformance: rootfs data-rootfs
+	@test -n "$(THIRDPARTY)" && test -d "$(THIRDPARTY)" || { echo "make conformance: THIRDPARTY=DIR must name the directory of the runtimes' snapshots (rlm-*.tar.gz, dspy-*.tar.gz, smolagents-*.tar.gz)"; exit 2; }
+	RLJAIL_BIN=$(CURDIR)/$(BIN) /usr/bin/python3 clients/python/conformance/run.py --thirdparty "$(THIRDPARTY)"
 
 test: build vet staticcheck unit python-test test-apparmor integration test-vm test-systemd-vm
 

@@ -375,7 +375,8 @@ func (b *Bridge) check(call Call) (req *Request, res Result) {
 			return bad("%s: %d prompts, more than the %d one call may carry", call.Name, len(ps), MaxBatch)
 		}
 		if len(ps) == 0 {
-			// It would cost no budget and still reach the runner.
+			// It would cost no budget and still reach the runner (the worker answers
+			// an empty batch with [] itself, without a call).
 			return bad("%s: no prompts: a batch needs at least one", call.Name)
 		}
 		req.Prompts, req.Batched = ps, true

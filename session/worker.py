@@ -216,8 +216,12 @@ def llm_query(prompt, model=None):
 
 
 def llm_query_batched(prompts, model=None):
-    """Asks the host's model once per prompt, concurrently; returns the answers in order."""
-    return _call("llm_query_batched", {"prompts": list(prompts), "model": model})
+    """Asks the host's model once per prompt, concurrently; returns the answers in order
+    (no prompts: no answers, without a call, as the runtimes' own REPLs answer [])."""
+    prompts = list(prompts)
+    if not prompts:
+        return []
+    return _call("llm_query_batched", {"prompts": prompts, "model": model})
 
 
 def rlm_query(prompt, model=None):
@@ -226,8 +230,12 @@ def rlm_query(prompt, model=None):
 
 
 def rlm_query_batched(prompts, model=None):
-    """Asks the runner's child RLM once per prompt; returns the answers in order."""
-    return _call("rlm_query_batched", {"prompts": list(prompts), "model": model})
+    """Asks the runner's child RLM once per prompt; returns the answers in order (none
+    for no prompts, without a call)."""
+    prompts = list(prompts)
+    if not prompts:
+        return []
+    return _call("rlm_query_batched", {"prompts": prompts, "model": model})
 
 
 def _tool(name, params):

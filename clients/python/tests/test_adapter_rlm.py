@@ -329,6 +329,35 @@ class LocalREPLSurfaceTest(unittest.TestCase):
         self.assertTrue(env.locals["r2"][0].startswith("Error: Request failed: "))
 
 
+class ValueHelpersTest(unittest.TestCase):
+    """What issue 32 found when rlm itself drove the adapter: the large values that stay
+    in the jail must still be listed by type, and a tool's non-JSON result must reach the
+    cell as the nearest value.  (The conformance run holds both against rlm's own code.)"""
+
+    def test_jailed_values_keep_their_type(self):
+        for type_name, base in (("str", str), ("list", list), ("dict", dict), ("tuple", tuple),
+                                ("int", int), ("float", float)):
+            v = adapter.jailed_value(type_name, "<preview>")
+            self.assertIsInstance(v, adapter.JailedValue)
+            self.assertIsInstance(v, base)
+            self.assertEqual((repr(v), str(v), v.type_name), ("<preview>", "<preview>", type_name))
+        other = adapter.jailed_value("Counter", "Counter()")
+        self.assertIsInstance(other, adapter.JailedValue)
+        self.assertNotIsInstance(other, (str, list, dict))
+
+    def test_nearest_json(self):
+        from rljail.adapters._common import nearest_json
+
+        class P:
+            def __repr__(self):
+                return "P()"
+        self.assertEqual(nearest_json({"c", "a", "b"}), ["a", "b", "c"])
+        self.assertEqual(nearest_json(P()), "P()")
+        self.assertEqual(nearest_json({"k": [P(), (1, 2)], "n": float("nan")}),
+                         {"k": ["P()", [1, 2]], "n": "nan"})
+        self.assertEqual(nearest_json([1, "x", None]), [1, "x", None])
+
+
 class InstallTest(unittest.TestCase):
     """install() against a stand-in of the library's module layout (rlm.core.rlm)."""
 

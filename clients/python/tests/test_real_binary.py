@@ -279,7 +279,7 @@ class RealAdaptersTest(unittest.TestCase):
             f.write("notes")
         repl = rlm_adapter.RljailREPL(rljail={"binary": real_binary()})
         interp = dspy_adapter.RljailInterpreter(binary=real_binary(), enable_write_paths=[granted])
-        executor = smol_adapter.RljailExecutor(binary=real_binary())
+        executor = smol_adapter.RljailExecutor(["os"], binary=real_binary())  # as CodeAgent authorizes it
         return [(repl, lambda code: repl.execute_code(code).stdout),
                 (interp, lambda code: interp.execute(code, {"big": "x" * (2 << 20)})),
                 (executor, lambda code: executor(code).logs)]

@@ -74,6 +74,42 @@ def to_json(value):
     raise TypeError("a %s cannot be handed into the jail (JSON values only)" % type(value).__name__)
 
 
+def nearest_json(value):
+    """The nearest JSON value to a tool's result that :func:`to_json` refuses, for a
+    cell that would otherwise get no value at all: containers element by element (a set
+    as a list, sorted when it can be), and each value JSON cannot carry (an object,
+    ``nan``) as its ``repr``."""
+    try:
+        return to_json(value)
+    except (TypeError, ValueError, RecursionError):
+        pass
+    if isinstance(value, dict):
+        return {str(k): nearest_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [nearest_json(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [nearest_json(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    try:
+        return repr(value)
+    except Exception:
+        return "<%s>" % type(value).__name__
+
+
+def faithful_tool(func):
+    """``func`` as a session tool whose result reaches the cell as :func:`nearest_json`
+    of it, with ``func``'s own parameter names (the session's ``(callable, params)``)."""
+    from ..session import tool_parameters
+
+    def tool(**kwargs):
+        return nearest_json(func(**kwargs))
+
+    return tool, tool_parameters(func)
+
+
 class HostInputs:
     """A private host directory granted read-only to one session at INPUTS_IN_JAIL.
     :func:`start_session` makes it one of the session's ``temp_dirs``: it goes with the

@@ -12,8 +12,8 @@ Inside the jail, ``llm_query``/``llm_query_batched`` reach the runtime's own LM 
 (the ``(host, port)`` it gives the environment, over its length-prefixed JSON socket
 protocol), ``rlm_query``/``rlm_query_batched`` its ``subcall_fn`` (a child RLM), and
 callable ``custom_tools`` run on the host through the bridge.  The final answer is the
-``answer`` dict (``answer["content"] = ...; answer["ready"] = True``) or, for runners
-written before it, ``FINAL_VAR(name)``.  The reserved names (``RESERVED_TOOL_NAMES``:
+``answer`` dict (``answer["content"] = ...; answer["ready"] = True``) or, where the rlm
+that drives the adapter has it (:func:`runtime_has_final_var`), ``FINAL_VAR(name)``.  The reserved names (``RESERVED_TOOL_NAMES``:
 the query functions, ``SHOW_VARS``, ``answer``, ``context``, ``history``) are restored
 after every cell, as the local REPL does.
 
@@ -40,7 +40,7 @@ import threading
 import time
 
 from ..session import CellTimeout
-from ._common import RUNTIME_OUTPUT_BYTES, HostInputs, bind, release, start_session
+from ._common import RUNTIME_OUTPUT_BYTES, HostInputs, bind, faithful_tool, release, start_session
 
 __all__ = ["RljailREPL", "install", "REPLResult"]
 
@@ -68,7 +68,7 @@ class _AnswerDict(dict):
 
 
 class _RljailRLMScaffold:
-    def __init__(self, ns, tool_names, compaction):
+    def __init__(self, ns, tool_names, compaction, final_var):
         self.ns = ns
         self.compaction = compaction
         self.fixed = {}
@@ -76,7 +76,8 @@ class _RljailRLMScaffold:
             if name in ns:
                 self.fixed[name] = ns[name]
         self.fixed["SHOW_VARS"] = self.show_vars
-        self.fixed["FINAL_VAR"] = self.final_var
+        if final_var:
+            self.fixed["FINAL_VAR"] = self.final_var
         # The bridge's exceptions are in the namespace too (the worker defines them).
         self.hidden = set(self.fixed) | {"LLMBudgetExceeded", "ToolBudgetExceeded", "BadCall",
                                          "CallTimeout", "CallFailed", "answer"}
@@ -170,9 +171,14 @@ class _RljailRLMScaffold:
 
 class JailedValue:
     """Stands in :attr:`REPLResult.locals` for a value that stays in the jail (too large,
-    or not JSON): its type name and the start of its repr."""
+    or not JSON): its type name and the start of its repr.
 
-    __slots__ = ("type_name", "preview")
+    For a ``str``, ``int``, ``float``, ``list``, ``dict`` or ``tuple`` it is an (empty)
+    instance of that type as well, so that what a runtime makes of the locals by their
+    types stays as on LocalREPL: rlm's ``format_execution_result`` lists a variable in
+    "REPL variables:" only when it is one of those, and a 90 KB ``context`` must be
+    listed there as LocalREPL lists it.  Its value is not: read it with :attr:`locals`
+    or in a cell."""
 
     def __init__(self, type_name, preview):
         self.type_name = type_name
@@ -182,6 +188,27 @@ class JailedValue:
         return self.preview
 
     __str__ = __repr__
+
+
+def _typed_jailed(base):
+    class Typed(JailedValue, base):
+        def __new__(cls, type_name, preview):
+            return base.__new__(cls)
+
+        __repr__ = JailedValue.__repr__
+        __str__ = JailedValue.__str__
+        __hash__ = object.__hash__
+
+    Typed.__name__ = Typed.__qualname__ = "Jailed" + base.__name__.capitalize()
+    return Typed
+
+
+_JAILED_TYPED = {b.__name__: _typed_jailed(b) for b in (str, int, float, list, dict, tuple)}
+
+
+def jailed_value(type_name, preview):
+    """The :class:`JailedValue` of a value of ``type_name`` (typed when it can be)."""
+    return _JAILED_TYPED.get(type_name, JailedValue)(type_name, preview)
 
 
 class _REPLResultFallback:
@@ -253,7 +280,7 @@ def _decode_locals(shown):
     """The scaffold's snapshot ({name: [type, value, True or repr]}) as locals."""
     locals_ = {}
     for name, (type_name, value, is_value) in (shown if isinstance(shown, dict) else {}).items():
-        locals_[name] = value if is_value is True else JailedValue(type_name, str(is_value))
+        locals_[name] = value if is_value is True else jailed_value(type_name, str(is_value))
     return locals_
 
 
@@ -262,6 +289,28 @@ def _tool_value(entry):
     if isinstance(entry, dict) and "tool" in entry:
         return entry["tool"]
     return entry
+
+
+def runtime_has_final_var():
+    """Whether the rlm that drives the adapter has ``FINAL_VAR``: its reserved names
+    (rlm/environments/base_env.py) or its answer parsing (rlm/utils/parsing.py) name it.
+    The rlm of 72d6940 has neither (a turn ends on ``answer["ready"]``), and there a
+    ``FINAL_VAR`` in the namespace would end a turn early where LocalREPL raises
+    NameError.  Without rlm installed (the adapter driven by a runner of its own) it is
+    provided, as the older runtimes had it."""
+    try:
+        import rlm.environments.base_env as base_env
+    except ImportError:
+        return True
+    if "FINAL_VAR" in getattr(base_env, "RESERVED_TOOL_NAMES", ()):
+        return True
+    try:
+        import inspect
+
+        import rlm.utils.parsing as parsing
+        return "FINAL_VAR" in inspect.getsource(parsing)
+    except (ImportError, OSError, TypeError):
+        return False
 
 
 class RljailREPL:
@@ -286,7 +335,7 @@ class RljailREPL:
     def __init__(self, lm_handler_address=None, context_payload=None, setup_code=None,
                  persistent=False, depth=1, subcall_fn=None, custom_tools=None,
                  custom_sub_tools=None, compaction=False, max_concurrent_subcalls=4,
-                 rljail=None, values_chars=64 << 10, **kwargs):
+                 rljail=None, values_chars=64 << 10, final_var=None, **kwargs):
         reserved = set(custom_tools or {}) & RESERVED_NAMES
         if reserved:
             # As rlm/environments/base_env.py validate_custom_tools words it.
@@ -303,6 +352,7 @@ class RljailREPL:
         self.compaction = compaction
         self.options = dict(rljail or {})
         self.values_chars = values_chars
+        self.final_var = runtime_has_final_var() if final_var is None else bool(final_var)
         self._context_count = 0
         self._history_count = 0
         self._compaction_history = []
@@ -324,7 +374,12 @@ class RljailREPL:
         tools, values = {}, {}
         for name, entry in self.custom_tools.items():
             value = _tool_value(entry)
-            (tools if callable(value) else values)[name] = value
+            if callable(value):
+                # A result JSON cannot carry (a set, an object) reaches the cell as the
+                # nearest JSON value (a list, its repr), not as a failed call.
+                tools[name] = faithful_tool(value)
+            else:
+                values[name] = value
         self._inputs = HostInputs()
         # LocalREPL.temp_dir's counterpart: the host directory of large inputs, removed
         # by cleanup (the jail's own scratch is gone with the jail).
@@ -334,8 +389,8 @@ class RljailREPL:
         self.session = start_session(
             options, tools, llm=self._llm_query, llm_batched=self._llm_query_batched,
             rlm=self._rlm_query, rlm_batched=self._rlm_query_batched, inputs=self._inputs)
-        self._scaffold("%s\n_rljail_rlm = _RljailRLMScaffold(globals(), %r, %r)\n"
-                       % (_SETUP, sorted(tools), bool(self.compaction)))
+        self._scaffold("%s\n_rljail_rlm = _RljailRLMScaffold(globals(), %r, %r, %r)\n"
+                       % (_SETUP, sorted(tools), bool(self.compaction), bool(self.final_var)))
         for name, value in values.items():
             try:
                 bind(self.session, self._inputs, name, value)

@@ -100,9 +100,113 @@ class FinalAnswerException(BaseException):
         self.value = value
 
 
+class InterpreterError(ValueError):
+    """smolagents' InterpreterError: what the local executor raises for an import
+    outside the authorized list."""
+
+
+class _RljailImportGuard:
+    """The agent's authorized imports on the cell's own import statements, with the
+    local executor's words (local_python_executor.py evaluate_import), so that the agent
+    gives the model its "additional_authorized_imports" advice.  Only the code of the
+    cell (<cell>) is checked, not what imported modules import; it is the agent's rule,
+    not a boundary: the jail is."""
+
+    def __init__(self, authorized, shown):
+        import builtins
+        self.tree = {}
+        for path in authorized:
+            node = self.tree
+            for part in path.split("."):
+                node = node.setdefault(part, {})
+        import sys
+        self.shown = shown
+        self.frame = sys._getframe  # not imported in __call__: that would call this guard
+        self.original = builtins.__import__
+        builtins.__import__ = self
+
+    def allowed(self, name):
+        node = self.tree
+        for part in name.split("."):
+            if "*" in node:
+                return True
+            if part not in node:
+                return False
+            node = node[part]
+        return True
+
+    def __call__(self, name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and self.frame(1).f_code.co_filename == "<cell>" and not self.allowed(name):
+            raise InterpreterError("Import %s %s is not allowed. Authorized imports are: %s"
+                                   % ("from" if fromlist else "of", name, self.shown))
+        return self.original(name, globals, locals, fromlist, level)
+
+
+class _RljailHostObject(str):
+    """A tool's result that JSON cannot carry (a PIL image, any object): its str in the
+    jail, and the host's own object again when the code passes it to a tool
+    (final_answer(image) gives the agent the image)."""
+
+    def __new__(cls, text, handle):
+        self = str.__new__(cls, text)
+        self._rljail_handle = handle
+        return self
+
+
+def _rljail_in(value):
+    # A tool's result as the jail gets it: a host object's marker becomes its stand-in.
+    if isinstance(value, dict):
+        if set(value) == {"__rljail_host_object__", "str"}:
+            return _RljailHostObject(value["str"], value["__rljail_host_object__"])
+        return {k: _rljail_in(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rljail_in(v) for v in value]
+    return value
+
+
+def _rljail_out(value):
+    # A tool's argument as the host gets it: the nearest JSON value (numpy arrays and
+    # scalars by tolist(), sets as lists, other objects as their repr), a host object's
+    # stand-in as its marker.
+    if isinstance(value, _RljailHostObject):
+        return {"__rljail_host_object__": value._rljail_handle}
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+    if isinstance(value, dict):
+        return {str(k): _rljail_out(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rljail_out(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [_rljail_out(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return items
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        try:
+            return _rljail_out(tolist())
+        except Exception:
+            pass
+    return repr(value)
+
+
+def _rljail_wrap_tool(fn):
+    def tool(*args, **kwargs):
+        return _rljail_in(fn(*[_rljail_out(a) for a in args], **{k: _rljail_out(v) for k, v in kwargs.items()}))
+    tool.__name__ = tool.__qualname__ = getattr(fn, "__name__", "tool")
+    tool.__doc__ = getattr(fn, "__doc__", None)
+    return tool
+
+
 class _RljailSmolScaffold:
     def __init__(self, ns, names):
         self.ns = ns
+        for n in names:
+            if n in ns and callable(ns[n]) and n != "_rljail_late_tool":
+                ns[n] = _rljail_wrap_tool(ns[n])
         bridge = ns.get("final_answer")
         if bridge is not None:
             def final_answer(*args, **kwargs):
@@ -113,7 +217,7 @@ class _RljailSmolScaffold:
 
     def late(self, name, params):
         # A tool sent once the session started: called through the late-tool bridge.
-        tool = _rljail_late_tool_fn(name, params)
+        tool = _rljail_wrap_tool(_rljail_late_tool_fn(name, params))
         if name == "final_answer":
             bridge = tool
 
@@ -186,6 +290,40 @@ def capture_last_value(code, name="_rljail_last"):
     return code, False
 
 
+#: smolagents' BASE_BUILTIN_MODULES (utils.py), for when smolagents is not installed.
+_BASE_BUILTIN_MODULES = ["collections", "datetime", "itertools", "math", "queue", "random", "re", "stat",
+                         "statistics", "time", "unicodedata"]
+
+
+def _base_builtin_modules():
+    try:
+        from smolagents.utils import BASE_BUILTIN_MODULES
+    except ImportError:
+        return _BASE_BUILTIN_MODULES
+    return BASE_BUILTIN_MODULES
+
+
+_CELL_FRAME = re.compile(r'^  File "<cell>", line (\d+), in <module>$', re.MULTILINE)
+
+
+def failing_statement(code, traceback):
+    """The source of the top-level statement of ``code`` that raised, from the first
+    module-level frame of the cell in its ``traceback`` (the local executor names it
+    so); the traceback's last line when it names none."""
+    match = _CELL_FRAME.search(traceback or "")
+    if match:
+        line = int(match.group(1))
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        for node in (tree.body if tree is not None else ()):
+            if node.lineno <= line <= (node.end_lineno or node.lineno):
+                return ast.get_source_segment(code, node)
+    lines = code.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
 def _tool_parameters(tool):
     inputs = getattr(tool, "inputs", None)
     if isinstance(inputs, dict):
@@ -225,6 +363,13 @@ class RljailExecutor(_runtime()[0] or object):
             # LocalPythonExecutor(additional_authorized_imports, max_print_outputs_length, ...)
             logger, max_print_outputs_length = None, logger
         self.additional_authorized_imports = list(additional_authorized_imports or ())
+        # LocalPythonExecutor's: the base modules and the additional ones, enforced on
+        # the cell's import statements (_RljailImportGuard).
+        self.authorized_imports = list(set(_base_builtin_modules()) | set(self.additional_authorized_imports))
+        # What the agent reads of LocalPythonExecutor's state: "_print_outputs", the
+        # logs of the last execution, which it keeps in memory when the code raised.
+        self.state = {"_print_outputs": ""}
+        self.static_tools = None
         self.logger = logger
         self.additional_functions = dict(additional_functions or {})
         self.allow_pickle = allow_pickle
@@ -247,6 +392,7 @@ class RljailExecutor(_runtime()[0] or object):
         self._inputs = None
         self._final = None           # (value,) from the host's final_answer in this cell
         self._final_lock = threading.Lock()
+        self._host_objects = []      # tools' results the jail holds by handle (the session's life)
         self._context = None         # the contextvars of the call running now
 
     @property
@@ -259,6 +405,8 @@ class RljailExecutor(_runtime()[0] or object):
         """Makes ``tools`` (name -> smolagents Tool, managed agent or callable) callable
         by name in the jail, each running on the host."""
         self._tools = dict(tools)
+        # As LocalPythonExecutor's (its BASE_PYTHON_TOOLS are the jail's own builtins).
+        self.static_tools = self._callables()
         if self.session is None:
             self._start()
             return
@@ -282,6 +430,13 @@ class RljailExecutor(_runtime()[0] or object):
         """Runs the agent's code; returns a CodeOutput, or raises JailedCodeError."""
         if self.session is None:
             self._start()
+        self.state["_print_outputs"] = ""
+        try:
+            ast.parse(code_action)
+        except SyntaxError as e:
+            # evaluate_python_code's words for code that does not parse; nothing runs.
+            raise JailedCodeError("Code parsing failed on line %s due to: %s\n%s%s^\nError: %s"
+                                  % (e.lineno, type(e).__name__, e.text, " " * (e.offset or 0), e))
         code, captured = capture_last_value(code_action)
         with self._final_lock:
             self._final = None
@@ -293,11 +448,12 @@ class RljailExecutor(_runtime()[0] or object):
             self._restore()
             # local_python_executor.py timeout(): its ExecutionTimeoutError's words.
             limit = self.timeout_seconds if self.timeout_seconds is not None else MAX_EXECUTION_TIME_SECONDS
-            raise JailedCodeError("%s\nExecuting code yielded an error:\nCellTimeout\nCode execution exceeded "
-                                  "the maximum execution time of %s seconds (%s; the state is kept)"
-                                  % (self._logs(e.result), limit, e.result.error.message))
+            self.state["_print_outputs"] = self._logs(e.result)
+            raise JailedCodeError("Code execution exceeded the maximum execution time of %s seconds "
+                                  "(CellTimeout: %s)" % (limit, e.result.error.message))
         self._cells += 1
         logs = self._logs(result)
+        self.state["_print_outputs"] = logs
         error = result.error
         with self._final_lock:
             final, self._final = self._final, None
@@ -309,8 +465,11 @@ class RljailExecutor(_runtime()[0] or object):
             output = self.session.get("_rljail_last")
         self._restore()
         if error is not None:
-            raise JailedCodeError("%s\nExecuting code yielded an error:\n%s\n%s\n%s"
-                                  % (logs, error.type, error.message, error.traceback))
+            # As LocalPythonExecutor: the logs are in state["_print_outputs"] (the agent
+            # puts them in the step's observations), the error names the top-level
+            # statement that raised.
+            raise JailedCodeError("Code execution failed at line '%s' due to: %s: %s"
+                                  % (failing_statement(code_action, error.traceback), error.type, error.message))
         return _code_output(output, logs, False)
 
     def cleanup(self):
@@ -351,7 +510,8 @@ class RljailExecutor(_runtime()[0] or object):
         self._late = {}
         self._cells = 0
         self._scaffold("%s\n_rljail_smol = _RljailSmolScaffold(globals(), %r)\n"
-                       % (_SCAFFOLD, names + [_LATE_TOOL]))
+                       "_rljail_import_guard = _RljailImportGuard(%r, %r)\n"
+                       % (_SCAFFOLD, names + [_LATE_TOOL], self.authorized_imports, str(self.authorized_imports)))
         pending, self._pending_vars = self._pending_vars, {}
         self.send_variables(pending)
 
@@ -383,6 +543,7 @@ class RljailExecutor(_runtime()[0] or object):
             if tool is None:
                 raise LookupError("no tool named %r" % name)
             args = ()
+            kwargs = {k: self._host_value(v) for k, v in kwargs.items()}
             params = _tool_parameters(tool)
             if len(kwargs) == 1 and params and params[0] in kwargs and isinstance(kwargs[params[0]], dict):
                 # tool({...}) as the code wrote it: Tool.__call__ takes a lone dict of its
@@ -401,5 +562,25 @@ class RljailExecutor(_runtime()[0] or object):
             try:
                 return to_json(value)
             except TypeError:
-                return str(value)
+                # Kept here; the jail gets its str, which hands this object back when
+                # passed to a tool (an image given to final_answer).
+                with self._final_lock:
+                    self._host_objects.append(value)
+                    handle = len(self._host_objects) - 1
+                return {"__rljail_host_object__": handle, "str": str(value)}
         return handler
+
+    def _host_value(self, value):
+        # A tool's argument from the jail: a host object's marker is that object again.
+        if isinstance(value, dict):
+            if set(value) == {"__rljail_host_object__"} and isinstance(value["__rljail_host_object__"], int):
+                with self._final_lock:
+                    objects = self._host_objects
+                    handle = value["__rljail_host_object__"]
+                    if 0 <= handle < len(objects):
+                        return objects[handle]
+                raise LookupError("no host object %r" % (handle,))
+            return {k: self._host_value(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._host_value(v) for v in value]
+        return value

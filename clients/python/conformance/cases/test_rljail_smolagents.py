@@ -1,0 +1,85 @@
+"""rljail's own cases for smolagents, run by the conformance plugin on the local executor
+and on rljail alike: a CodeAgent driven by a scripted Model over two runs (reset=False),
+what the agent shows the model when the code raises, and a tool's image handed to
+final_answer."""
+
+from smolagents.agents import CodeAgent
+from smolagents.models import ChatMessage, MessageRole, Model
+
+
+class ScriptedModel(Model):
+    def __init__(self, script):
+        super().__init__(model_id="scripted")
+        self.script = list(script)
+        self.prompts = []
+
+    def generate(self, messages, stop_sequences=None, **kwargs):
+        self.prompts.append(messages)
+        return ChatMessage(role=MessageRole.ASSISTANT, content=self.script.pop(0))
+
+
+def code(body):
+    return "Thought: go\n<code>\n%s\n</code>" % body
+
+
+def test_trajectory_two_runs_reset_false():
+    model = ScriptedModel([
+        code("import math\nprint('step one')\ntotal = math.factorial(5)"),
+        code("final_answer(total + 1)"),
+        code("print('kept', total)\nfinal_answer(str(total * 2))"),
+    ])
+    agent = CodeAgent(tools=[], model=model, max_steps=4)
+    try:
+        assert agent.run("first") == 121
+        assert agent.run("second", reset=False) == "240"
+        assert not model.script
+        observations = [getattr(s, "observations", None) or "" for s in agent.memory.steps]
+        assert any("step one" in o for o in observations), observations
+        assert any("kept 120" in o for o in observations), observations
+    finally:
+        agent.cleanup()
+
+
+def test_error_names_the_line_and_keeps_what_was_printed():
+    model = ScriptedModel([
+        code("print('before')\nx = 1\nraise ValueError('bad ' + str(x))"),
+        code("final_answer('done')"),
+    ])
+    agent = CodeAgent(tools=[], model=model, max_steps=3)
+    try:
+        assert agent.run("go") == "done"
+        step = agent.memory.steps[1]
+        assert "Code execution failed at line 'raise ValueError('bad ' + str(x))' due to: ValueError: bad 1" in str(
+            step.error), str(step.error)
+        assert "before" in str(step.observations), step.observations
+    finally:
+        agent.cleanup()
+
+
+def test_unauthorized_import_is_refused_with_the_local_words():
+    model = ScriptedModel([code("import shutil"), code("final_answer('ok')")])
+    agent = CodeAgent(tools=[], model=model, max_steps=3)
+    try:
+        agent.run("go")
+        assert "Import of shutil is not allowed. Authorized imports are:" in str(agent.memory.steps[1].error)
+    finally:
+        agent.cleanup()
+
+
+def test_tool_image_reaches_final_answer_as_the_image():
+    from PIL import Image
+    from smolagents import tool
+
+    @tool
+    def make_image() -> Image.Image:
+        """Makes an image."""
+        return Image.new("RGB", (8, 8), color="red")
+
+    model = ScriptedModel([code("img = make_image()\nprint(str(img)[:10])\nfinal_answer(img)")])
+    agent = CodeAgent(tools=[make_image], model=model, max_steps=2)
+    try:
+        out = agent.run("draw")
+        raw = out.to_raw() if hasattr(out, "to_raw") else out  # an AgentImage wraps it
+        assert isinstance(raw, Image.Image) and raw.size == (8, 8) and raw.getpixel((0, 0)) == (255, 0, 0), out
+    finally:
+        agent.cleanup()
