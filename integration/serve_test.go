@@ -233,11 +233,11 @@ func TestServeEndpoints(t *testing.T) {
 			// Code, stdin, files in (text and base64) and out, env.
 			r = v1Response{}
 			code := s.postJSON(t, "/v1/run", map[string]any{
-				"code":  "import os,sys\nd=open('in/a.txt').read()+open('/tmp/b.bin','rb').read().decode()\nopen('out.txt','w').write(d.upper()+sys.stdin.read()+os.environ['K'])\nprint(sys.argv[1:])",
-				"args":  []string{"x", "y"},
-				"stdin": "-stdin",
-				"env":   map[string]string{"K": "-env"},
-				"files": []map[string]any{{"path": "in/a.txt", "content": "hello "}, {"path": "/tmp/b.bin", "content_base64": base64.StdEncoding.EncodeToString([]byte("world"))}},
+				"code":        "import os,sys\nd=open('in/a.txt').read()+open('/tmp/b.bin','rb').read().decode()\nopen('out.txt','w').write(d.upper()+sys.stdin.read()+os.environ['K'])\nprint(sys.argv[1:])",
+				"args":        []string{"x", "y"},
+				"stdin":       "-stdin",
+				"env":         map[string]string{"K": "-env"},
+				"files":       []map[string]any{{"path": "in/a.txt", "content": "hello "}, {"path": "/tmp/b.bin", "content_base64": base64.StdEncoding.EncodeToString([]byte("world"))}},
 				"fetch_files": []string{"out.txt", "missing.txt"},
 			}, &r)
 			if code != 200 || r.Result["status"] != "ok" || r.Stdout.Text != "['x', 'y']\n" {
