@@ -112,3 +112,36 @@ func TestSessionQueueBound(t *testing.T) {
 	}
 	s.close(t)
 }
+
+// TestSessionQueuedClose: a queued close holds nothing of its line but its
+// id, and nothing is queued behind it: a request after it, or a second
+// close, is refused at once (BadRequest from rljail), never left without a
+// reply; twenty closes of 15 MiB lines behind a running cell leave the
+// supervisor's peak RSS bounded (a red-team pass: 521 MB and no reply).
+func TestSessionQueuedClose(t *testing.T) {
+	s := startSession(t, asRoot)
+	_, first := s.send(t, map[string]any{"op": "exec", "code": "import time\ntime.sleep(60)"})
+	time.Sleep(200 * time.Millisecond)
+	_, closeCh := s.send(t, map[string]any{"op": "close"})
+	big := strings.Repeat("x", 15<<20)
+	for i := 0; i < 20; i++ {
+		r := s.do(t, map[string]any{"op": "close", "code": big})
+		if e, _ := r["error"].(map[string]any); e["type"] != "BadRequest" || e["origin"] != "rljail" {
+			t.Fatalf("a second close behind a queued one: %.200v, want BadRequest from rljail", r)
+		}
+	}
+	if r := s.do(t, map[string]any{"op": "exec", "code": "print(1)"}); errType(r) != "BadRequest" {
+		t.Errorf("an exec behind a queued close: %.200v, want BadRequest at once", r)
+	}
+	kb, ok := vmHWM(s.cmd.Process.Pid, filepath.Base(testBin))
+	if !ok || kb > 160<<10 {
+		t.Errorf("the supervisor's peak RSS after 20 closes of 15 MiB: %d KiB (ok %v), want under 160 MiB", kb, ok)
+	}
+	s.do(t, map[string]any{"op": "interrupt"})
+	if r := s.wait(t, first, 20*time.Second); r["ok"] != true || errType(r) != "KeyboardInterrupt" {
+		t.Errorf("the cell before the close, interrupted: %.300v", r)
+	}
+	if r := s.wait(t, closeCh, 20*time.Second); r["ok"] != true || r["cells"] != float64(1) {
+		t.Errorf("the queued close: %v, want ok and 1 cell", r)
+	}
+}

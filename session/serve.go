@@ -156,7 +156,17 @@ type queued struct {
 func (s *Session) enqueue(q queued) *protocolError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if q.req.Op != "close" {
+	if s.closeQueued {
+		// Nothing runs after the close: a request behind it would never
+		// be answered by the worker.
+		return refuse(ErrBadRequest, "a close is queued: the session ends once the requests before it are answered")
+	}
+	if q.req.Op == "close" {
+		// One close is queued at most, holding nothing of its line but
+		// its id: a line's other fields (a 16 MiB code) are not kept.
+		s.closeQueued = true
+		q.req, q.size = Request{Op: "close"}, len(q.id)
+	} else {
 		if len(s.queue) >= s.cfg.MaxQueued || s.queueBytes+q.size > s.cfg.MaxQueuedBytes {
 			return refuse(ErrBusy, "%d requests for the worker are queued already (%d bytes), the most the queue holds (%d, %d bytes); wait for a reply, or interrupt the running cell", len(s.queue), s.queueBytes, s.cfg.MaxQueued, s.cfg.MaxQueuedBytes)
 		}
@@ -240,11 +250,13 @@ func (s *Session) handle1(line []byte, send func(any)) bool {
 		// In order behind the queued requests, unless it is to close now
 		// (or the session is lost, and nothing queued can run).
 		if req.Now || s.lostReason() != "" {
-			send(s.closeReply(id))
 			s.answerQueued(send)
+			send(s.closeReply(id))
 			return true
 		}
-		_ = s.enqueue(queued{req: req, id: id})
+		if perr := s.enqueue(queued{req: req, id: id}); perr != nil {
+			send(errReply(id, perr.typ, "%s", perr.msg))
+		}
 		return false
 	}
 	if req.Op == "call_result" {
@@ -377,9 +389,16 @@ func (s *Session) answerQueued(send func(any)) {
 	s.queue, s.queueBytes = nil, 0
 	s.mu.Unlock()
 	for _, r := range q {
-		if r.req.Op != "close" {
-			send(lostReply(r.id, "closed"))
+		if r.req.Op == "close" {
+			continue
 		}
+		if r.req.Op == "exec" {
+			// Counted as it was queued; it never ran.
+			s.mu.Lock()
+			s.cells--
+			s.mu.Unlock()
+		}
+		send(lostReply(r.id, "closed"))
 	}
 }
 

@@ -180,19 +180,20 @@ type Session struct {
 	lostCh   chan struct{}
 	lostOnce sync.Once
 
-	mu         sync.Mutex
-	lost       string // why the session was lost; "" while alive
-	token      string // the request in flight
-	replyCh    chan []byte
-	discarded  int64    // worker lines that were not the reply in flight
-	busy       bool     // a queued request is running
-	queue      []queued // requests for the worker (and a close) in order
-	queueBytes int
-	wake       chan struct{} // a request was queued
-	execing    bool          // an exec is in flight: interrupt sends SIGINT
-	cells      int
-	closed     bool
-	lastReq    time.Time
+	mu          sync.Mutex
+	lost        string // why the session was lost; "" while alive
+	token       string // the request in flight
+	replyCh     chan []byte
+	discarded   int64    // worker lines that were not the reply in flight
+	busy        bool     // a queued request is running
+	queue       []queued // requests for the worker (and a close) in order
+	queueBytes  int
+	closeQueued bool          // a close is queued: nothing more is
+	wake        chan struct{} // a request was queued
+	execing     bool          // an exec is in flight: interrupt sends SIGINT
+	cells       int
+	closed      bool
+	lastReq     time.Time
 
 	wmu      sync.Mutex // one writer for every line to the runner
 	w        io.Writer  // the runner's stream, once Serve runs (under wmu)
