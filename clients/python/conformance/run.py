@@ -282,7 +282,10 @@ def borrowed_modules(python, cache):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     for m in missing:
-        for name in (m, m + ".py"):
+        # The module, and its distribution's metadata: pytest finds its plugins
+        # (pytest-asyncio, pytest-mock) by their entry points.
+        names = [m, m + ".py"] + glob.glob1(DEBIAN_DIST, m + "-*.dist-info") + glob.glob1(DEBIAN_DIST, m + "-*.egg-info")
+        for name in names:
             if os.path.exists(os.path.join(DEBIAN_DIST, name)):
                 os.symlink(os.path.join(DEBIAN_DIST, name), os.path.join(d, name))
     return d

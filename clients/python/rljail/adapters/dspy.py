@@ -28,6 +28,7 @@ Use it as ``dspy.RLM(..., interpreter_factory=RljailInterpreter.factory(memory="
 import ast
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -438,7 +439,14 @@ class RljailInterpreter:
         for key in variables:
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
                 raise _interpreter_error("Invalid variable name: '%s'" % (key,))
-        self.start()
+        # As python_interpreter.py's _ensure_deno_process: start() (and with it the
+        # startup callbacks) only when there is no session yet, once per process, not
+        # at every execute.
+        if self.session is None:
+            self.start()
+        elif not self.session.alive:
+            self._terminal("the rljail session was lost (%s); its state is gone. "
+                           "Create a new interpreter." % self.session.lost_reason)
         tools = self._user_tools()
         if set(tools) - self._declared and not self._cells:
             # No state to lose yet (a pre-warmed interpreter): start again with the tools.
@@ -535,7 +543,7 @@ class RljailInterpreter:
 
     def _bind(self, name, value):
         try:
-            value = _coerce(value)
+            value = _coerce(value, allow_nonfinite=True)
         except TypeError as e:
             raise _interpreter_error("Unsupported value type: %s" % e)
         if isinstance(value, str):
@@ -543,6 +551,16 @@ class RljailInterpreter:
         else:
             text = json.dumps(value)
         if len(text) <= self.large_value_bytes:
+            try:
+                json.dumps(value, allow_nan=False)
+            except ValueError:
+                # inf, -inf and nan, which DSPy passes as float('inf')...: the protocol
+                # is strict JSON, Python's json.loads reads its Infinity and NaN.
+                result = self.session.run("import json as _rljail_json\n%s = _rljail_json.loads(%r)\n"
+                                          % (name, text))
+                if result.error is not None:
+                    raise _interpreter_error("binding %s failed: %s" % (name, result.error))
+                return
             self.session.set(name, value)
             return
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -611,20 +629,20 @@ def _await(result):
     return result
 
 
-def _coerce(value):
+def _coerce(value, allow_nonfinite=False):
     """``value`` as JSON data, as python_interpreter.py's _to_json_compatible makes it:
     plain JSON, models, dataclasses, tuples and sets, and else what pydantic's
     ``to_jsonable_python`` makes of it (datetimes, enums, UUIDs...; pydantic is there
     wherever DSPy is).  TypeError when neither can."""
     try:
-        return to_json(value)
+        return to_json(value, allow_nonfinite)
     except TypeError as first:
         try:
             from pydantic_core import to_jsonable_python
         except ImportError:
             raise first
         try:
-            return to_json(to_jsonable_python(value))
+            return to_json(to_jsonable_python(value), allow_nonfinite)
         except Exception:
             raise first
 
@@ -639,10 +657,40 @@ def _ends_with_expression(code):
     return bool(body) and isinstance(body[-1], ast.Expr)
 
 
+def _structured(value):
+    """python_interpreter.py's _make_jsonable, for a tool's result: a pydantic model by
+    model_dump(mode="json") (one that cannot be is the interpreter's error, "Unable to
+    serialize ... as JSON", which the cell sees), dataclasses as dicts, namedtuples as
+    dicts (``_asdict``), containers element by element."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return _structured(dump(mode="json"))
+        except Exception as e:
+            raise _interpreter_error("Unable to serialize %s as JSON: %s" % (type(value).__name__, e)) from e
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            return _structured(dataclasses.asdict(value))
+        except Exception:
+            return value
+    if isinstance(value, tuple) and hasattr(value, "_fields") and hasattr(value, "_asdict"):
+        return _structured(value._asdict())
+    if isinstance(value, dict):
+        return {k: _structured(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_structured(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_structured(v) for v in value)
+    return value
+
+
 def _jsonable(value):
     # python_interpreter._handle_tool_call: None is "", JSON passes, anything else its str.
     if value is None:
         return ""
+    value = _structured(value)
     try:
         return _coerce(value)
     except TypeError:
