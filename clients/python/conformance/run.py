@@ -299,10 +299,11 @@ def run_dspy(src, digest, work, python, cache):
               "CONFORMANCE_DSPY_PYTHON)" % project_version(src))
         return 0
     env = {"PYTHONPATH": os.pathsep.join([borrowed_modules(interp, cache), src])}
-    native_args = list(DSPY_TESTS) + (["--deno"] if shutil.which("deno") else [])
+    tests = DSPY_TESTS + [os.path.join(CASES, "test_rljail_dspy.py")]
+    native_args = tests + (["--deno"] if shutil.which("deno") else [])
     runs = [Run("dspy on native", interp, src, native_args, env, "dspy_plugin", "native",
                 os.path.join(work, "dspy-native.xml")),
-            Run("dspy on rljail", interp, src, DSPY_TESTS + ["--deno"], env, "dspy_plugin", "rljail",
+            Run("dspy on rljail", interp, src, tests + ["--deno"], env, "dspy_plugin", "rljail",
                 os.path.join(work, "dspy-rljail.xml"))]
     native, jailed = (r.wait() for r in runs)
     name = "PythonInterpreter" + ("" if shutil.which("deno") else " (no Deno here)")
