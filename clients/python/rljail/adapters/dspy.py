@@ -294,6 +294,7 @@ class RljailInterpreter:
         self._large = {}             # name -> (sha256, in-jail code) of a large value's file
         self._context = None         # the contextvars of the execute() running now
         self._late = {}              # tools added after code ran: name -> parameters
+        self._owner_thread = None    # the thread that executes here (DSPy's rule)
         self._registered_late = None
 
     # ------------------------------------------------------------ lifecycle
@@ -313,6 +314,7 @@ class RljailInterpreter:
     def shutdown(self):
         """Ends the session; the interpreter cannot be used again."""
         self._ended = True
+        self._owner_thread = None
         release(self)
         files, self._files = self._files, None
         if files is not None:
@@ -436,6 +438,14 @@ class RljailInterpreter:
 
     def _execute(self, code, variables):
         self._check_active()
+        # As python_interpreter.py's _check_thread_ownership: the first thread to execute
+        # owns the interpreter until shutdown; another thread's execute is refused.
+        current = threading.get_ident()
+        if self._owner_thread is None:
+            self._owner_thread = current
+        elif self._owner_thread != current:
+            raise RuntimeError("RljailInterpreter is not thread-safe and cannot be shared across threads. "
+                               "Create a separate interpreter instance for each thread.")
         for key in variables:
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
                 raise _interpreter_error("Invalid variable name: '%s'" % (key,))
