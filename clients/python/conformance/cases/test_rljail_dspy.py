@@ -39,3 +39,14 @@ def test_rlm_trajectory_with_dummy_lm():
     jailed = __import__("os").environ.get("RLJAIL_CONFORMANCE_EXECUTOR") == "rljail"
     assert "150000 %s" % jailed in str(result.trajectory[0]), result.trajectory[0]
     assert "NameError" in str(result.trajectory[1])
+
+
+@needs_interpreter
+def test_top_level_await_in_a_cell():
+    """DSPy's interpreter runs a cell as async code (runPythonAsync): top-level await."""
+    from dspy.primitives.python_interpreter import PythonInterpreter  # RljailInterpreter on rljail
+
+    with PythonInterpreter() as interp:
+        code = "import asyncio\nasync def twice(x):\n    await asyncio.sleep(0)\n    return 2 * x\nv = await twice(21)\nv"
+        assert interp.execute(code) == 42
+        assert interp.execute("await twice(v)") == 84

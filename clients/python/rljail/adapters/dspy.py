@@ -134,17 +134,28 @@ class _RljailDSPyScaffold:
         # As runner.js runs a cell (pyodide.runPythonAsync): the value of a last
         # expression is the result when it is not None, and an exception's args are
         # what the host reports.
+        # Top-level await works, as in runPythonAsync: a cell that awaits is compiled to
+        # a coroutine and run on the session's one event loop.
         import ast
+        import inspect
         ns = self.ns
         ns["_rljail_value"] = ns["_rljail_exc_args"] = None
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         try:
             tree = ast.parse(code, "<cell>", "exec")
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
                 last = ast.Expression(tree.body.pop().value)
-            exec(compile(tree, "<cell>", "exec"), ns)
+            body = compile(tree, "<cell>", "exec", flags=flags)
+            done = eval(body, ns)
+            if body.co_flags & inspect.CO_COROUTINE:
+                self.await_(done)
             if last is not None:
-                ns["_rljail_value"] = eval(compile(last, "<cell>", "eval"), ns)
+                expr = compile(last, "<cell>", "eval", flags=flags)
+                value = eval(expr, ns)
+                if expr.co_flags & inspect.CO_COROUTINE:
+                    value = self.await_(value)
+                ns["_rljail_value"] = value
         except _RljailFinalOutput:
             raise
         except BaseException as e:
@@ -153,6 +164,13 @@ class _RljailDSPyScaffold:
             except BaseException:
                 pass
             raise
+
+    def await_(self, coroutine):
+        import asyncio
+        loop = getattr(self, "loop", None)
+        if loop is None:
+            loop = self.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(coroutine)
 
     def restore(self):
         self.ns.update(self.fixed)
