@@ -50,3 +50,18 @@ def test_top_level_await_in_a_cell():
         code = "import asyncio\nasync def twice(x):\n    await asyncio.sleep(0)\n    return 2 * x\nv = await twice(21)\nv"
         assert interp.execute(code) == 42
         assert interp.execute("await twice(v)") == 84
+
+
+@needs_interpreter
+def test_uncaught_tool_error_reads_as_runtime_error():
+    """DSPy's sandbox raises a tool's error as RuntimeError("ValueError: ...")."""
+    from dspy.primitives.code_interpreter import CodeInterpreterError
+    from dspy.primitives.python_interpreter import PythonInterpreter
+
+    def bad(n: int) -> int:
+        raise ValueError("bad %d" % n)
+
+    with PythonInterpreter(tools={"bad": bad}) as interp:
+        with pytest.raises(CodeInterpreterError, match=r"RuntimeError: \['ValueError: bad 3'\]"):
+            interp.execute("bad(3)")
+        assert interp.execute("try:\n    bad(4)\nexcept RuntimeError as e:\n    r = str(e)\nr") == "ValueError: bad 4"

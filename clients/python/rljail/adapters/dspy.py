@@ -159,11 +159,18 @@ class _RljailDSPyScaffold:
         except _RljailFinalOutput:
             raise
         except BaseException as e:
+            error = e
+            if type(e).__name__ == "CallFailed" and isinstance(e, RuntimeError):
+                # A tool's uncaught error reads as in runner.js, whose tool wrapper raises
+                # RuntimeError("ValueError: ...") (CallFailed is a RuntimeError too).
+                error = RuntimeError(*e.args).with_traceback(e.__traceback__)
             try:
-                ns["_rljail_exc_args"] = _rljail_submit_value(list(e.args))
+                ns["_rljail_exc_args"] = _rljail_submit_value(list(error.args))
             except BaseException:
                 pass
-            raise
+            if error is e:
+                raise
+            raise error from None
 
     def await_(self, coroutine):
         import asyncio
