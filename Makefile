@@ -232,8 +232,8 @@ deb: build
 python-test: rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) PYTHON=/usr/bin/python3 clients/python/test_all.sh
 
-# conformance (part of test, about a minute): the Python adapters judged by the agent runtimes' own test suites (rlm,
-# DSPy, smolagents), each run on the library's own executor and on rljail in the same
+# conformance (part of test, about a minute): the Python adapters judged by the
+# agent runtimes' own test suites (rlm, DSPy, smolagents), each run on the library's own executor and on rljail in the same
 # run, one table per library (clients/python/conformance/run.py). THIRDPARTY names the
 # directory of the libraries' snapshot archives (rlm-*.tar.gz...), which are not part of
 # this repository; they are unpacked once into a cache (/var/cache/rljail-conformance
