@@ -232,8 +232,8 @@ deb: build
 python-test: rootfs data-rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) PYTHON=/usr/bin/python3 clients/python/test_all.sh
 
-# conformance: the Python adapters judged by the agent runtimes' own test suites (rlm,
-# DSPy, smolagents), each run on the library's own executor and on rljail in the same
+# conformance (part of test, about a minute): the Python adapters judged by the
+# agent runtimes' own test suites (rlm, DSPy, smolagents), each run on the library's own executor and on rljail in the same
 # run, one table per library (clients/python/conformance/run.py). THIRDPARTY names the
 # directory of the libraries' snapshot archives (rlm-*.tar.gz...), which are not part of
 # this repository; they are unpacked once into a cache (/var/cache/rljail-conformance
@@ -243,7 +243,7 @@ conformance: rootfs data-rootfs
 	@test -n "$(THIRDPARTY)" && test -d "$(THIRDPARTY)" || { echo "make conformance: THIRDPARTY=DIR must name the directory of the runtimes' snapshots (rlm-*.tar.gz, dspy-*.tar.gz, smolagents-*.tar.gz)"; exit 2; }
 	RLJAIL_BIN=$(CURDIR)/$(BIN) /usr/bin/python3 clients/python/conformance/run.py --thirdparty "$(THIRDPARTY)"
 
-test: build vet staticcheck unit python-test test-apparmor integration test-vm test-systemd-vm
+test: build vet staticcheck unit python-test conformance test-apparmor integration test-vm test-systemd-vm
 
 # bench: start-up of a jailed python3 -c pass and true against bare runs
 # (the rootfs's own python3) and bubblewrap (ratios in the same run), and

@@ -341,6 +341,33 @@ class PythonInterpreterSurfaceTest(unittest.TestCase):
         self.assertEqual(interp.execute("sync_tool()"), "global")
 
 
+class ThreadOwnershipTest(unittest.TestCase):
+    """python_interpreter.py _check_thread_ownership: an interpreter executes on the
+    thread that first executed on it; another thread's execute is a RuntimeError."""
+
+    def test_another_thread_is_refused(self):
+        interp = adapter.RljailInterpreter(binary=FAKE)
+        try:
+            self.assertEqual(interp.execute("1 + 1"), 2)
+            caught = []
+            t = threading.Thread(target=lambda: caught.append(_raises(lambda: interp.execute("2"))))
+            t.start()
+            t.join()
+            self.assertIsInstance(caught[0], RuntimeError)
+            self.assertIn("not thread-safe", str(caught[0]))
+            self.assertEqual(interp.execute("3"), 3)  # the owner still can
+        finally:
+            interp.shutdown()
+
+
+def _raises(fn):
+    try:
+        fn()
+    except Exception as e:
+        return e
+    return None
+
+
 class InterpreterCallbacksTest(unittest.TestCase):
     """DSPy 3.3's interpreter callbacks (dspy/utils/callback.py with_callbacks, its
     _INTERPRETER_OPERATIONS: execute, invoke_tool, start, shutdown): a custom

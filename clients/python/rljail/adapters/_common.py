@@ -47,30 +47,31 @@ def _rljail_late_tool_fn(name, params):
 '''
 
 
-def to_json(value):
+def to_json(value, allow_nonfinite=False):
     """``value`` as plain JSON data (dicts, lists, str, numbers, bool, None), converting
-    tuples, sets, dataclasses and pydantic models; TypeError for anything else."""
+    tuples, sets, dataclasses and pydantic models; TypeError for anything else (and for
+    inf and nan unless ``allow_nonfinite``: then the caller carries them itself)."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+        if not allow_nonfinite and (value != value or value in (float("inf"), float("-inf"))):
             raise TypeError("%r is not JSON" % value)
         return value
     if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
+        return {str(k): to_json(v, allow_nonfinite) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
+        return [to_json(v, allow_nonfinite) for v in value]
     if isinstance(value, (set, frozenset)):
-        items = [to_json(v) for v in value]
+        items = [to_json(v, allow_nonfinite) for v in value]
         try:
             return sorted(items)
         except TypeError:
             return items
     dump = getattr(value, "model_dump", None)  # pydantic v2, without importing it
     if callable(dump):
-        return to_json(dump(mode="json"))
+        return to_json(dump(mode="json"), allow_nonfinite)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_json(dataclasses.asdict(value))
+        return to_json(dataclasses.asdict(value), allow_nonfinite)
     raise TypeError("a %s cannot be handed into the jail (JSON values only)" % type(value).__name__)
 
 

@@ -28,6 +28,7 @@ Use it as ``dspy.RLM(..., interpreter_factory=RljailInterpreter.factory(memory="
 import ast
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -133,25 +134,50 @@ class _RljailDSPyScaffold:
         # As runner.js runs a cell (pyodide.runPythonAsync): the value of a last
         # expression is the result when it is not None, and an exception's args are
         # what the host reports.
+        # Top-level await works, as in runPythonAsync: a cell that awaits is compiled to
+        # a coroutine and run on the session's one event loop.
         import ast
+        import inspect
         ns = self.ns
         ns["_rljail_value"] = ns["_rljail_exc_args"] = None
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
         try:
             tree = ast.parse(code, "<cell>", "exec")
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
                 last = ast.Expression(tree.body.pop().value)
-            exec(compile(tree, "<cell>", "exec"), ns)
+            body = compile(tree, "<cell>", "exec", flags=flags)
+            done = eval(body, ns)
+            if body.co_flags & inspect.CO_COROUTINE:
+                self.await_(done)
             if last is not None:
-                ns["_rljail_value"] = eval(compile(last, "<cell>", "eval"), ns)
+                expr = compile(last, "<cell>", "eval", flags=flags)
+                value = eval(expr, ns)
+                if expr.co_flags & inspect.CO_COROUTINE:
+                    value = self.await_(value)
+                ns["_rljail_value"] = value
         except _RljailFinalOutput:
             raise
         except BaseException as e:
+            error = e
+            if type(e).__name__ == "CallFailed" and isinstance(e, RuntimeError):
+                # A tool's uncaught error reads as in runner.js, whose tool wrapper raises
+                # RuntimeError("ValueError: ...") (CallFailed is a RuntimeError too).
+                error = RuntimeError(*e.args).with_traceback(e.__traceback__)
             try:
-                ns["_rljail_exc_args"] = _rljail_submit_value(list(e.args))
+                ns["_rljail_exc_args"] = _rljail_submit_value(list(error.args))
             except BaseException:
                 pass
-            raise
+            if error is e:
+                raise
+            raise error from None
+
+    def await_(self, coroutine):
+        import asyncio
+        loop = getattr(self, "loop", None)
+        if loop is None:
+            loop = self.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(coroutine)
 
     def restore(self):
         self.ns.update(self.fixed)
@@ -293,6 +319,7 @@ class RljailInterpreter:
         self._large = {}             # name -> (sha256, in-jail code) of a large value's file
         self._context = None         # the contextvars of the execute() running now
         self._late = {}              # tools added after code ran: name -> parameters
+        self._owner_thread = None    # the thread that executes here (DSPy's rule)
         self._registered_late = None
 
     # ------------------------------------------------------------ lifecycle
@@ -312,6 +339,7 @@ class RljailInterpreter:
     def shutdown(self):
         """Ends the session; the interpreter cannot be used again."""
         self._ended = True
+        self._owner_thread = None
         release(self)
         files, self._files = self._files, None
         if files is not None:
@@ -435,10 +463,25 @@ class RljailInterpreter:
 
     def _execute(self, code, variables):
         self._check_active()
+        # As python_interpreter.py's _check_thread_ownership: the first thread to execute
+        # owns the interpreter until shutdown; another thread's execute is refused.
+        current = threading.get_ident()
+        if self._owner_thread is None:
+            self._owner_thread = current
+        elif self._owner_thread != current:
+            raise RuntimeError("RljailInterpreter is not thread-safe and cannot be shared across threads. "
+                               "Create a separate interpreter instance for each thread.")
         for key in variables:
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
                 raise _interpreter_error("Invalid variable name: '%s'" % (key,))
-        self.start()
+        # As python_interpreter.py's _ensure_deno_process: start() (and with it the
+        # startup callbacks) only when there is no session yet, once per process, not
+        # at every execute.
+        if self.session is None:
+            self.start()
+        elif not self.session.alive:
+            self._terminal("the rljail session was lost (%s); its state is gone. "
+                           "Create a new interpreter." % self.session.lost_reason)
         tools = self._user_tools()
         if set(tools) - self._declared and not self._cells:
             # No state to lose yet (a pre-warmed interpreter): start again with the tools.
@@ -535,7 +578,7 @@ class RljailInterpreter:
 
     def _bind(self, name, value):
         try:
-            value = _coerce(value)
+            value = _coerce(value, allow_nonfinite=True)
         except TypeError as e:
             raise _interpreter_error("Unsupported value type: %s" % e)
         if isinstance(value, str):
@@ -543,6 +586,16 @@ class RljailInterpreter:
         else:
             text = json.dumps(value)
         if len(text) <= self.large_value_bytes:
+            try:
+                json.dumps(value, allow_nan=False)
+            except ValueError:
+                # inf, -inf and nan, which DSPy passes as float('inf')...: the protocol
+                # is strict JSON, Python's json.loads reads its Infinity and NaN.
+                result = self.session.run("import json as _rljail_json\n%s = _rljail_json.loads(%r)\n"
+                                          % (name, text))
+                if result.error is not None:
+                    raise _interpreter_error("binding %s failed: %s" % (name, result.error))
+                return
             self.session.set(name, value)
             return
         digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -611,20 +664,20 @@ def _await(result):
     return result
 
 
-def _coerce(value):
+def _coerce(value, allow_nonfinite=False):
     """``value`` as JSON data, as python_interpreter.py's _to_json_compatible makes it:
     plain JSON, models, dataclasses, tuples and sets, and else what pydantic's
     ``to_jsonable_python`` makes of it (datetimes, enums, UUIDs...; pydantic is there
     wherever DSPy is).  TypeError when neither can."""
     try:
-        return to_json(value)
+        return to_json(value, allow_nonfinite)
     except TypeError as first:
         try:
             from pydantic_core import to_jsonable_python
         except ImportError:
             raise first
         try:
-            return to_json(to_jsonable_python(value))
+            return to_json(to_jsonable_python(value), allow_nonfinite)
         except Exception:
             raise first
 
@@ -639,10 +692,40 @@ def _ends_with_expression(code):
     return bool(body) and isinstance(body[-1], ast.Expr)
 
 
+def _structured(value):
+    """python_interpreter.py's _make_jsonable, for a tool's result: a pydantic model by
+    model_dump(mode="json") (one that cannot be is the interpreter's error, "Unable to
+    serialize ... as JSON", which the cell sees), dataclasses as dicts, namedtuples as
+    dicts (``_asdict``), containers element by element."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return _structured(dump(mode="json"))
+        except Exception as e:
+            raise _interpreter_error("Unable to serialize %s as JSON: %s" % (type(value).__name__, e)) from e
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            return _structured(dataclasses.asdict(value))
+        except Exception:
+            return value
+    if isinstance(value, tuple) and hasattr(value, "_fields") and hasattr(value, "_asdict"):
+        return _structured(value._asdict())
+    if isinstance(value, dict):
+        return {k: _structured(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_structured(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_structured(v) for v in value)
+    return value
+
+
 def _jsonable(value):
     # python_interpreter._handle_tool_call: None is "", JSON passes, anything else its str.
     if value is None:
         return ""
+    value = _structured(value)
     try:
         return _coerce(value)
     except TypeError:
