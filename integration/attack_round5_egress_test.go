@@ -57,19 +57,7 @@ func attackEgressEmbeddedIPv4(t *testing.T, m mode) {
 		"ula.test":    ula + "1",
 	}
 	tag := strconv.Itoa(int(time.Now().UnixNano() % 1e5))
-	ns, host, peer := "rljail-e6-"+tag, "rje6"+tag, "rje6"+tag+"p"
-	ipCmd := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	ipCmd("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	ipCmd("link", "add", host, "type", "veth", "peer", "name", peer)
-	// Deleting the link takes the host's routes through it along.
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
-	ipCmd("link", "set", peer, "netns", ns)
+	ns, host, peer, ipCmd := vethNetns(t, "rljail-e6-", "rje6", tag)
 	// No duplicate address detection on the host's end: its link-local
 	// address is the namespace's way back at once.
 	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+host+"/accept_dad", []byte("0"), 0o644); err != nil {

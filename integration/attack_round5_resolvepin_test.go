@@ -52,18 +52,7 @@ func startPinServer(t *testing.T) *pinServer {
 	base := netip.AddrFrom4([4]byte{10, 99, byte(r.IntN(256)), byte(4 * r.IntN(64))})
 	hostAddr, srvAddr := base.Next(), base.Next().Next()
 	tag := strconv.Itoa(int(time.Now().UnixNano()%1e5)) + strconv.Itoa(r.IntN(10))
-	ns, host, peer := "rljail-pin-"+tag, "rjpn"+tag, "rjpn"+tag+"p"
-	ipCmd := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	ipCmd("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	ipCmd("link", "add", host, "type", "veth", "peer", "name", peer)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
-	ipCmd("link", "set", peer, "netns", ns)
+	ns, host, peer, ipCmd := vethNetns(t, "rljail-pin-", "rjpn", tag)
 	ipCmd("addr", "add", hostAddr.String()+"/30", "dev", host)
 	ipCmd("link", "set", host, "up")
 	ipCmd("-n", ns, "addr", "add", srvAddr.String()+"/30", "dev", peer)

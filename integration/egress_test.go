@@ -561,20 +561,7 @@ func init() {
 // 198.18.0.0/30 allowed (it must see the request). Only traffic to this
 // namespace's own address is made.
 func attackEgressPrivateNetns(t *testing.T, m mode) {
-	ns := fmt.Sprintf("rljail-eg-%d", time.Now().UnixNano()%1e9)
-	host, peer := "rjeg"+strconv.Itoa(int(time.Now().UnixNano()%1e5)), ""
-	peer = host + "p"
-	ipCmd := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	ipCmd("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	ipCmd("link", "add", host, "type", "veth", "peer", "name", peer)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
-	ipCmd("link", "set", peer, "netns", ns)
+	ns, host, peer, ipCmd := vethNetns(t, "rljail-eg-", "rjeg", strconv.Itoa(int(time.Now().UnixNano()%1e5)))
 	ipCmd("addr", "add", "198.18.0.1/30", "dev", host)
 	ipCmd("link", "set", host, "up")
 	ipCmd("-n", ns, "addr", "add", "198.18.0.2/30", "dev", peer)
@@ -626,4 +613,25 @@ http.server.HTTPServer(("198.18.0.2", 8080), H).serve_forever()
 	if s := seen(); !strings.Contains(s, "/allowed") {
 		t.Errorf("the private server never got /allowed with 198.18.0.0/30 allowed (log %q)", s)
 	}
+}
+
+// vethNetns makes a network namespace of the test's own, named prefix+tag,
+// joined to the host by a veth pair (host, peer; the peer moved into the
+// namespace), both removed at cleanup (deleting the link takes the host's
+// routes through it along). ip runs `ip ARGS`, failing the test.
+func vethNetns(t *testing.T, prefix, linkPrefix, tag string) (ns, host, peer string, ip func(args ...string)) {
+	t.Helper()
+	ns, host, peer = prefix+tag, linkPrefix+tag, linkPrefix+tag+"p"
+	ip = func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	ip("netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	ip("link", "add", host, "type", "veth", "peer", "name", peer)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
+	ip("link", "set", peer, "netns", ns)
+	return ns, host, peer, ip
 }
