@@ -288,10 +288,7 @@ type owner struct {
 // a directory already open, so a link swapped in by another jail that
 // shares the volume redirects nothing.
 func reclaimTree(p string, uid, gid int, to *owner) error {
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := openPathNoLinks(p)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}

@@ -56,6 +56,17 @@ func cloneTree(dirfd int, p, name string, attrs uint64) (int, error) {
 	return fd, nil
 }
 
+// openPathNoLinks opens the absolute path p as an O_PATH descriptor
+// through no symbolic link in any component (RESOLVE_NO_SYMLINKS; ELOOP
+// where one is), so that what a check or a clone then judges is the very
+// object the path named when it was opened.
+func openPathNoLinks(p string) (int, error) {
+	return unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
 // cloneHostPath clones the mount of a host path that Validate resolved to
 // its canonical form. The path is opened again without following any
 // symlink (RESOLVE_NO_SYMLINKS) and the tree is cloned from that very
@@ -63,10 +74,7 @@ func cloneTree(dirfd int, p, name string, attrs uint64) (int, error) {
 // jail writing to a shared directory, say) makes the run fail rather than
 // mount something else.
 func cloneHostPath(p string, attrs uint64) (int, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := openPathNoLinks(p)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
 			return -1, fmt.Errorf("open %s: a component became a symlink after it was checked", p)

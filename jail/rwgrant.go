@@ -274,10 +274,7 @@ func addJailACL(fd, uid int, perm uint16) error {
 // removeJailACL takes the entry of uid out of the access ACL of the object
 // at path p (no symbolic link followed), if it has one.
 func removeJailACL(p string, uid int) error {
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := openPathNoLinks(p)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}

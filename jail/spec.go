@@ -336,10 +336,7 @@ func (s *Spec) Validate() error {
 // symlink, and names the first one that is, with its target: the grant to
 // give instead.
 func noSymlinks(p string) error {
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
+	fd, err := openPathNoLinks(p)
 	if err == nil {
 		unix.Close(fd)
 		return nil
