@@ -18,36 +18,37 @@ import (
 var refusedPrefixes = sync.OnceValue(func() []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range []string{
-		"0.0.0.0/8",       // "this network"; 0.0.0.0 reaches the host's own services
-		"10.0.0.0/8",      // private (RFC 1918)
-		"100.64.0.0/10",   // carrier-grade NAT (RFC 6598)
-		"127.0.0.0/8",     // loopback: the host's own services
-		"169.254.0.0/16",  // link-local, with the cloud metadata service at 169.254.169.254
-		"172.16.0.0/12",   // private
-		"192.0.0.0/24",    // IETF protocol assignments (192.0.0.192 is Oracle's metadata)
-		"192.0.2.0/24",    // documentation
-		"192.88.99.0/24",  // 6to4 relays
-		"192.168.0.0/16",  // private
-		"198.18.0.0/15",   // benchmarking
-		"198.51.100.0/24", // documentation
-		"203.0.113.0/24",  // documentation
-		"224.0.0.0/4",     // multicast
-		"240.0.0.0/4",     // reserved, and broadcast
-		"::/128",          // unspecified
-		"::1/128",         // loopback
-		"::/96",           // IPv4-compatible (deprecated, RFC 4291): never routed as such
-		"::ffff:0:0/96",   // IPv4-mapped (unmapped before the check; kept for safety)
-		"::ffff:0:0:0/96", // IPv4-translated (SIIT, RFC 2765): never routed on the internet
-		"64:ff9b::/96",    // NAT64: reaches IPv4 addresses through a translator
-		"64:ff9b:1::/48",  // local NAT64
-		"100::/64",        // discard
-		"2001::/32",       // Teredo: embeds an IPv4 address
-		"2001:db8::/32",   // documentation
-		"2002::/16",       // 6to4: embeds an IPv4 address
-		"fc00::/7",        // unique local (fd00:ec2::254 is AWS's metadata)
-		"fe80::/10",       // link-local
-		"fec0::/10",       // site-local (deprecated)
-		"ff00::/8",        // multicast
+		"0.0.0.0/8",        // "this network"; 0.0.0.0 reaches the host's own services
+		"10.0.0.0/8",       // private (RFC 1918)
+		"100.64.0.0/10",    // carrier-grade NAT (RFC 6598)
+		"127.0.0.0/8",      // loopback: the host's own services
+		"169.254.0.0/16",   // link-local, with the cloud metadata service at 169.254.169.254
+		"168.63.129.16/32", // Azure's wireserver: a public address that every Azure VM reaches as a host service (agent, health probes, DNS, and instance metadata through it)
+		"172.16.0.0/12",    // private
+		"192.0.0.0/24",     // IETF protocol assignments (192.0.0.192 is Oracle's metadata)
+		"192.0.2.0/24",     // documentation
+		"192.88.99.0/24",   // 6to4 relays
+		"192.168.0.0/16",   // private
+		"198.18.0.0/15",    // benchmarking
+		"198.51.100.0/24",  // documentation
+		"203.0.113.0/24",   // documentation
+		"224.0.0.0/4",      // multicast
+		"240.0.0.0/4",      // reserved, and broadcast
+		"::/128",           // unspecified
+		"::1/128",          // loopback
+		"::/96",            // IPv4-compatible (deprecated, RFC 4291): never routed as such
+		"::ffff:0:0/96",    // IPv4-mapped (unmapped before the check; kept for safety)
+		"::ffff:0:0:0/96",  // IPv4-translated (SIIT, RFC 2765): never routed on the internet
+		"64:ff9b::/96",     // NAT64: reaches IPv4 addresses through a translator
+		"64:ff9b:1::/48",   // local NAT64
+		"100::/64",         // discard
+		"2001::/32",        // Teredo: embeds an IPv4 address
+		"2001:db8::/32",    // documentation
+		"2002::/16",        // 6to4: embeds an IPv4 address
+		"fc00::/7",         // unique local (fd00:ec2::254 is AWS's metadata)
+		"fe80::/10",        // link-local
+		"fec0::/10",        // site-local (deprecated)
+		"ff00::/8",         // multicast
 	} {
 		out = append(out, netip.MustParsePrefix(s))
 	}
@@ -129,6 +130,8 @@ var metadataAddrs = sync.OnceValue(func() map[netip.Addr]bool {
 		"fd00:ec2::23",    // AWS EKS Pod Identity over IPv6
 		"100.100.100.200", // Alibaba Cloud: instance metadata
 		"192.0.0.192",     // Oracle Cloud: instance metadata
+		"168.63.129.16",   // Azure: the wireserver (VM agent, extension settings and their secrets)
+		"fd20:ce::254",    // Google Cloud: instance metadata over IPv6
 	} {
 		out[netip.MustParseAddr(s)] = true
 	}

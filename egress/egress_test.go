@@ -111,8 +111,10 @@ func TestRefusedByDefault(t *testing.T) {
 			t.Errorf("%s refused: %s", a, why)
 		}
 	}
-	if !strings.Contains(refusedByDefault(netip.MustParseAddr("169.254.169.254")), "metadata") {
-		t.Error("169.254.169.254 is not named as the metadata address")
+	for _, a := range []string{"169.254.169.254", "168.63.129.16", "fd20:ce::254", "::ffff:168.63.129.16"} {
+		if !strings.Contains(refusedByDefault(netip.MustParseAddr(a).Unmap()), "metadata") {
+			t.Errorf("%s is not named as a cloud metadata address", a)
+		}
 	}
 }
 
