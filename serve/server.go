@@ -12,6 +12,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -41,6 +42,9 @@ type Options struct {
 	Ready func() error
 	// Log receives one JSON line per request; nil: none.
 	Log *slog.Logger
+	// Audit, when set, receives one JSON line per jail (auditLog): a
+	// file opened O_APPEND.
+	Audit io.Writer
 }
 
 // Server is the service's state: its slots, queue and metrics.
@@ -58,6 +62,8 @@ type Server struct {
 	killRuns context.CancelFunc
 	draining atomic.Bool
 
+	audit *auditLog
+
 	reg      *metrics
 	runs     *counterVec
 	latency  *histogramVec
@@ -74,6 +80,9 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, cfg: opts.Config.withDefaults(), slots: make(chan struct{}, opts.MaxConcurrent)}
 	s.kill, s.killRuns = context.WithCancel(context.Background())
+	if opts.Audit != nil {
+		s.audit = &auditLog{w: opts.Audit}
+	}
 	s.reg = &metrics{}
 	s.runs = newCounterVec("rljail_runs_total", "Jails run, by the run's status (jail.Result's) and the request's language.", "status", "language")
 	s.latency = newHistogramVec("rljail_run_seconds", "Wall time of a run from its slot to its report.", []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "language")
@@ -253,6 +262,11 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 	o := s.execute(ctx, j)
 	s.latency.WithLabelValues(j.language).Observe(time.Since(start).Seconds())
 	s.runs.WithLabelValues(o.result.Status, j.language).Inc()
+	if s.audit != nil {
+		if err := s.audit.record(r, auditClient(r), j, o); err != nil && s.opts.Log != nil {
+			s.opts.Log.Warn("audit", "run_id", o.result.RunID, "error", err.Error())
+		}
+	}
 	if rec, ok := w.(*statusRecorder); ok {
 		rec.runID = o.result.RunID
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/rljail/rljail/hostcheck"
 	"github.com/rljail/rljail/hostfile"
@@ -43,6 +44,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-concurrent", Usage: "most jails at once (default: the CPU count)"},
 			&cli.StringFlag{Name: "drain-grace", Value: "30s", Usage: "on SIGTERM or SIGINT: how long running jails may go on before they are killed"},
 			&cli.StringFlag{Name: "cgroup-parent", Usage: "create every jail's cgroup below this existing cgroup"},
+			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per jail (route, client, argv, the files put in with their sha256 and text, stdin's sha256, the result) to FILE"},
 		},
 		Action: serveAction,
 	}
@@ -113,6 +115,15 @@ func serveAction(c *cli.Context) error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(2*cfg.BodyBudget + 256<<20)
 	}
+	var audit *os.File
+	if p := c.String("audit-log"); p != "" {
+		f, _, err := guard.OpenWrite("--audit-log", p, unix.O_WRONLY|unix.O_APPEND, 0o600)
+		if err != nil {
+			return setupError("open the audit log: %v", err)
+		}
+		defer f.Close()
+		audit = f
+	}
 	ln, where, err := serveListen(c, token != "")
 	if err != nil {
 		return setupError("%v", err)
@@ -125,8 +136,12 @@ func serveAction(c *cli.Context) error {
 		ready = errors.New("rljail check finds that a jail cannot run on this host")
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
-	srv := serve.New(serve.Options{Config: cfg, Runtimes: runtimes, MaxConcurrent: maxConc, Token: token,
-		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log})
+	opts := serve.Options{Config: cfg, Runtimes: runtimes, MaxConcurrent: maxConc, Token: token,
+		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log}
+	if audit != nil {
+		opts.Audit = audit
+	}
+	srv := serve.New(opts)
 	hs := &http.Server{
 		Handler: srv.Handler(),
 		// A slow client holds no slot: its headers within 10 s, its
