@@ -36,7 +36,7 @@ func serveCommand() *cli.Command {
 		UsageText:    "rljail serve [--listen unix:PATH|tcp:HOST:PORT] [--token-file FILE] [--config FILE] [--max-concurrent N]",
 		OnUsageError: usageError,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Usage: "unix:PATH or tcp:HOST:PORT (default unix:/run/rljail/api.sock as root, else unix:$XDG_RUNTIME_DIR/rljail/api.sock)"},
+			&cli.StringFlag{Name: "listen", Usage: "unix:PATH or tcp:HOST:PORT (default unix:/run/rljail/api.sock as root, else unix:$XDG_RUNTIME_DIR/rljail/api.sock; under systemd socket activation the socket it passes, which --listen must then name if given)"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "mode of the Unix socket: who may connect (0600 the owner only, 0660 its group too)"},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the Bearer token every request but /healthz must carry (needed on TCP)"},
 			&cli.BoolFlag{Name: "insecure-no-token", Usage: "allow TCP without a token, on a loopback address only (anyone on this host may then run jails)"},
@@ -160,6 +160,7 @@ func serveAction(c *cli.Context) error {
 	defer signal.Stop(sigs)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
+	notifySystemd(log, readyStatus(where, ready))
 	log.Info("serving", "listen", where, "max_concurrent", maxConc, "queue", cfg.Queue, "rootfs", cfg.Rootfs, "version", version)
 	select {
 	case err := <-served:
@@ -169,6 +170,7 @@ func serveAction(c *cli.Context) error {
 	}
 	// Drain: no new connections nor runs; running jails have the grace,
 	// then are killed and their requests answered.
+	notifySystemd(log, "STOPPING=1\nSTATUS=draining")
 	srv.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
@@ -184,11 +186,15 @@ func serveAction(c *cli.Context) error {
 	return nil
 }
 
-// serveListen opens --listen. A Unix socket's mode is its access control:
+// serveListen opens the socket systemd passed (serve_systemd.go), or else
+// --listen. A Unix socket's mode is its access control:
 // it is made under a umask that leaves it only --socket-mode's bits, so
 // that no one else may connect for a moment between bind and chmod. TCP
 // needs a token, or --insecure-no-token on a loopback address.
 func serveListen(c *cli.Context, haveToken bool) (net.Listener, string, error) {
+	if ln, where, ok, err := activatedListener(c, haveToken); ok || err != nil {
+		return ln, where, err
+	}
 	listen := c.String("listen")
 	if listen == "" {
 		dir := "/run/rljail"
