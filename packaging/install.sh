@@ -10,6 +10,8 @@
 #   PREFIX/bin/rljail                              the static binary
 #   PREFIX/lib/systemd/system/rljail.slice         slice of the jails' units
 #   PREFIX/lib/systemd/system/rljail-runner@.service  one job as a service
+#   PREFIX/lib/systemd/system/rljail.socket        the API socket of rljail serve
+#   PREFIX/lib/systemd/system/rljail.service       rljail serve, socket-activated
 #   PREFIX/lib/tmpfiles.d/rljail.conf              /run/rljail at boot
 #   PREFIX/share/rljail/apparmor/rljail            the AppArmor profiles rljail and rljail-host (always)
 #   /etc/apparmor.d/rljail                         the same, where AppArmor 4 is
@@ -88,6 +90,7 @@ if [ $uninstall = yes ]; then
 		apparmor_parser -R "$aadir/rljail" 2>/dev/null || true
 	fi
 	rm -f "$destdir$bindir/rljail" "$destdir$unitdir/rljail.slice" "$destdir$unitdir/rljail-runner@.service" \
+		"$destdir$unitdir/rljail.socket" "$destdir$unitdir/rljail.service" \
 		"$destdir$tmpfilesdir/rljail.conf" "$destdir$sharedir/apparmor/rljail" "$destdir$aadir/rljail" \
 		"$destdir$docdir/examples/rljail-runner.service" "$destdir$man1dir/rljail.1"
 	rmdir "$destdir$sharedir/apparmor" "$destdir$sharedir" "$destdir$docdir/examples" "$destdir$docdir" 2>/dev/null || true
@@ -105,6 +108,8 @@ install -m 0755 "$bin" "$destdir$bindir/rljail.tmp"
 mv "$destdir$bindir/rljail.tmp" "$destdir$bindir/rljail"
 install -m 0644 "$src/contrib/systemd/rljail.slice" "$destdir$unitdir/rljail.slice"
 subst "$src/contrib/systemd/rljail-runner@.service" "$destdir$unitdir/rljail-runner@.service"
+install -m 0644 "$src/contrib/systemd/rljail.socket" "$destdir$unitdir/rljail.socket"
+subst "$src/contrib/systemd/rljail.service" "$destdir$unitdir/rljail.service"
 install -m 0644 "$src/contrib/tmpfiles.d/rljail.conf" "$destdir$tmpfilesdir/rljail.conf"
 subst "$src/contrib/apparmor/rljail" "$destdir$sharedir/apparmor/rljail"
 install -m 0644 "$src/contrib/systemd/rljail-runner.service" "$destdir$docdir/examples/rljail-runner.service"

@@ -159,7 +159,9 @@ func TestDebContents(t *testing.T) {
 	wantFiles := []string{
 		"./usr/bin/rljail",
 		"./usr/lib/systemd/system/rljail-runner@.service",
+		"./usr/lib/systemd/system/rljail.service",
 		"./usr/lib/systemd/system/rljail.slice",
+		"./usr/lib/systemd/system/rljail.socket",
 		"./usr/lib/tmpfiles.d/rljail.conf",
 		"./usr/share/doc/rljail/copyright",
 		"./usr/share/doc/rljail/examples/rljail-runner.service",
@@ -219,6 +221,7 @@ func TestInstallDestdir(t *testing.T) {
 			sh("--bin", bin, "--destdir", dest, "--prefix", "/usr/local", "--apparmor", tc.apparmor)
 			for _, p := range []string{"/usr/local/bin/rljail", "/usr/local/lib/systemd/system/rljail.slice",
 				"/usr/local/lib/systemd/system/rljail-runner@.service", "/usr/local/lib/tmpfiles.d/rljail.conf",
+				"/usr/local/lib/systemd/system/rljail.socket", "/usr/local/lib/systemd/system/rljail.service",
 				"/usr/local/share/rljail/apparmor/rljail", "/usr/local/share/man/man1/rljail.1"} {
 				if _, err := os.Stat(dest + p); err != nil {
 					t.Errorf("not installed: %v", err)
@@ -227,6 +230,9 @@ func TestInstallDestdir(t *testing.T) {
 			unit, _ := os.ReadFile(dest + "/usr/local/lib/systemd/system/rljail-runner@.service")
 			if !strings.Contains(string(unit), "ExecStart=/usr/local/bin/rljail run ") || strings.Contains(string(unit), "@BINDIR@") {
 				t.Errorf("rljail-runner@.service does not run /usr/local/bin/rljail:\n%s", unit)
+			}
+			if svc, _ := os.ReadFile(dest + "/usr/local/lib/systemd/system/rljail.service"); !strings.Contains(string(svc), "ExecStart=/usr/local/bin/rljail serve ") || strings.Contains(string(svc), "@BINDIR@") {
+				t.Errorf("rljail.service does not run /usr/local/bin/rljail serve:\n%s", svc)
 			}
 			profile, err := os.ReadFile(dest + "/etc/apparmor.d/rljail")
 			if tc.profile {
