@@ -388,14 +388,15 @@ func TestServePiston(t *testing.T) {
 }
 
 // TestServeAuth: TCP on loopback with a token: none and a wrong one are
-// 401, /healthz needs none; TCP without a token refuses to start.
+// 401, the probes /healthz and /readyz need none; TCP without a token
+// refuses to start.
 func TestServeAuth(t *testing.T) {
 	s := startServer(t, asRoot, serveOpts{tcp: true, token: true})
 	for _, c := range []struct {
 		name, auth string
 		want       int
 	}{{"none", "", 401}, {"wrong", "Bearer not-the-token-0123456789", 401}, {"basic", "Basic " + s.token, 401}, {"right", "Bearer " + s.token, 200}} {
-		code, body, hdr := s.do(t, "GET", "/readyz", "", map[string]string{"Authorization": c.auth})
+		code, body, hdr := s.do(t, "GET", "/metrics", "", map[string]string{"Authorization": c.auth})
 		if code != c.want {
 			t.Errorf("token %s: %d %s, want %d", c.name, code, body, c.want)
 		}
@@ -407,8 +408,10 @@ func TestServeAuth(t *testing.T) {
 			t.Errorf("token %s on /v1/run: %d, want %d", c.name, code, c.want)
 		}
 	}
-	if code, _, _ := s.do(t, "GET", "/healthz", "", map[string]string{"Authorization": ""}); code != 200 {
-		t.Errorf("/healthz without a token: %d", code)
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		if code, _, _ := s.do(t, "GET", probe, "", map[string]string{"Authorization": ""}); code != 200 {
+			t.Errorf("%s without a token: %d", probe, code)
+		}
 	}
 	// No token on TCP: refused at the start, exit 125.
 	for _, args := range [][]string{{"serve", "--listen", "tcp:127.0.0.1:0"}, {"serve", "--listen", "tcp:0.0.0.0:0", "--insecure-no-token"}} {

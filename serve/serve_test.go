@@ -66,7 +66,7 @@ func TestPistonVersionMatches(t *testing.T) {
 }
 
 // TestRefusals: bad requests are refused before any jail, with the
-// field named; a token is checked on every route but /healthz.
+// field named; a token is checked on every route but /healthz and /readyz.
 func TestRefusals(t *testing.T) {
 	s := New(Options{Token: "0123456789abcdef0", Runtimes: map[string]*Runtime{"python": {Name: "python", Dir: "/nonexistent", PythonVersion: "3.11.2"}}})
 	h := s.Handler()
@@ -80,8 +80,10 @@ func TestRefusals(t *testing.T) {
 		h.ServeHTTP(w, req)
 		return w
 	}
-	if w := do("GET", "/healthz", "", ""); w.Code != 200 {
-		t.Errorf("/healthz: %d", w.Code)
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		if w := do("GET", probe, "", ""); w.Code != 200 {
+			t.Errorf("%s without a token: %d", probe, w.Code)
+		}
 	}
 	if w := do("GET", "/metrics", "", "wrong"); w.Code != 401 {
 		t.Errorf("/metrics with a wrong token: %d", w.Code)

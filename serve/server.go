@@ -30,8 +30,8 @@ type Options struct {
 	Runtimes map[string]*Runtime
 	// MaxConcurrent is the most jails at once (0: 1).
 	MaxConcurrent int
-	// Token, when set, is the Bearer token every request but /healthz
-	// must carry.
+	// Token, when set, is the Bearer token every request but the probes
+	// /healthz and /readyz must carry.
 	Token string
 	// Seccomp is the payload's filter (the default profile's).
 	Seccomp *seccomp.Program
@@ -116,7 +116,9 @@ func (s *Server) Handler() http.Handler {
 				s.opts.Log.Info("request", "method", r.Method, "path", r.URL.Path, "code", rec.code, "ms", time.Since(start).Milliseconds(), "run_id", rec.runID)
 			}
 		}()
-		if s.opts.Token != "" && r.URL.Path != "/healthz" && !s.tokenOK(r) {
+		// The probes need no token: a kubelet's probe carries no secret
+		// (docs/deploy.md), and they say no more than ready or not, and why.
+		if s.opts.Token != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !s.tokenOK(r) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="rljail"`)
 			writeError(rec, 401, "a request needs the header Authorization: Bearer TOKEN with the server's token")
 			return
