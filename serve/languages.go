@@ -118,6 +118,14 @@ func parseLanguages(blocks map[string]languageFile, defaultRootfs string) (map[s
 		}
 		out[name] = l
 	}
+	if _, ok := names["python"]; !ok {
+		out["python"] = defaultLanguages(defaultRootfs)["python"]
+		for _, a := range out["python"].Aliases {
+			if _, taken := names[a]; taken {
+				return nil, fmt.Errorf("[languages.%s]: the name %q is the default python's: configure [languages.python] too", names[a], a)
+			}
+		}
+	}
 	return out, nil
 }
 
