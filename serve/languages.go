@@ -34,6 +34,10 @@ type Language struct {
 	Version string
 	// Aliases are Piston's other names of the language (py, python3 for python).
 	Aliases []string
+	// Memory, when set, is both stages' memory limit where a request names none
+	// (Node.js reserves more than 512 MiB of address space at its start, which
+	// RLIMIT_AS, the rootless fallback of the memory limit, counts).
+	Memory int64
 }
 
 // outPath is {out}: where a compile stage writes the program the run stage runs.
@@ -58,6 +62,7 @@ type languageFile struct {
 	Run     []string `toml:"run"`
 	Version string   `toml:"version"`
 	Aliases []string `toml:"aliases"`
+	Memory  string   `toml:"memory"`
 }
 
 // parseLanguages checks the [languages] blocks; defaultRootfs is the rootfs a block
@@ -103,6 +108,13 @@ func parseLanguages(blocks map[string]languageFile, defaultRootfs string) (map[s
 		}
 		if len(b.Compile) > 0 && b.Compile[0] == "" {
 			return nil, fmt.Errorf("[%s] compile[0]: the program may not be empty", where)
+		}
+		if b.Memory != "" {
+			n, err := ParseSize(b.Memory)
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("[%s] memory: %q is not a positive size (such as 1g)", where, b.Memory)
+			}
+			l.Memory = n
 		}
 		if l.Version == "" && name != "python" {
 			l.Version = "0"
@@ -212,6 +224,12 @@ func (s *Server) setLanguage(j *job, name string, l *Language, code []byte, file
 		file = path.Join("/tmp", l.File)
 	}
 	j.runtime, j.language = rt, name
+	if l.Memory > 0 && j.memory == s.cfg.DefaultMemory {
+		if l.Memory > s.cfg.MaxMemory {
+			return fmt.Errorf("language %s: its memory %d is above the server's max_memory %d", name, l.Memory, s.cfg.MaxMemory)
+		}
+		j.memory = l.Memory
+	}
 	j.command = append(expand(l.Run, file), args...)
 	j.files = append(j.files, inFile{path: file, data: code, mode: 0o644})
 	if len(l.Compile) > 0 {
