@@ -14,7 +14,7 @@ import (
 
 // Piston's API v2 (engineer-man/piston, api/src/api/v2.js): GET
 // /api/v2/runtimes and POST /api/v2/execute, its shapes and its 400
-// {"message": ...} for a bad request. Python only in this slice.
+// {"message": ...} for a bad request. The languages are the configuration's (languages.go).
 
 // PistonFile is one file of a Piston request.
 type PistonFile struct {
@@ -188,7 +188,9 @@ func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
 			return nil, nil, fmt.Errorf("files[%d].content is required as a string", i)
 		}
 		name := f.Name
-		if name == "" {
+		if name == "" && i == 0 {
+			name = l.File // a compiler tells the language by the extension
+		} else if name == "" {
 			name = fmt.Sprintf("file%d.code", i)
 		}
 		p, err := jailPath(fmt.Sprintf("files[%d].name", i), name)
