@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,24 @@ func langRootfs(t *testing.T, name string) string {
 	dir := filepath.Join(filepath.Dir(rootfsDir), name)
 	if _, err := os.Stat(filepath.Join(dir, "usr")); err != nil {
 		t.Fatalf("the %s rootfs is not built at %s (make lang-rootfs): %v", name, dir, err)
+	}
+	// The build's promise, seen from the host: no set-id bit and nothing but
+	// files, directories and links, whatever the packages shipped.
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if m := fi.Mode(); m&(fs.ModeSetuid|fs.ModeSetgid) != 0 || m&(fs.ModeDevice|fs.ModeNamedPipe|fs.ModeSocket|fs.ModeCharDevice) != 0 {
+			return fmt.Errorf("%s is %v", p, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the %s rootfs: %v", name, err)
 	}
 	return dir
 }
