@@ -36,6 +36,11 @@ APT_PACKAGES += groff-base man-db
 # The data rootfs of the data-stack tests (integration/datastack_test.go) is
 # built from these Debian packages (rljail rootfs build --system-packages).
 DATA_PACKAGES := python3-numpy python3-pandas python3-scipy python3-matplotlib python3-pytest python3-hypothesis
+# The language rootfs of `rljail serve`'s other languages (integration/
+# serve_languages_test.go, docs/api.md "Languages"): NAME=PACKAGES, built by
+# `rljail rootfs build --name NAME --system-packages PACKAGES` (lang-rootfs).
+LANG_ROOTFS := bash=bash node=nodejs gcc=g++
+APT_PACKAGES += bash nodejs g++
 # python3-pip and python3-venv: the --wheels and --venv tests (TestRootfsPackageSources).
 APT_PACKAGES += $(DATA_PACKAGES) python3-pip python3-venv
 # The conformance run (clients/python/conformance): the agent runtimes' own tests with
@@ -50,7 +55,7 @@ export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/p
 # The data rootfs (numpy, pandas, scipy, matplotlib), beside the Python one.
 export RLJAIL_DATA_ROOTFS ?= $(dir $(RLJAIL_ROOTFS))data
 
-.PHONY: all build deps build-deps run-deps generate syscall-table rootfs data-rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
+.PHONY: all build deps build-deps run-deps generate syscall-table rootfs data-rootfs lang-rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
 .PHONY: install uninstall deb vm-systemd-image test-systemd-vm test-apparmor
 
 # install: the binary, the systemd units and tmpfiles.d entry of contrib/,
@@ -134,6 +139,22 @@ data-rootfs: build deps
 		echo "$$want" > "$(DATA_STAMP)"; \
 	fi
 
+# lang-rootfs builds each of LANG_ROOTFS once beside the Python rootfs, and
+# again only when it is missing or its inputs changed (as data-rootfs: a
+# stamp of rljail's rootfs code and the packages' versions).
+lang-rootfs: build deps
+	@for spec in $(LANG_ROOTFS); do name=$${spec%%=*}; pkgs=$${spec#*=}; dir="$(dir $(RLJAIL_ROOTFS))$$name"; \
+	  stamp="$(dir $(RLJAIL_ROOTFS)).$$name.stamp"; \
+	  want=$$({ cat $$(ls rootfs/*.go | grep -v _test.go); echo $$pkgs; dpkg-query -W $$pkgs; } | sha256sum | cut -c1-64); \
+	  if $(BIN) rootfs verify --rootfs "$$dir" >/dev/null 2>&1 && [ "$$(cat "$$stamp" 2>/dev/null)" = "$$want" ]; then \
+	    echo "rootfs $$dir is up to date"; \
+	  else \
+	    rm -f "$$stamp" && start=$$(date +%s) && \
+	    $(BIN) rootfs build -q --rootfs "$$dir" --system-packages "$$pkgs" && \
+	    echo "$$want" > "$$stamp" && echo "built $$dir in $$(( $$(date +%s) - start ))s" || exit 1; \
+	  fi; \
+	done
+
 demo: rootfs
 	@echo '--- rljail -- python3 examples/demo.py'
 	@$(BIN) --timeout 3s -- python3 examples/demo.py; echo "--- exit status $$?"
@@ -179,7 +200,7 @@ soak: rootfs
 
 # integration runs the black-box tests on this host (not ./integration/...,
 # which would boot the VM a second time).
-integration: rootfs data-rootfs
+integration: rootfs data-rootfs lang-rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./integration/
 
 # vm-kernel unpacks the /boot of Debian's linux-image-amd64 (the versioned

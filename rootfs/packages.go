@@ -65,6 +65,10 @@ type packagePlan struct {
 	// with its version, and a venv or a wheelhouse by its directory.
 	packages []Package
 	withPip  bool
+	// programs are the files of language runtimes (runtimes.go) that may
+	// be dynamic programs, whose libraries the tree needs as an extension
+	// module's.
+	programs map[string]bool
 }
 
 type dirCopy struct {
@@ -224,12 +228,26 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 		return err
 	}
 	chosen := map[string]bool{}
+	// runtime marks the packages reached from a language runtime
+	// (runtimes.go): their dependencies and files follow its rules.
+	runtime := map[string]bool{}
 	var queue []string
 	for _, n := range names {
 		if n == "" {
 			return packageErrorf("--system-packages: an empty package name (a comma too many in %q?)", strings.Join(names, ","))
 		}
 		p, ok := pkgs[n]
+		if _, isRuntime := RuntimePackages[n]; isRuntime {
+			if !ok || !p.installed {
+				return packageErrorf("--system-packages: %s is not installed on this host (apt-get install %s)", n, n)
+			}
+			if !runtime[n] {
+				runtime[n] = true
+				chosen[n] = true
+				queue = append(queue, n)
+			}
+			continue
+		}
 		if !strings.HasPrefix(n, "python3-") && !strings.HasPrefix(n, "python-") {
 			// numpy for python3-numpy: Debian's name is what is asked for.
 			if d, ok := pkgs["python3-"+strings.ToLower(n)]; ok {
@@ -242,7 +260,7 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 			if !ok || !p.installed {
 				return packageErrorf("--system-packages: %s is not a Debian Python package installed on this host (their names start with python3-: apt-cache search --names-only '^python3-%s')", n, strings.ToLower(n))
 			}
-			return packageErrorf("--system-packages: %s is not a Python package (python3-*); the libraries a package needs come with it", n)
+			return packageErrorf("--system-packages: %s is not a Python package (python3-*) nor one of the language runtimes %s; the libraries a package needs come with it", n, runtimeNames())
 		}
 		if !ok || !p.installed {
 			return packageErrorf("--system-packages: %s is not installed on this host (apt-get install %s)", n, n)
@@ -260,7 +278,16 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 		queue = queue[1:]
 		for _, group := range p.depends {
 			dep := resolveGroup(group, pkgs, provides)
-			if dep == "" || chosen[dep] || !followedPackage(dep, plan.withPip) {
+			if dep == "" {
+				continue
+			}
+			if runtime[p.name] && followedRuntimeDep(dep) && !runtime[dep] {
+				runtime[dep] = true
+				chosen[dep] = true
+				queue = append(queue, dep)
+				continue
+			}
+			if chosen[dep] || !followedPackage(dep, plan.withPip) {
 				continue
 			}
 			chosen[dep] = true
@@ -283,8 +310,18 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 		if err != nil {
 			return err
 		}
+		keep := func(f string) bool { return keepPackageFile(f, plan.withPip) }
+		if runtime[n] {
+			keep = keepRuntimeFile
+		}
 		for _, f := range list {
-			if keepPackageFile(f, plan.withPip) && !counted[f] {
+			if runtime[n] && keep(f) && !isSharedObject(f) {
+				if plan.programs == nil {
+					plan.programs = map[string]bool{}
+				}
+				plan.programs[f] = true
+			}
+			if keep(f) && !counted[f] {
 				counted[f] = true
 				if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
 					sz := plan.sizes[n]
@@ -298,7 +335,7 @@ func (plan *packagePlan) addSystemPackages(ctx context.Context, names []string) 
 					plan.etc = append(plan.etc, f)
 				}
 			}
-			if keepPackageFile(f, plan.withPip) {
+			if keep(f) {
 				files = append(files, f)
 			}
 		}
@@ -522,7 +559,7 @@ func addPackages(ctx context.Context, t *tree, r *libraryResolver, prog *loadSet
 			logf("leaving out %s: %v", f, err)
 			continue
 		}
-		if isSharedObject(f) {
+		if isSharedObject(f) || plan.programs[f] && isDynamicProgram(t.in(real)) {
 			modules = append(modules, module{host: real, inTree: real})
 		}
 		if root := pythonRoot(f); root != "" {

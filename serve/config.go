@@ -51,6 +51,11 @@ type Config struct {
 	// how long each may wait; beyond either a request gets 429.
 	Queue     int
 	QueueWait time.Duration
+
+	// Languages are the runtimes a request's language names (languages.go), by
+	// name; their rootfs join Rootfs. Empty: python, python3 on the default
+	// rootfs.
+	Languages map[string]*Language
 }
 
 // DefaultConfig is the policy without a configuration file.
@@ -124,7 +129,10 @@ func (c Config) withDefaults() Config {
 	if c.QueueWait == 0 {
 		c.QueueWait = d.QueueWait
 	}
-	return c
+	if len(c.Languages) == 0 {
+		c.Languages = defaultLanguages(c.Rootfs[0])
+	}
+	return c.withLanguageRootfs()
 }
 
 // configFile is the TOML file's shape (docs/api.md, "Configuration").
@@ -145,6 +153,8 @@ type configFile struct {
 	Rootfs         []string `toml:"rootfs"`
 	Queue          int      `toml:"queue"`
 	QueueWait      string   `toml:"queue_wait"`
+
+	Languages map[string]languageFile `toml:"languages"`
 }
 
 // ParseConfig reads a configuration file's TOML strictly: an unknown key
@@ -199,6 +209,13 @@ func ParseConfig(data []byte) (Config, error) {
 		return Config{}, errors.New("max_pids and queue must be positive")
 	}
 	c.MaxCPUs, c.MaxPids, c.Rootfs, c.Queue = f.MaxCPUs, f.MaxPids, f.Rootfs, f.Queue
+	defaultRootfs := DefaultConfig.Rootfs[0]
+	if len(c.Rootfs) > 0 {
+		defaultRootfs = c.Rootfs[0]
+	}
+	if c.Languages, err = parseLanguages(f.Languages, defaultRootfs); err != nil {
+		return Config{}, err
+	}
 	c = c.withDefaults()
 	if c.DefaultTimeout > c.MaxTimeout || c.DefaultMemory > c.MaxMemory || c.DefaultOutput > c.MaxOutput {
 		return Config{}, errors.New("a default_* value is above its max_* value")

@@ -46,6 +46,8 @@ type job struct {
 	cpuTime  time.Duration
 	keep     int64 // bytes of stdout and of stderr the response keeps
 	language string
+	// compile, when set, runs first in a jail of its own (languages.go).
+	compile *compileStage
 }
 
 // inFile is a file put into the jail before the command runs.

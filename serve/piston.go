@@ -14,7 +14,7 @@ import (
 
 // Piston's API v2 (engineer-man/piston, api/src/api/v2.js): GET
 // /api/v2/runtimes and POST /api/v2/execute, its shapes and its 400
-// {"message": ...} for a bad request. Python only in this slice.
+// {"message": ...} for a bad request. The languages are the configuration's (languages.go).
 
 // PistonFile is one file of a Piston request.
 type PistonFile struct {
@@ -77,11 +77,12 @@ func pistonMessage(w http.ResponseWriter, code int, format string, a ...any) {
 
 func (s *Server) handleRuntimes(w http.ResponseWriter, r *http.Request) {
 	out := []PistonRuntime{}
-	for _, name := range s.cfg.Rootfs {
+	for _, name := range s.pythonRootfs() {
 		if rt := s.opts.Runtimes[name]; rt != nil {
 			out = append(out, PistonRuntime{Language: "python", Version: rt.PythonVersion, Aliases: pistonPythonAliases, Runtime: name})
 		}
 	}
+	out = append(out, s.languageRuntimes()...)
 	writeJSON(w, 200, out)
 }
 
@@ -122,11 +123,24 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) {
 		pistonMessage(w, 400, "%s", err.Error())
 		return
 	}
-	o, ok := s.runJob(w, r, j)
+	compiled, ran, ok := s.runStaged(w, r, j)
 	if !ok {
 		return
 	}
-	writeJSON(w, 200, PistonResponse{Language: "python", Version: rt.PythonVersion, Run: pistonStage(o)})
+	version := rt.PythonVersion
+	if _, l := s.language(j.language, false); l != nil && l.Version != "" {
+		version = l.Version
+	}
+	if compiled == nil {
+		writeJSON(w, 200, PistonResponse{Language: j.language, Version: version, Run: pistonStage(*ran)})
+		return
+	}
+	resp := pistonCompiledResponse{Language: j.language, Version: version, Compile: pistonStage(*compiled)}
+	if ran != nil {
+		st := pistonStage(*ran)
+		resp.Run = &st
+	}
+	writeJSON(w, 200, resp)
 }
 
 func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
@@ -139,24 +153,14 @@ func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
 	if req.Files == nil {
 		return nil, nil, fmt.Errorf("files is required as an array")
 	}
-	var rt *Runtime
-	isPython := false
-	for _, a := range pistonPythonAliases {
-		isPython = isPython || *req.Language == a
-	}
-	for _, name := range s.cfg.Rootfs {
-		if c := s.opts.Runtimes[name]; isPython && c != nil && pistonVersionMatches(*req.Version, c.PythonVersion) {
-			rt = c
-			break
-		}
-	}
+	rt, lname, l := s.pistonRuntime(*req.Language, *req.Version)
 	if rt == nil {
 		return nil, nil, fmt.Errorf("%s-%s runtime is unknown", *req.Language, *req.Version)
 	}
 	if len(req.Files) == 0 || len(req.Files) > maxFiles {
 		return nil, nil, fmt.Errorf("files must include at least one utf8 encoded file (and at most %d)", maxFiles)
 	}
-	j := &job{language: "python", runtime: rt}
+	j := &job{language: lname, runtime: rt}
 	lim := &RunLimits{}
 	if t := req.RunTimeout; t != nil && *t != 0 {
 		if *t < 0 {
@@ -184,7 +188,9 @@ func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
 			return nil, nil, fmt.Errorf("files[%d].content is required as a string", i)
 		}
 		name := f.Name
-		if name == "" {
+		if name == "" && i == 0 {
+			name = l.File // a compiler tells the language by the extension
+		} else if name == "" {
 			name = fmt.Sprintf("file%d.code", i)
 		}
 		p, err := jailPath(fmt.Sprintf("files[%d].name", i), name)
@@ -220,7 +226,15 @@ func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
 			return nil, nil, fmt.Errorf("args[%d] may not contain NUL", i)
 		}
 	}
-	j.command = append([]string{"python3", j.files[0].path}, req.Args...)
+	code := j.files[0]
+	j.files = j.files[1:]
+	if err := s.setLanguage(j, lname, l, code.data, code.path, req.Args); err != nil {
+		return nil, nil, err
+	}
+	j.runtime = rt // python: the rootfs whose version matched
+	if err := pistonCompileLimits(req, j, s.cfg); err != nil {
+		return nil, nil, err
+	}
 	j.stdin = req.Stdin
 	return j, rt, nil
 }

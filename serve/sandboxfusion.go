@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rljail/rljail/jail"
 )
@@ -95,14 +96,14 @@ func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) {
 		pod = &name
 	}
 	if j == nil { // a language of SandboxFusion's that has no runtime here
-		writeJSON(w, 200, RunCodeResponse{Status: "SandboxError", Message: fmt.Sprintf("language %s has no runtime on this rljail server (python only)", *req.Language), ExecutorPodName: pod, Files: map[string]string{}})
+		writeJSON(w, 200, RunCodeResponse{Status: "SandboxError", Message: fmt.Sprintf("language %s has no runtime on this rljail server (it has %s)", *req.Language, s.languageNames()), ExecutorPodName: pod, Files: map[string]string{}})
 		return
 	}
-	o, ok := s.runJob(w, r, j)
+	compiled, ran, ok := s.runStaged(w, r, j)
 	if !ok {
 		return
 	}
-	writeJSON(w, 200, runCodeResponse(o, j, &req, pod))
+	writeJSON(w, 200, stagedRunCodeResponse(compiled, ran, j, &req, pod))
 }
 
 // runCodeJob checks a /run_code request; field names the field an error
@@ -116,17 +117,14 @@ func (s *Server) runCodeJob(req *RunCodeRequest) (*job, string, error) {
 		return nil, "language", errors.New("field required")
 	}
 	lang := *req.Language
-	if lang != "python" && lang != "python3" {
+	lname, l := s.language(lang, lang == "python3")
+	if l == nil {
 		if slices.Contains(sandboxFusionLanguages, lang) {
 			return nil, "", nil
 		}
 		return nil, "language", fmt.Errorf("input should be one of %s", "'"+strings.Join(sandboxFusionLanguages, "', '")+"'")
 	}
-	j := &job{language: "python"}
-	var err error
-	if j.runtime, err = s.runtime("language", ""); err != nil {
-		return nil, "language", err
-	}
+	j := &job{language: lname}
 	lim := &RunLimits{}
 	if t := req.RunTimeout; t != nil {
 		if *t <= 0 {
@@ -149,8 +147,16 @@ func (s *Server) runCodeJob(req *RunCodeRequest) (*job, string, error) {
 		}
 		return nil, field, err
 	}
-	j.command = []string{"python3", codePath}
-	j.files = append(j.files, inFile{path: codePath, data: []byte(*req.Code), mode: 0o644})
+	if err := s.setLanguage(j, lname, l, []byte(*req.Code), "", nil); err != nil {
+		return nil, "language", err
+	}
+	if t := req.CompileTimeout; t != nil && j.compile != nil {
+		if !(*t > 0) || *t*float64(time.Second) > float64(s.cfg.MaxTimeout) {
+			return nil, "compile_timeout", fmt.Errorf("compile_timeout %v must be above 0 and at most %v (the server's max_timeout)", *t, s.cfg.MaxTimeout.Seconds())
+		}
+		j.compile.timeout = time.Duration(*t * float64(time.Second))
+	}
+	codeFile := j.files[0].path
 	if req.Stdin != nil {
 		j.stdin = *req.Stdin
 	}
@@ -172,7 +178,7 @@ func (s *Server) runCodeJob(req *RunCodeRequest) (*job, string, error) {
 		if err != nil {
 			return nil, "files", err
 		}
-		if p == codePath {
+		if p == codeFile || p == outPath {
 			return nil, "files", fmt.Errorf("files: %s is where the code goes", name)
 		}
 		data, err := base64.StdEncoding.DecodeString(*content)

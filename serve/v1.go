@@ -25,6 +25,9 @@ type RunRequest struct {
 	FetchFiles []string   `json:"fetch_files,omitempty"`
 	Rootfs     string     `json:"rootfs,omitempty"`
 	Limits     *RunLimits `json:"limits,omitempty"`
+	// Language, with Code, names a configured language (languages.go)
+	// instead of python3 on Rootfs.
+	Language string `json:"language,omitempty"`
 }
 
 // RunFile is a file put into the jail: Content as text, or ContentBase64.
@@ -140,16 +143,32 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, err.Error())
 		return
 	}
-	o, ok := s.runJob(w, r, j)
+	compiled, ran, ok := s.runStaged(w, r, j)
 	if !ok {
 		return
 	}
+	if ran == nil { // the compile stage failed: its report is the answer's
+		c, err := runCompile(*compiled)
+		if err != nil {
+			writeError(w, 500, err.Error())
+			return
+		}
+		writeJSON(w, 200, RunResponse{Result: c.Result, Stdout: c.Stdout, Stderr: c.Stderr, Files: []RunFetched{}, Compile: c})
+		return
+	}
+	o := *ran
 	report, err := o.result.AppendJSON(nil)
 	if err != nil {
 		writeError(w, 500, "encode the run's report: "+err.Error())
 		return
 	}
 	resp := RunResponse{Result: report, Stdout: runStream(o.stdout, o.result.StdoutBytes), Stderr: runStream(o.stderr, o.result.StderrBytes), Files: fetched(o.files)}
+	if compiled != nil {
+		if resp.Compile, err = runCompile(*compiled); err != nil {
+			writeError(w, 500, err.Error())
+			return
+		}
+	}
 	writeJSON(w, 200, resp)
 }
 
@@ -160,6 +179,8 @@ type RunResponse struct {
 	Stdout RunStream    `json:"stdout"`
 	Stderr RunStream    `json:"stderr"`
 	Files  []RunFetched `json:"files"`
+	// Compile is a compiled language's compile stage, left out otherwise.
+	Compile *RunCompile `json:"compile,omitempty"`
 }
 
 // rawJSON is the run's report as jail.Result.AppendJSON wrote it (the
@@ -195,6 +216,22 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 			return nil, fmt.Errorf("args: only with code (a command carries its own arguments)")
 		}
 		j.command = req.Command
+	case req.Code != "" && req.Language != "":
+		if req.Rootfs != "" {
+			return nil, fmt.Errorf("language and rootfs: a language names its rootfs, give one of them")
+		}
+		name, l := s.language(req.Language, false)
+		if l == nil {
+			return nil, fmt.Errorf("language %q is not one this server runs (%s)", req.Language, s.languageNames())
+		}
+		if err := s.limits(req.Limits, j); err != nil {
+			return nil, err
+		}
+		if err := s.setLanguage(j, name, l, []byte(req.Code), "", req.Args); err != nil {
+			return nil, err
+		}
+	case req.Language != "":
+		return nil, fmt.Errorf("language: only with code (a command names its own program)")
 	case req.Code != "":
 		j.language = "python"
 		j.command = append([]string{"python3", codePath}, req.Args...)
@@ -211,11 +248,13 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 		return nil, fmt.Errorf("command[0]: the program may not be empty")
 	}
 	var err error
-	if j.runtime, err = s.runtime("rootfs", req.Rootfs); err != nil {
-		return nil, err
-	}
-	if err := s.limits(req.Limits, j); err != nil {
-		return nil, err
+	if j.runtime == nil {
+		if j.runtime, err = s.runtime("rootfs", req.Rootfs); err != nil {
+			return nil, err
+		}
+		if err := s.limits(req.Limits, j); err != nil {
+			return nil, err
+		}
 	}
 	j.stdin = req.Stdin
 	for k, v := range req.Env {
@@ -227,9 +266,9 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 	if len(req.Files) > maxFiles || len(req.FetchFiles) > maxFiles {
 		return nil, fmt.Errorf("files, fetch_files: at most %d each", maxFiles)
 	}
-	seen := map[string]bool{}
+	seen := map[string]bool{outPath: j.compile != nil}
 	if req.Code != "" {
-		seen[codePath] = true
+		seen[j.files[0].path] = true
 	}
 	for i, f := range req.Files {
 		field := fmt.Sprintf("files[%d].path", i)

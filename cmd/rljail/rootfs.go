@@ -68,7 +68,7 @@ func rootfsCommand() *cli.Command {
 					&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress output"},
 					&cli.BoolFlag{Name: "replace", Usage: "without --name or --rootfs: change the default rootfs (that every run without --rootfs uses) to what this build makes, added packages or not"},
 					&cli.BoolFlag{Name: "no-commands", Usage: "leave out the common commands (timeout, ls, cat, grep... from busybox; GNU timeout): python3 and /bin/sh only"},
-					&cli.StringSliceFlag{Name: "system-packages", Usage: "add Debian python3-* packages installed on this host, with the Python packages, data and fonts they depend on (repeatable, or a comma list)"},
+					&cli.StringSliceFlag{Name: "system-packages", Usage: "add Debian python3-* packages installed on this host, with the Python packages, data and fonts they depend on, or the language runtimes bash, nodejs, gcc, g++ with their toolchains (repeatable, or a comma list)"},
 					&cli.StringFlag{Name: "venv", Usage: "add a virtual environment's site-packages (made by the rootfs's Python version)"},
 					&cli.StringFlag{Name: "wheels", Usage: "add an offline pip install (no index) from this wheelhouse directory, with --requirements"},
 					&cli.StringFlag{Name: "requirements", Usage: "requirements file for --wheels"},
