@@ -323,9 +323,7 @@ func (p *Prepared) finishInto(res *Result, warnf func(string)) {
 	}
 	p.j.guard.release()
 	<-p.j.stage1Done
-	for _, msg := range p.j.ids.reclaim() {
-		res.Warnings = append(res.Warnings, msg)
-	}
+	res.Warnings = append(res.Warnings, p.j.ids.reclaim()...)
 	p.j.ids.release()
 }
 
