@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -124,5 +125,76 @@ os.execvp('python3', ['python3', '-c', 'import time; time.sleep(1.5)', 'marker-o
 	g2 := <-done
 	if g2.code != 200 || g2.r.Pool != "warm" {
 		t.Fatalf("second request: %d pool %q (%s)", g2.code, g2.r.Pool, g2.r.PoolReason)
+	}
+}
+
+// TestServeWarmDrainLeavesNothing: SIGTERM with a filled pool of two
+// leaves no process, no cgroup and no held host uid lock of the waiting
+// jails.
+func TestServeWarmDrainLeavesNothing(t *testing.T) {
+	s := startServer(t, asRoot, serveOpts{extraArgs: []string{"--warm", "2"}})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if code, _, _ := s.do(t, "GET", "/readyz", "", nil); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz not 200 within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	spid := s.cmd.Process.Pid
+	var inits []proc
+	var cgroups, uids []string
+	for _, d := range descendants(spid) {
+		if !strings.HasPrefix(d.cmdline, "rljail-init") {
+			continue
+		}
+		inits = append(inits, d)
+		uids = append(uids, procUID(d.pid))
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", d.pid))
+		for _, l := range strings.Split(string(b), "\n") {
+			if parts := strings.SplitN(l, ":", 3); len(parts) == 3 && strings.Contains(parts[2], "rljail-") && parts[1] == "pids" {
+				cgroups = append(cgroups, filepath.Join("/sys/fs/cgroup/pids", parts[2]))
+			}
+		}
+	}
+	if len(inits) != 2 {
+		t.Fatalf("want the two waiting inits below the server, found %d:%s", len(inits), procList(descendants(spid)))
+	}
+	for _, c := range cgroups {
+		if !fileExists(c) {
+			t.Fatalf("the waiting jail's cgroup %s is not there: the check cannot work", c)
+		}
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server did not end within 20 s of SIGTERM")
+	}
+	for _, p := range inits {
+		if fileExists(fmt.Sprintf("/proc/%d", p.pid)) {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.pid)); strings.HasPrefix(string(b), "rljail-init") {
+				t.Errorf("waiting init %d lives on", p.pid)
+			}
+		}
+	}
+	for _, c := range cgroups {
+		if fileExists(c) {
+			t.Errorf("cgroup %s is left", c)
+		}
+	}
+	for _, u := range uids {
+		f, err := os.Open(filepath.Join("/run/rljail/uid", u))
+		if err != nil {
+			continue // no lock file: nothing held
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			t.Errorf("host uid %s's lock is still held: %v", u, err)
+		}
+		f.Close()
 	}
 }
