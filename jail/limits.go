@@ -66,6 +66,18 @@ func setupLimits(spec *Spec, runID string, announce func(dirs ...string) error, 
 		_ = cg.Destroy()
 		return nil, fmt.Errorf("--strict-limits: %s", strings.Join(l.warnings, "; "))
 	}
+	l.decide(spec)
+	return l, nil
+}
+
+// decide sets the payload's rlimits, nice and environment entries for
+// spec's limits on the mechanisms of l's cgroup: at the cgroup's
+// creation, or again for a jail made ahead of its payload (Prepared.Start).
+func (l *jailLimits) decide(spec *Spec) {
+	r := spec.Resources
+	l.res, l.timeout = r, spec.Timeout
+	l.nice, l.env = 0, nil
+	cg := l.cg
 	mech := cg.Mechanisms()
 	// Always: no core dumps, the file size and descriptor limits.
 	// RLIMIT_CORE is 1, not 0: the kernel ignores a limit of 0 when
@@ -117,7 +129,6 @@ func setupLimits(spec *Spec, runID string, announce func(dirs ...string) error, 
 			l.env = append(l.env, "MALLOC_ARENA_MAX=2")
 		}
 	}
-	return l, nil
 }
 
 // fallbackLine names, in one line, every limit weaker than asked and what

@@ -70,6 +70,9 @@ type outcome struct {
 	stdout, stderr captured
 	files          []outFile
 	err            error
+	// pool is how the jail started: "warm" (a waiting jail of the pool)
+	// or "cold" (one-shot), and poolReason why cold (pool.go).
+	pool, poolReason string
 }
 
 // codePath is where a request's code goes in the jail (a file, so that
@@ -80,24 +83,7 @@ const codePath = "/tmp/main.py"
 // mode of rljail shares; ctx's end (the client went away, the drain's
 // grace ran out) kills the jail.
 func (s *Server) execute(ctx context.Context, j *job) outcome {
-	spec := jail.Spec{
-		Command: j.command,
-		Env:     j.env,
-		Rootfs:  j.runtime.Dir,
-		Workdir: "/tmp",
-		Timeout: j.timeout,
-		TmpSize: j.tmpSize,
-		Resources: jail.Resources{
-			MemoryBytes:  j.memory,
-			CPUTime:      j.cpuTime,
-			PidsMax:      j.pids,
-			CPUs:         j.cpus,
-			OutputBytes:  s.cfg.PumpOutput,
-			CgroupParent: s.opts.CgroupParent,
-		},
-		Seccomp:       s.opts.Seccomp,
-		BeforePayload: j.runtime.Check,
-	}
+	spec := s.jobSpec(j)
 	out := newStream(j.keep)
 	errs := newStream(j.keep)
 	spec.Stdout, spec.Stderr = out, errs
@@ -128,7 +114,7 @@ func (s *Server) execute(ctx context.Context, j *job) outcome {
 		go func() { fetched <- readFetched(host, len(j.fetch), j.fetchMax) }()
 		// Once the jail is gone the reader sees EOF; the writer, should
 		// the launcher never read, fails when host closes.
-		res, err := jail.Run(ctx, spec)
+		res, err := s.runSpec(ctx, spec, j.runtime.Name, &o)
 		closeJailEnd()
 		o.result, o.err = res, err
 		select {
@@ -137,7 +123,7 @@ func (s *Server) execute(ctx context.Context, j *job) outcome {
 		case <-time.After(2 * time.Second):
 		}
 	} else {
-		o.result, o.err = jail.Run(ctx, spec)
+		o.result, o.err = s.runSpec(ctx, spec, j.runtime.Name, &o)
 	}
 	o.stdout, o.stderr = out.finish(), errs.finish()
 	// The launcher answers for fetch in order; an entry that is not the
@@ -152,6 +138,28 @@ func (s *Server) execute(ctx context.Context, j *job) outcome {
 	}
 	o.files = named
 	return o
+}
+
+// jobSpec is the jail.Spec of j, without its streams.
+func (s *Server) jobSpec(j *job) jail.Spec {
+	return jail.Spec{
+		Command: j.command,
+		Env:     j.env,
+		Rootfs:  j.runtime.Dir,
+		Workdir: "/tmp",
+		Timeout: j.timeout,
+		TmpSize: j.tmpSize,
+		Resources: jail.Resources{
+			MemoryBytes:  j.memory,
+			CPUTime:      j.cpuTime,
+			PidsMax:      j.pids,
+			CPUs:         j.cpus,
+			OutputBytes:  s.cfg.PumpOutput,
+			CgroupParent: s.opts.CgroupParent,
+		},
+		Seccomp:       s.opts.Seccomp,
+		BeforePayload: j.runtime.Check,
+	}
 }
 
 func (j *job) usesLauncher() bool { return len(j.files) > 0 || len(j.fetch) > 0 }

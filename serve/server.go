@@ -45,6 +45,9 @@ type Options struct {
 	// Audit, when set, receives one JSON line per jail (auditLog): a
 	// file opened O_APPEND.
 	Audit io.Writer
+	// Warm is how many jails per runtime the warm pool keeps made ahead
+	// of their requests (pool.go); 0: every request starts one-shot.
+	Warm int
 }
 
 // Server is the service's state: its slots, queue and metrics.
@@ -71,6 +74,7 @@ type Server struct {
 	queue    *gauge
 	rejected *counterVec
 	requests *counterVec
+	pool     *pool
 }
 
 // New makes a server; Handler serves it.
@@ -93,6 +97,7 @@ func New(opts Options) *Server {
 	for _, f := range []family{s.runs, s.latency, s.inFlight, s.queue, s.rejected, s.requests} {
 		s.reg.add(f)
 	}
+	s.pool = newPool(opts.Warm, s.poolTemplates(), opts.Log, s.reg)
 	return s
 }
 
@@ -183,12 +188,20 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if err := s.pool.notReady(); err != nil {
+		writeError(w, 503, err.Error())
+		return
+	}
 	writeJSON(w, 200, map[string]string{"status": "ready"})
 }
 
 // Drain refuses new work from now on (503 from /readyz, and the caller
 // stops accepting connections); Kill ends every running jail.
-func (s *Server) Drain() { s.draining.Store(true) }
+// The warm pool's waiting jails are destroyed before it returns.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.pool.close()
+}
 
 // Kill ends every running jail at once (their requests get their reports,
 // status signaled or timeout as jail.Run says).

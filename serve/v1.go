@@ -162,7 +162,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 500, "encode the run's report: "+err.Error())
 		return
 	}
-	resp := RunResponse{Result: report, Stdout: runStream(o.stdout, o.result.StdoutBytes), Stderr: runStream(o.stderr, o.result.StderrBytes), Files: fetched(o.files)}
+	resp := RunResponse{Result: report, Stdout: runStream(o.stdout, o.result.StdoutBytes), Stderr: runStream(o.stderr, o.result.StderrBytes), Files: fetched(o.files), Pool: o.pool, PoolReason: o.poolReason}
 	if compiled != nil {
 		if resp.Compile, err = runCompile(*compiled); err != nil {
 			writeError(w, 500, err.Error())
@@ -181,6 +181,11 @@ type RunResponse struct {
 	Files  []RunFetched `json:"files"`
 	// Compile is a compiled language's compile stage, left out otherwise.
 	Compile *RunCompile `json:"compile,omitempty"`
+	// Pool is how the run's jail started: "warm", a jail of the warm
+	// pool made ahead of the request, or "cold", one made for it;
+	// PoolReason says why cold (docs/api.md, "Warm pool").
+	Pool       string `json:"pool"`
+	PoolReason string `json:"pool_reason,omitempty"`
 }
 
 // rawJSON is the run's report as jail.Result.AppendJSON wrote it (the

@@ -45,6 +45,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "drain-grace", Value: "30s", Usage: "on SIGTERM or SIGINT: how long running jails may go on before they are killed"},
 			&cli.StringFlag{Name: "cgroup-parent", Usage: "create every jail's cgroup below this existing cgroup"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per jail (route, client, argv, the files put in with their sha256 and text, stdin's sha256, the result) to FILE"},
+			&cli.IntFlag{Name: "warm", Usage: "keep N jails per rootfs made ahead of their requests (the warm pool, docs/api.md); 0: none"},
 		},
 		Action: serveAction,
 	}
@@ -105,6 +106,10 @@ func serveAction(c *cli.Context) error {
 	if c.IsSet("max-concurrent") && maxConc <= 0 {
 		return setupError("--max-concurrent %d must be positive", maxConc)
 	}
+	warm := c.Int("warm")
+	if warm < 0 || warm > 64 {
+		return setupError("--warm %d must be between 0 and 64", warm)
+	}
 	if maxConc == 0 {
 		maxConc = runtime.NumCPU()
 	}
@@ -137,11 +142,12 @@ func serveAction(c *cli.Context) error {
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
 	opts := serve.Options{Config: cfg, Runtimes: runtimes, MaxConcurrent: maxConc, Token: token,
-		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log}
+		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log, Warm: warm}
 	if audit != nil {
 		opts.Audit = audit
 	}
 	srv := serve.New(opts)
+	defer srv.Drain() // the warm pool's jails go, however serving ends
 	hs := &http.Server{
 		Handler: srv.Handler(),
 		// A slow client holds no slot: its headers within 10 s, its
@@ -161,7 +167,7 @@ func serveAction(c *cli.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	notifySystemd(log, readyStatus(where, ready))
-	log.Info("serving", "listen", where, "max_concurrent", maxConc, "queue", cfg.Queue, "rootfs", cfg.Rootfs, "version", version)
+	log.Info("serving", "listen", where, "max_concurrent", maxConc, "warm", warm, "queue", cfg.Queue, "rootfs", cfg.Rootfs, "version", version)
 	select {
 	case err := <-served:
 		return setupError("serve: %v", err)

@@ -1323,14 +1323,16 @@ static int init_main(void)
 	memset(&c, 0, sizeof c);
 	c.tmpsize = 64 << 20;
 	read_message(&c);
-	if (c.argc == 0 || c.workdir == NULL)
-		die(125, "read the jail config: no command or working directory");
 	if (c.nlistens > 0 || c.netc > 0)
 		setup_egress(&c, sk.root);
 	// The root is built while the supervisor makes the cgroup (cgroup v1),
 	// then the limits come.
 	finish_root(&c, &sk);
 	read_message(&c);
+	// The command and the working directory come with the config, or, for
+	// a jail made ahead of its payload (jail/prepared.go), with the limits.
+	if (c.argc == 0 || c.workdir == NULL)
+		die(125, "read the jail config: no command or working directory");
 	// The pending-signal limit holds for init too: what the payload sends
 	// to PID 1 is blocked here and stays queued, and every queued signal
 	// of the jail counts against its host user's as well (the user
