@@ -45,6 +45,8 @@ type Options struct {
 	// Audit, when set, receives one JSON line per jail (auditLog): a
 	// file opened O_APPEND.
 	Audit io.Writer
+	// Version is rljail's, for a session's hello.
+	Version string
 }
 
 // Server is the service's state: its slots, queue and metrics.
@@ -63,6 +65,9 @@ type Server struct {
 	draining atomic.Bool
 
 	audit *auditLog
+
+	sessions  *sessionSet
+	callbacks *http.Client // the server's requests to sessions' callback_url
 
 	reg      *metrics
 	runs     *counterVec
@@ -93,6 +98,8 @@ func New(opts Options) *Server {
 	for _, f := range []family{s.runs, s.latency, s.inFlight, s.queue, s.rejected, s.requests} {
 		s.reg.add(f)
 	}
+	s.sessions = newSessionSet(s.reg)
+	s.callbacks = newCallbackClient(s.cfg.Sessions.CallbackTimeout)
 	return s
 }
 
@@ -154,7 +161,7 @@ type route struct {
 // routes are every route the server has; docs/openapi.json lists the
 // same (TestOpenAPIMatchesServer).
 func (s *Server) routes() []route {
-	return []route{
+	rts := []route{
 		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })},
 		{"GET /readyz", http.HandlerFunc(s.readyz)},
 		{"GET /metrics", s.reg},
@@ -163,6 +170,7 @@ func (s *Server) routes() []route {
 		{"GET /api/v2/runtimes", http.HandlerFunc(s.handleRuntimes)},
 		{"POST /api/v2/execute", http.HandlerFunc(s.handleExecute)},
 	}
+	return append(rts, s.sessionRoutes()...)
 }
 
 func (s *Server) tokenOK(r *http.Request) bool {
@@ -185,8 +193,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Drain refuses new work from now on (503 from /readyz, and the caller
-// stops accepting connections); Kill ends every running jail.
-func (s *Server) Drain() { s.draining.Store(true) }
+// stops accepting connections) and ends every session (their jails gone
+// when it returns, 15 s at most); Kill ends every running jail.
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.sessions.closeAll(15 * time.Second)
+}
 
 // Kill ends every running jail at once (their requests get their reports,
 // status signaled or timeout as jail.Run says).

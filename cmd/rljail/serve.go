@@ -137,7 +137,7 @@ func serveAction(c *cli.Context) error {
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
 	opts := serve.Options{Config: cfg, Runtimes: runtimes, MaxConcurrent: maxConc, Token: token,
-		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log}
+		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log, Version: version}
 	if audit != nil {
 		opts.Audit = audit
 	}
@@ -154,6 +154,8 @@ func serveAction(c *cli.Context) error {
 		IdleTimeout:    time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// A Unix peer's uid owns the sessions it makes (serve.ConnContext).
+		ConnContext: serve.ConnContext,
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
