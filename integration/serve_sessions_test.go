@@ -561,3 +561,48 @@ func vmRSS(pid int) (int64, bool) {
 	}
 	return 0, false
 }
+
+// TestServeSessionLLMOpenAI: serve --llm openai answers the sessions'
+// model calls itself (an endpoint the test serves on loopback, its key
+// from the server's environment, sent only there); a session whose env
+// would hold the key is refused; tool calls still go to the runner.
+func TestServeSessionLLMOpenAI(t *testing.T) {
+	key := randomToken("sk-rljail-test-")
+	var auths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		var in struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		_ = json.Unmarshal(body, &in)
+		auths = append(auths, req.Header.Get("Authorization"))
+		text := in.Model + " says "
+		if len(in.Messages) > 0 {
+			text += in.Messages[0].Content
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": text}}}})
+	}))
+	defer srv.Close()
+	s := startServer(t, asRoot, serveOpts{env: []string{"RLJAIL_TEST_KEY=" + key},
+		extraArgs: []string{"--llm", "openai", "--llm-endpoint", srv.URL + "/v1", "--llm-model", "m1", "--llm-key-env", "RLJAIL_TEST_KEY"}})
+	code, b, _ := s.do(t, "POST", "/v1/sessions", fmt.Sprintf(`{"env":{"K":%q}}`, key), nil)
+	if code != 400 || !strings.Contains(string(b), "env") {
+		t.Errorf("a session whose env holds the key: %d %s", code, b)
+	}
+	code, b, _ = s.do(t, "POST", "/v1/sessions", `{"tools":["lookup:k"]}`, nil)
+	if code != 200 || !strings.Contains(string(b), `"llm":"openai"`) {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	var created struct{ ID string }
+	_ = json.Unmarshal(b, &created)
+	code, r := s.sessionOp(t, "POST", created.ID, "exec", `{"code":"print(llm_query('hello'))\ntry:\n    lookup('x')\nexcept CallFailed as e:\n    print('tool:', e)"}`)
+	if code != 200 || !strings.HasPrefix(r.Stdout, "m1 says hello\ntool: ") || !strings.Contains(r.Stdout, "callback_url") {
+		t.Errorf("exec: %d %+v", code, r)
+	}
+	if len(auths) != 1 || auths[0] != "Bearer "+key {
+		t.Errorf("the endpoint saw Authorization %q", auths)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rljail/rljail/bridge"
 	"github.com/rljail/rljail/seccomp"
 )
 
@@ -47,6 +48,12 @@ type Options struct {
 	Audit io.Writer
 	// Version is rljail's, for a session's hello.
 	Version string
+	// LLM, when set, answers every session's model calls (serve --llm
+	// openai, named LLMMode in hello); LLMKey is its key, which no
+	// session's environment may hold. Nil: the sessions' runners answer.
+	LLM     bridge.Answerer
+	LLMMode string
+	LLMKey  string
 }
 
 // Server is the service's state: its slots, queue and metrics.

@@ -798,6 +798,10 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
 			return cfg, fmt.Errorf("env %q: a name must be non-empty without = or NUL, a value without NUL", k)
 		}
+		if s.opts.LLMKey != "" && (strings.Contains(v, s.opts.LLMKey) || strings.Contains(k, s.opts.LLMKey)) {
+			// The bridge keeps the model's key on the host.
+			return cfg, fmt.Errorf("env %q: the jail's environment would hold the model's key (--llm openai)", k)
+		}
 		env = append(env, k+"="+v)
 	}
 	seconds := func(field string, v float64, def, most time.Duration, key string) (time.Duration, error) {
@@ -891,6 +895,9 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 	cfg.IdleTimeout = p.IdleTimeout
 	cfg.MaxRequestBytes = session.DefaultMaxRequestBytes
 	cfg.MaxQueuedBytes = sessionMaxQueuedBytes
+	if s.opts.LLM != nil {
+		cfg.LLM, cfg.LLMMode = s.opts.LLM, s.opts.LLMMode
+	}
 	cfg.Version = s.opts.Version
 	cfg.Log = s.opts.Log
 	return cfg, nil

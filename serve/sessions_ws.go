@@ -84,12 +84,19 @@ func (ls *liveSession) detachWS(c *websocket.Conn) {
 // newline inside a message (JSON whitespace) becomes a space, so that a
 // message is one line whatever its formatting.
 func (ls *liveSession) readWS(c *websocket.Conn) {
+	// The session's end closes the socket with its status (run), which
+	// ends the read; cancelling the read would close it abruptly instead,
+	// so that is only the fallback, should the close handshake hang.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
 		case <-ls.ended:
-			cancel()
+			select {
+			case <-time.After(2 * wsWriteTimeout):
+				cancel()
+			case <-ctx.Done():
+			}
 		case <-ctx.Done():
 		}
 	}()

@@ -35,7 +35,7 @@ func serveCommand() *cli.Command {
 		Usage:        "serve runs over HTTP/1.1 and JSON: POST /v1/run, SandboxFusion's /run_code, Piston's /api/v2 (docs/api.md)",
 		UsageText:    "rljail serve [--listen unix:PATH|tcp:HOST:PORT] [--token-file FILE] [--config FILE] [--max-concurrent N]",
 		OnUsageError: usageError,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "unix:PATH or tcp:HOST:PORT (default unix:/run/rljail/api.sock as root, else unix:$XDG_RUNTIME_DIR/rljail/api.sock)"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "mode of the Unix socket: who may connect (0600 the owner only, 0660 its group too)"},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the Bearer token every request but /healthz must carry (needed on TCP)"},
@@ -45,7 +45,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "drain-grace", Value: "30s", Usage: "on SIGTERM or SIGINT: how long running jails may go on before they are killed"},
 			&cli.StringFlag{Name: "cgroup-parent", Usage: "create every jail's cgroup below this existing cgroup"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per jail (route, client, argv, the files put in with their sha256 and text, stdin's sha256, the result) to FILE"},
-		},
+		}, llmFlags("the runner of each session: its WebSocket or its callback_url")...),
 		Action: serveAction,
 	}
 }
@@ -124,6 +124,12 @@ func serveAction(c *cli.Context) error {
 		defer f.Close()
 		audit = f
 	}
+	// Who answers the sessions' model calls: their runners, or the
+	// server itself (--llm openai, one endpoint for every session).
+	llm, llmMode, llmKey, err := llmFromFlags(c)
+	if err != nil {
+		return setupError("%v", err)
+	}
 	ln, where, err := serveListen(c, token != "")
 	if err != nil {
 		return setupError("%v", err)
@@ -140,6 +146,9 @@ func serveAction(c *cli.Context) error {
 		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log, Version: version}
 	if audit != nil {
 		opts.Audit = audit
+	}
+	if llm != nil {
+		opts.LLM, opts.LLMMode, opts.LLMKey = llm, llmMode, llmKey
 	}
 	srv := serve.New(opts)
 	hs := &http.Server{
