@@ -46,6 +46,7 @@ type serveOpts struct {
 	config    string // extra TOML lines
 	maxConc   int
 	extraArgs []string
+	env       []string // added to rljail's own environment
 }
 
 // startServer starts `rljail serve` as mode m and waits until /healthz
@@ -85,7 +86,7 @@ func startServer(t *testing.T, m mode, o serveOpts) *server {
 	}
 	args = append(args, o.extraArgs...)
 	s.cmd = exec.Command(testBin, args...)
-	s.cmd.Env = modeEnv(m)
+	s.cmd.Env = append(modeEnv(m), o.env...)
 	s.cmd.Stderr = s.stderr
 	runAsMode(s.cmd, m)
 	if err := s.cmd.Start(); err != nil {

@@ -56,6 +56,8 @@ type Config struct {
 	// name; their rootfs join Rootfs. Empty: python, python3 on the default
 	// rootfs.
 	Languages map[string]*Language
+	// Sessions is the policy of /v1/sessions (sessions.go).
+	Sessions SessionPolicy
 }
 
 // DefaultConfig is the policy without a configuration file.
@@ -129,6 +131,7 @@ func (c Config) withDefaults() Config {
 	if c.QueueWait == 0 {
 		c.QueueWait = d.QueueWait
 	}
+	c.Sessions = c.Sessions.withDefaults()
 	if len(c.Languages) == 0 {
 		c.Languages = defaultLanguages(c.Rootfs[0])
 	}
@@ -155,6 +158,8 @@ type configFile struct {
 	QueueWait      string   `toml:"queue_wait"`
 
 	Languages map[string]languageFile `toml:"languages"`
+	// Sessions is the [sessions] table.
+	Sessions sessionsFile `toml:"sessions"`
 }
 
 // ParseConfig reads a configuration file's TOML strictly: an unknown key
@@ -216,6 +221,9 @@ func ParseConfig(data []byte) (Config, error) {
 	if c.Languages, err = parseLanguages(f.Languages, defaultRootfs); err != nil {
 		return Config{}, err
 	}
+	if c.Sessions, err = f.Sessions.policy(); err != nil {
+		return Config{}, fmt.Errorf("[sessions] %w", err)
+	}
 	c = c.withDefaults()
 	if c.DefaultTimeout > c.MaxTimeout || c.DefaultMemory > c.MaxMemory || c.DefaultOutput > c.MaxOutput {
 		return Config{}, errors.New("a default_* value is above its max_* value")
@@ -234,4 +242,135 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q %v", s, err)
 	}
 	return n, nil
+}
+
+// SessionPolicy is the [sessions] block of the configuration: how many
+// sessions the server holds and for how long, and the most one may ask
+// for beyond the jail's limits (those are the run's max_* keys). A zero
+// SessionPolicy takes DefaultSessionPolicy's values.
+type SessionPolicy struct {
+	// IdleTimeout closes a session that had no request for that long
+	// (its jail gone).
+	IdleTimeout time.Duration
+	// MaxTimeout bounds a session's whole life (its jail's timeout),
+	// DefaultTimeout is it when a request names none.
+	MaxTimeout     time.Duration
+	DefaultTimeout time.Duration
+	// MaxCellTimeout bounds one cell's timeout.
+	MaxCellTimeout time.Duration
+	// MaxSessions is the most sessions open at once, MaxPerClient the
+	// most one client (a token, a Unix peer's uid) holds.
+	MaxSessions  int
+	MaxPerClient int
+	// MaxLLMCalls, MaxToolCalls and MaxCallTimeout bound the bridge's
+	// budgets a session may ask for.
+	MaxLLMCalls    int
+	MaxToolCalls   int
+	MaxCallTimeout time.Duration
+	// CallbackTimeout bounds one request of the server to a session's
+	// callback_url, CallbackMaxBytes its answer.
+	CallbackTimeout  time.Duration
+	CallbackMaxBytes int64
+}
+
+// DefaultSessionPolicy is the [sessions] policy without the table.
+var DefaultSessionPolicy = SessionPolicy{
+	IdleTimeout:      10 * time.Minute,
+	MaxTimeout:       time.Hour,
+	DefaultTimeout:   30 * time.Minute,
+	MaxCellTimeout:   5 * time.Minute,
+	MaxSessions:      64,
+	MaxPerClient:     16,
+	MaxLLMCalls:      1000,
+	MaxToolCalls:     1000,
+	MaxCallTimeout:   10 * time.Minute,
+	CallbackTimeout:  2 * time.Minute,
+	CallbackMaxBytes: 8 << 20,
+}
+
+func (p SessionPolicy) withDefaults() SessionPolicy {
+	d := DefaultSessionPolicy
+	for _, f := range []struct{ v, d *time.Duration }{
+		{&p.IdleTimeout, &d.IdleTimeout}, {&p.MaxTimeout, &d.MaxTimeout}, {&p.MaxCellTimeout, &d.MaxCellTimeout},
+		{&p.MaxCallTimeout, &d.MaxCallTimeout}, {&p.CallbackTimeout, &d.CallbackTimeout},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.d
+		}
+	}
+	if p.DefaultTimeout == 0 {
+		p.DefaultTimeout = min(d.DefaultTimeout, p.MaxTimeout)
+	}
+	for _, f := range []struct{ v, d *int }{
+		{&p.MaxSessions, &d.MaxSessions}, {&p.MaxPerClient, &d.MaxPerClient},
+		{&p.MaxLLMCalls, &d.MaxLLMCalls}, {&p.MaxToolCalls, &d.MaxToolCalls},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.d
+		}
+	}
+	if p.CallbackMaxBytes == 0 {
+		p.CallbackMaxBytes = d.CallbackMaxBytes
+	}
+	return p
+}
+
+// sessionsFile is the [sessions] table's shape (docs/api.md).
+type sessionsFile struct {
+	IdleTimeout      string `toml:"idle_timeout"`
+	MaxTimeout       string `toml:"max_timeout"`
+	DefaultTimeout   string `toml:"default_timeout"`
+	MaxCellTimeout   string `toml:"max_cell_timeout"`
+	MaxSessions      int    `toml:"max_sessions"`
+	MaxPerClient     int    `toml:"max_per_client"`
+	MaxLLMCalls      int    `toml:"max_llm_calls"`
+	MaxToolCalls     int    `toml:"max_tool_calls"`
+	MaxCallTimeout   string `toml:"max_call_timeout"`
+	CallbackTimeout  string `toml:"callback_timeout"`
+	CallbackMaxBytes string `toml:"callback_max_bytes"`
+}
+
+func (f sessionsFile) policy() (SessionPolicy, error) {
+	var p SessionPolicy
+	for _, d := range []struct {
+		key, v string
+		into   *time.Duration
+	}{
+		{"idle_timeout", f.IdleTimeout, &p.IdleTimeout}, {"max_timeout", f.MaxTimeout, &p.MaxTimeout},
+		{"default_timeout", f.DefaultTimeout, &p.DefaultTimeout}, {"max_cell_timeout", f.MaxCellTimeout, &p.MaxCellTimeout},
+		{"max_call_timeout", f.MaxCallTimeout, &p.MaxCallTimeout}, {"callback_timeout", f.CallbackTimeout, &p.CallbackTimeout},
+	} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 {
+			return p, fmt.Errorf("%s %q is not a positive duration (such as 10m)", d.key, d.v)
+		}
+		*d.into = v
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"max_sessions", f.MaxSessions}, {"max_per_client", f.MaxPerClient}, {"max_llm_calls", f.MaxLLMCalls}, {"max_tool_calls", f.MaxToolCalls}} {
+		if n.v < 0 {
+			return p, fmt.Errorf("%s %d must be positive", n.key, n.v)
+		}
+	}
+	p.MaxSessions, p.MaxPerClient, p.MaxLLMCalls, p.MaxToolCalls = f.MaxSessions, f.MaxPerClient, f.MaxLLMCalls, f.MaxToolCalls
+	if f.CallbackMaxBytes != "" {
+		v, err := ParseSize(f.CallbackMaxBytes)
+		if err != nil {
+			return p, fmt.Errorf("callback_max_bytes: %w", err)
+		}
+		p.CallbackMaxBytes = v
+	}
+	p = p.withDefaults()
+	if p.DefaultTimeout > p.MaxTimeout {
+		return p, errors.New("default_timeout is above max_timeout")
+	}
+	if p.MaxPerClient > p.MaxSessions {
+		return p, errors.New("max_per_client is above max_sessions")
+	}
+	return p, nil
 }

@@ -57,6 +57,11 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
+		// A session's route answers 404 for the literal id "{id}" itself,
+		// in rljail's error shape; the router's own 404 is plain text.
+		if strings.Contains(path, "{id}") && w.Code == http.StatusNotFound && strings.Contains(w.Body.String(), `"error":"no session`) {
+			continue
+		}
 		if w.Code == http.StatusNotFound || w.Code == http.StatusMethodNotAllowed {
 			t.Errorf("%s: %d", r, w.Code)
 		}
@@ -66,6 +71,9 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"RunCodeRequest": RunCodeRequest{}, "RunCodeResponse": RunCodeResponse{}, "CommandRunResult": CommandRunResult{},
 		"PistonRequest": PistonRequest{}, "PistonFile": PistonFile{}, "PistonResponse": PistonResponse{}, "PistonStage": PistonStage{},
 		"PistonRuntime": PistonRuntime{}, "ValidationError": validationError{},
+		"SessionRequest": SessionRequest{}, "SessionLimits": SessionLimits{}, "SessionResponse": SessionResponse{},
+		"SessionExecRequest": SessionExecRequest{}, "SessionSetRequest": SessionSetRequest{}, "SessionGetRequest": SessionGetRequest{},
+		"SessionLoadContextRequest": SessionLoadContextRequest{}, "SessionFileRequest": SessionFileRequest{},
 	}
 	for name, v := range types {
 		sch, ok := spec.Components.Schemas[name]
@@ -73,7 +81,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 			t.Errorf("the spec has no schema %s", name)
 			continue
 		}
-		if strings.HasSuffix(name, "Request") || name == "RunFile" || name == "RunLimits" || name == "PistonFile" {
+		if strings.HasSuffix(name, "Request") || name == "RunFile" || name == "RunLimits" || name == "PistonFile" || name == "SessionLimits" {
 			if sch.AdditionalProperties == nil || *sch.AdditionalProperties {
 				t.Errorf("schema %s: a request schema must say additionalProperties: false (the server refuses unknown fields)", name)
 			}

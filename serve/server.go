@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rljail/rljail/bridge"
 	"github.com/rljail/rljail/seccomp"
 )
 
@@ -48,6 +49,14 @@ type Options struct {
 	// Warm is how many jails per runtime the warm pool keeps made ahead
 	// of their requests (pool.go); 0: every request starts one-shot.
 	Warm int
+	// Version is rljail's, for a session's hello.
+	Version string
+	// LLM, when set, answers every session's model calls (serve --llm
+	// openai, named LLMMode in hello); LLMKey is its key, which no
+	// session's environment may hold. Nil: the sessions' runners answer.
+	LLM     bridge.Answerer
+	LLMMode string
+	LLMKey  string
 }
 
 // Server is the service's state: its slots, queue and metrics.
@@ -66,6 +75,9 @@ type Server struct {
 	draining atomic.Bool
 
 	audit *auditLog
+
+	sessions  *sessionSet
+	callbacks *http.Client // the server's requests to sessions' callback_url
 
 	reg      *metrics
 	runs     *counterVec
@@ -98,6 +110,8 @@ func New(opts Options) *Server {
 		s.reg.add(f)
 	}
 	s.pool = newPool(opts.Warm, s.poolTemplates(), opts.Log, s.reg)
+	s.sessions = newSessionSet(s.reg)
+	s.callbacks = newCallbackClient(s.cfg.Sessions.CallbackTimeout)
 	return s
 }
 
@@ -161,7 +175,7 @@ type route struct {
 // routes are every route the server has; docs/openapi.json lists the
 // same (TestOpenAPIMatchesServer).
 func (s *Server) routes() []route {
-	return []route{
+	rts := []route{
 		{"GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })},
 		{"GET /readyz", http.HandlerFunc(s.readyz)},
 		{"GET /metrics", s.reg},
@@ -170,6 +184,7 @@ func (s *Server) routes() []route {
 		{"GET /api/v2/runtimes", http.HandlerFunc(s.handleRuntimes)},
 		{"POST /api/v2/execute", http.HandlerFunc(s.handleExecute)},
 	}
+	return append(rts, s.sessionRoutes()...)
 }
 
 func (s *Server) tokenOK(r *http.Request) bool {
@@ -196,11 +211,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Drain refuses new work from now on (503 from /readyz, and the caller
-// stops accepting connections); Kill ends every running jail.
+// stops accepting connections) and ends every session (their jails gone
+// when it returns, 15 s at most); Kill ends every running jail.
 // The warm pool's waiting jails are destroyed before it returns.
 func (s *Server) Drain() {
 	s.draining.Store(true)
 	s.pool.close()
+	s.sessions.closeAll(15 * time.Second)
 }
 
 // Kill ends every running jail at once (their requests get their reports,

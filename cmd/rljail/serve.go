@@ -35,7 +35,7 @@ func serveCommand() *cli.Command {
 		Usage:        "serve runs over HTTP/1.1 and JSON: POST /v1/run, SandboxFusion's /run_code, Piston's /api/v2 (docs/api.md)",
 		UsageText:    "rljail serve [--listen unix:PATH|tcp:HOST:PORT] [--token-file FILE] [--config FILE] [--max-concurrent N]",
 		OnUsageError: usageError,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "unix:PATH or tcp:HOST:PORT (default unix:/run/rljail/api.sock as root, else unix:$XDG_RUNTIME_DIR/rljail/api.sock; under systemd socket activation the socket it passes, which --listen must then name if given)"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "mode of the Unix socket: who may connect (0600 the owner only, 0660 its group too)"},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the Bearer token every request but /healthz must carry (needed on TCP)"},
@@ -46,7 +46,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "cgroup-parent", Usage: "create every jail's cgroup below this existing cgroup"},
 			&cli.StringFlag{Name: "audit-log", Usage: "append one JSON line per jail (route, client, argv, the files put in with their sha256 and text, stdin's sha256, the result) to FILE"},
 			&cli.IntFlag{Name: "warm", Usage: "keep N jails per rootfs made ahead of their requests (the warm pool, docs/api.md); 0: none"},
-		},
+		}, llmFlags("the runner of each session: its WebSocket or its callback_url")...),
 		Action: serveAction,
 	}
 }
@@ -129,6 +129,12 @@ func serveAction(c *cli.Context) error {
 		defer f.Close()
 		audit = f
 	}
+	// Who answers the sessions' model calls: their runners, or the
+	// server itself (--llm openai, one endpoint for every session).
+	llm, llmMode, llmKey, err := llmFromFlags(c)
+	if err != nil {
+		return setupError("%v", err)
+	}
 	ln, where, err := serveListen(c, token != "")
 	if err != nil {
 		return setupError("%v", err)
@@ -146,6 +152,9 @@ func serveAction(c *cli.Context) error {
 	if audit != nil {
 		opts.Audit = audit
 	}
+	if llm != nil {
+		opts.LLM, opts.LLMMode, opts.LLMKey = llm, llmMode, llmKey
+	}
 	srv := serve.New(opts)
 	defer srv.Drain() // the warm pool's jails go, however serving ends
 	hs := &http.Server{
@@ -160,6 +169,8 @@ func serveAction(c *cli.Context) error {
 		IdleTimeout:    time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// A Unix peer's uid owns the sessions it makes (serve.ConnContext).
+		ConnContext: serve.ConnContext,
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)

@@ -40,24 +40,23 @@ func sessionCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			sf.Usage = "the whole session's wall-clock limit; at it the jail is killed and every request gets SessionLost"
 		}
 	}
-	flags = append(flags, withFixedNames([]cli.Flag{
+	own := []cli.Flag{
 		&cli.StringFlag{Name: "cell-timeout", Value: "30s", Usage: "one cell's wall-clock limit: the cell gets a KeyboardInterrupt (state kept, error CellTimeout)"},
 		&cli.StringFlag{Name: "cell-grace", Value: "1s", Usage: "how long a cell interrupted at --cell-timeout has to stop before the jail is killed (SessionLost)"},
 		&cli.IntFlag{Name: "max-output-chars", Value: session.DefaultMaxOutputChars, Usage: "each cell's stdout and stderr cap (bytes of UTF-8), head and tail kept"},
 		&cli.IntFlag{Name: "max-cells", Usage: "most cells a session runs (0: no limit); exec then gets CellLimit"},
 		&cli.StringFlag{Name: "idle-timeout", Usage: "end the session when no request came for this long (default: never)"},
-		&cli.StringFlag{Name: "llm", Value: "client", Usage: "who answers llm_query and rlm_query: client (the runner, as call events) or openai (rljail itself, an OpenAI-compatible endpoint)"},
-		&cli.StringFlag{Name: "llm-endpoint", Usage: "with --llm openai: the endpoint's base URL (such as https://api.openai.com/v1) or its chat/completions URL"},
-		&cli.StringFlag{Name: "llm-model", Usage: "with --llm openai: the model asked when a call names none"},
-		&cli.StringFlag{Name: "llm-key-env", Value: "OPENAI_API_KEY", Usage: "with --llm openai: the variable of rljail's own environment that holds the key (it never enters the jail)"},
-		&cli.IntFlag{Name: "llm-concurrency", Value: bridge.DefaultConcurrency, Usage: "with --llm openai: most requests to the endpoint at once"},
+	}
+	own = append(own, llmFlags("the runner, as call events")...)
+	own = append(own, []cli.Flag{
 		&cli.IntFlag{Name: "max-llm-calls", Value: bridge.DefaultMaxLLMCalls, Usage: "most model calls a session makes (each prompt of a batch counts); then LLMBudgetExceeded in the cell"},
 		&cli.IntFlag{Name: "max-llm-prompt-chars", Value: bridge.DefaultMaxPromptChars, Usage: "longest prompt, in characters"},
 		&cli.IntFlag{Name: "max-tool-calls", Value: bridge.DefaultMaxToolCalls, Usage: "most tool calls a session makes; then ToolBudgetExceeded in the cell"},
 		&cli.StringFlag{Name: "call-timeout", Value: "120s", Usage: "one call's wall-clock limit; then CallTimeout in the cell"},
 		&cli.GenericFlag{Name: "tool", Value: &toolList{}, Usage: "declare a host tool the jail may call: NAME or NAME:param1,param2 (answered by the runner as call events)"},
 		&cli.BoolFlag{Name: "audit-prompts", Usage: "put the prompt texts into the audit log's call records (sizes and sha256 always)"},
-	})...)
+	}...)
+	flags = append(flags, withFixedNames(own)...)
 	return &cli.Command{
 		Name:         "session",
 		Usage:        "start one jail holding a persistent Python and serve it over JSON lines on stdin/stdout (docs/session-protocol.md)",
@@ -264,37 +263,15 @@ func bridgeConfig(c *cli.Context, cfg *session.Config) (key string, err error) {
 		b.Tools = append(b.Tools, t)
 	}
 	cfg.Bridge, cfg.AuditPrompts = b, c.Bool("audit-prompts")
-	switch mode := c.String("llm"); mode {
-	case "client":
-		for _, f := range []string{"llm-endpoint", "llm-model"} {
-			if c.IsSet(f) {
-				return "", fmt.Errorf("--%s needs --llm openai", f)
-			}
-		}
-		cfg.LLMMode = mode
-	case "openai":
-		if c.String("llm-endpoint") == "" {
-			return "", fmt.Errorf("--llm openai needs --llm-endpoint URL")
-		}
-		keyEnv := c.String("llm-key-env")
-		var ok bool
-		key, ok = os.LookupEnv(keyEnv)
-		if keyEnv == "" || !ok || key == "" {
-			return "", fmt.Errorf("--llm openai: the key variable %q is not set in rljail's environment (--llm-key-env)", keyEnv)
-		}
-		if c.Int("llm-concurrency") < 1 {
-			return "", fmt.Errorf("--llm-concurrency %d must be 1 at least", c.Int("llm-concurrency"))
-		}
-		a, err := bridge.NewOpenAI(c.String("llm-endpoint"), c.String("llm-model"), key, c.Int("llm-concurrency"), 2)
-		if err != nil {
-			return "", err
-		}
-		cfg.LLM, cfg.LLMMode = a, mode
-		return key, nil
-	default:
-		return "", fmt.Errorf("--llm %q: client or openai", mode)
+	a, mode, key, err := llmFromFlags(c)
+	if err != nil {
+		return "", err
 	}
-	return "", nil
+	cfg.LLMMode = mode
+	if a != nil {
+		cfg.LLM = a
+	}
+	return key, nil
 }
 
 // toolList holds the --tool values, each whole: a StringSliceFlag would

@@ -1,0 +1,153 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/rljail/rljail/session"
+)
+
+// handleSessionWS is GET /v1/sessions/{id}/ws: the session protocol over
+// a WebSocket, each line one text message each way (call events and
+// call_result included). One socket holds a session at a time (a second
+// gets 409); the session outlives a socket that goes away, and its end
+// closes the socket (1000, or 1001 at the drain).
+func (s *Server) handleSessionWS(w http.ResponseWriter, r *http.Request) {
+	ls := s.lookupSession(w, r)
+	if ls == nil {
+		return
+	}
+	ls.mu.Lock()
+	busy := ls.wsBusy
+	ls.wsBusy = true
+	ls.mu.Unlock()
+	if busy {
+		writeError(w, 409, "another WebSocket holds this session: one at a time")
+		return
+	}
+	// The server's read and write timeouts are for requests; a socket
+	// lives as long as its session (net/http leaves them on a hijacked
+	// connection).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	// Accept checks the Origin header against the Host (a browser page of
+	// another site cannot drive a session with the user's credentials).
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		ls.mu.Lock()
+		ls.wsBusy = false
+		ls.mu.Unlock()
+		return // Accept answered
+	}
+	// The bound is the session's own line cap, read here message by
+	// message (the library's limit would close the socket instead).
+	c.SetReadLimit(-1)
+	ls.mu.Lock()
+	ended := false
+	select {
+	case <-ls.ended:
+		ended = true
+	default:
+		ls.ws = c
+	}
+	ls.mu.Unlock()
+	if ended {
+		c.Close(websocket.StatusNormalClosure, "the session ended")
+		return
+	}
+	ls.readWS(c)
+	ls.detachWS(c)
+}
+
+// detachWS lets the socket c go, if it still holds the session.
+func (ls *liveSession) detachWS(c *websocket.Conn) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.ws == c {
+		ls.ws = nil
+		ls.wsBusy = false
+	}
+}
+
+// readWS puts each text message of c into the session as one line, until
+// the socket or the session ends. A message over the session's line cap
+// is read to its end, dropped and answered RequestTooLarge, as a long
+// line on rljail session's stdin is; a binary message is BadRequest. A
+// newline inside a message (JSON whitespace) becomes a space, so that a
+// message is one line whatever its formatting.
+func (ls *liveSession) readWS(c *websocket.Conn) {
+	// The session's end closes the socket with its status (run), which
+	// ends the read; cancelling the read would close it abruptly instead,
+	// so that is only the fallback, should the close handshake hang.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-ls.ended:
+			select {
+			case <-time.After(2 * wsWriteTimeout):
+				cancel()
+			case <-ctx.Done():
+			}
+		case <-ctx.Done():
+		}
+	}()
+	var buf bytes.Buffer
+	for {
+		typ, rd, err := c.Reader(ctx)
+		if err != nil {
+			return
+		}
+		buf.Reset()
+		n, err := buf.ReadFrom(io.LimitReader(rd, int64(ls.maxLine)+1))
+		if err != nil {
+			return
+		}
+		if n > int64(ls.maxLine) {
+			if _, err := io.Copy(io.Discard, rd); err != nil {
+				return
+			}
+			ls.refuseWS(session.ErrRequestTooLarge, fmt.Sprintf("the message is longer than the cap of %d bytes", ls.maxLine))
+			continue
+		}
+		if typ != websocket.MessageText {
+			ls.refuseWS(session.ErrBadRequest, "a message of the session protocol is text: one JSON request")
+			continue
+		}
+		line := buf.Bytes()
+		for i, b := range line {
+			if b == '\n' {
+				line[i] = ' '
+			}
+		}
+		if err := ls.feed(append(line, '\n')); err != nil {
+			return
+		}
+		if buf.Cap() > 64<<10 {
+			buf = bytes.Buffer{} // an idle socket keeps no large message's buffer
+		}
+	}
+}
+
+// refuseWS answers a message that never became a request with the
+// protocol's error reply (id null, as for a line that does not read).
+func (ls *liveSession) refuseWS(typ, msg string) {
+	b, err := json.Marshal(session.ErrorReply{ReplyHead: session.ReplyHead{ID: json.RawMessage("null")},
+		Error: session.ErrorInfo{Type: typ, Origin: session.OriginRljail, Message: msg}})
+	if err != nil {
+		return
+	}
+	ls.sendWS(b)
+}
+
+// Unwrap gives http.ResponseController and the WebSocket's Accept the
+// connection's own ResponseWriter (its Hijacker and deadlines).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
