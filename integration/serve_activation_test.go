@@ -61,21 +61,7 @@ func startActivated(t *testing.T, dir string, ln net.Listener, args ...string) *
 		t.Fatal(err)
 	}
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-			return
-		default:
-		}
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(40 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-			t.Errorf("rljail serve did not end within 40 s of SIGTERM")
-		}
-	})
+	t.Cleanup(func() { stopServe(t, s.cmd, s.done) })
 	return s
 }
 

@@ -130,18 +130,24 @@ func startServer(t *testing.T, m mode, o serveOpts) *server {
 func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 // stop ends the server with SIGTERM (its drain) and waits for it.
-func (s *server) stop(t *testing.T) {
+func (s *server) stop(t *testing.T) { stopServe(t, s.cmd, s.done) }
+
+// stopServe sends a started `rljail serve` SIGTERM (its drain) unless it
+// ended already (done closed), and waits for it: 40 s, then SIGKILL and
+// a failure.
+func stopServe(t *testing.T, cmd *exec.Cmd, done <-chan struct{}) {
+	t.Helper()
 	select {
-	case <-s.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-s.done:
+	case <-done:
 	case <-time.After(40 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
+		_ = cmd.Process.Kill()
+		<-done
 		t.Errorf("rljail serve did not end within 40 s of SIGTERM")
 	}
 }
