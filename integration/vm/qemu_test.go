@@ -38,7 +38,16 @@ type console struct {
 	runs     []string      // "name: exit rc after 12s"
 	runStart time.Duration
 	tail     []string // the last lines, for error messages
+	// failed holds each "--- FAIL:" line of the guest's go test -v output
+	// and up to failLines of the indented lines that follow it (the
+	// test's errors), so that the verdict's message repeats them at the
+	// end of the log, where a CI summary that keeps only the tail sees
+	// them.
+	failed    []string
+	inFailure int
 }
+
+const failLines = 12
 
 const tailLines = 40
 
@@ -53,6 +62,17 @@ func (c *console) line(l string) {
 	c.tail = append(c.tail, l)
 	if len(c.tail) > tailLines {
 		c.tail = c.tail[1:]
+	}
+	trimmed := strings.TrimPrefix(l, "vm| ")
+	switch {
+	case strings.Contains(trimmed, "--- FAIL:"):
+		c.failed = append(c.failed, strings.TrimSpace(trimmed))
+		c.inFailure = failLines
+	case c.inFailure > 0 && strings.HasPrefix(trimmed, "    "):
+		c.failed = append(c.failed, "  "+strings.TrimSpace(trimmed))
+		c.inFailure--
+	default:
+		c.inFailure = 0
 	}
 	switch {
 	case verdictRE.MatchString(l):
@@ -90,7 +110,10 @@ func (c *console) judge() error {
 		// A test printing a verdict of its own must not decide the run.
 		return fmt.Errorf("the VM printed %d verdict lines (%q); want exactly one\n%s", len(c.verdicts), c.verdicts, tail)
 	case c.verdicts[0] != "PASS":
-		return fmt.Errorf("VM verdict: %s (the failing tests' output is above)", c.verdicts[0])
+		if len(c.failed) == 0 {
+			return fmt.Errorf("VM verdict: %s (the failing tests' output is above)", c.verdicts[0])
+		}
+		return fmt.Errorf("VM verdict: %s; the failing tests (their whole output is above):\n\t%s", c.verdicts[0], strings.Join(c.failed, "\n\t"))
 	}
 	return nil
 }
@@ -242,6 +265,31 @@ func TestConsoleJudge(t *testing.T) {
 		if err := c.judge(); (err == nil) != tc.ok {
 			t.Errorf("%s: judge() = %v, want ok=%v", tc.name, err, tc.ok)
 		}
+	}
+}
+
+// TestConsoleFailureSummary: a failing verdict's message repeats the
+// guest's "--- FAIL" lines and their errors, and only those.
+func TestConsoleFailureSummary(t *testing.T) {
+	c := &console{start: time.Now()}
+	for _, l := range []string{
+		"=== RUN   TestA", "--- PASS: TestA (0.1s)", "    a_test.go:3: fine",
+		"=== RUN   TestB", "--- FAIL: TestB (0.2s)", "    b_test.go:9: the scope is still there",
+		"=== RUN   TestC", "FAIL", "RLJAIL-VM-EXIT x 1", "RLJAIL-VM-VERDICT: FAIL x",
+	} {
+		c.line(l)
+	}
+	err := c.judge()
+	if err == nil {
+		t.Fatal("judge() passed a failing verdict")
+	}
+	for _, want := range []string{"--- FAIL: TestB", "b_test.go:9: the scope is still there"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("judge() = %q, want it to hold %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "fine") || strings.Contains(err.Error(), "TestC") {
+		t.Errorf("judge() = %q holds lines of tests that did not fail", err)
 	}
 }
 
