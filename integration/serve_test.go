@@ -14,12 +14,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -653,6 +655,27 @@ func serveLoad(t *testing.T, m mode) {
 	s := startServer(t, m, opts)
 	watched = append(watched, filepath.Dir(s.sock))
 	hwm := watchHWM(s.cmd.Process.Pid, 100*time.Millisecond)
+	// The cgroup check can work only if the runs' cgroups were below the
+	// parent: seen there at least once while the load ran.
+	placed := make(chan bool, 1)
+	stopWatch := make(chan struct{})
+	go func() {
+		seen := false
+		for !seen {
+			select {
+			case <-stopWatch:
+				placed <- false
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for _, d := range cgDirs {
+				if ents, _ := os.ReadDir(d); slices.ContainsFunc(ents, fs.DirEntry.IsDir) {
+					seen = true
+				}
+			}
+		}
+		placed <- true
+	}()
 	start := time.Now()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -681,6 +704,10 @@ func serveLoad(t *testing.T, m mode) {
 					body = fmt.Sprintf(`{"language":"python","version":"*","files":[{"content":"print(%d)"}],"args":["%s"]}`, i, marker)
 				}
 				path := map[int]string{0: "/v1/run", 1: "/v1/run", 2: "/run_code", 3: "/api/v2/execute"}[i%4]
+				if i%100 == 50 { // a few that time out
+					body = fmt.Sprintf(`{"code":"print(%d, flush=True)\nwhile True: pass","args":["%s"],"limits":{"timeout_seconds":0.3}}`, i, marker)
+					path, want = "/v1/run", `"status":"timeout"`
+				}
 				code, resp, _ := s.do(t, "POST", path, body, nil)
 				if code != 200 || !bytes.Contains(resp, []byte(want)) {
 					mu.Lock()
@@ -692,6 +719,10 @@ func serveLoad(t *testing.T, m mode) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	close(stopWatch)
+	if !<-placed && len(cgDirs) > 0 {
+		t.Errorf("no run's cgroup was ever seen below the --cgroup-parent %v: the check cannot work", cgDirs)
+	}
 	peak := hwm()
 	rss := procStatusKiB(s.cmd.Process.Pid, "VmRSS")
 	t.Logf("%d requests from %d clients in %v (%.1f/s); the server's RSS after the load %d KiB, its peak %d KiB", n, clients, elapsed, float64(n)/elapsed.Seconds(), rss, peak)
