@@ -122,3 +122,21 @@ func newV1Parent(t *testing.T, own map[string]string) string {
 	t.Logf("--cgroup-parent %s (own cgroups %v)", parent, own)
 	return parent
 }
+
+// newServeCgroupParent makes an empty cgroup below this test's own for a
+// server's --cgroup-parent, and returns the flag's value and its directory
+// in each hierarchy a jail's cgroup goes into: a test that judges what its
+// server left judges only these.
+func newServeCgroupParent(t *testing.T) (string, []string) {
+	t.Helper()
+	own, err := procCgroup(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := newV1Parent(t, own)
+	var dirs []string
+	for _, ctl := range v1Controllers {
+		dirs = append(dirs, cgroupDir(t, ctl, parent))
+	}
+	return parent, dirs
+}

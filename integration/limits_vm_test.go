@@ -76,3 +76,11 @@ func TestPlacementV2VM(t *testing.T) {
 		t.Errorf("a missing --cgroup-parent was created: %s", cgroupFS+missing)
 	}
 }
+
+// newServeCgroupParent makes an empty cgroup for a server's
+// --cgroup-parent, and returns the flag's value and its directory.
+func newServeCgroupParent(t *testing.T) (string, []string) {
+	t.Helper()
+	dir := newV2Cgroup(t, "rljail-it-serve", 0)
+	return strings.TrimPrefix(dir, cgroupFS), []string{dir}
+}
