@@ -100,3 +100,100 @@ func attackVolumeIntoDataDir(t *testing.T, m mode) {
 		}
 	}
 }
+
+// Issue 33, the rootless side of the same claim: a rootless user's data
+// directory comes from the environment (XDG_DATA_HOME, HOME), so a run
+// with another environment once guarded another directory and could grant
+// the usual one writable; the next run with the usual environment took the
+// rootfs its jail had written after a look at its top directory only.
+// Every run now guards the data directory below the passwd entry's home
+// too (rootfs.StableDataDir), and only a rootfs there is taken so.
+func init() {
+	attackCases = append(attackCases, attackCase{
+		name: "rw_volume_data_dir_other_env", group: groupFilesystem, modes: []mode{asRootless},
+		mechanism: "with XDG_DATA_HOME or HOME pointing elsewhere, grant the user's ~/.local/share (or the home itself) writable and plant a sitecustomize.py in a rootfs of the usual data directory, for the next run with the usual environment",
+		layer:     "checkDataDirVolumes guards rootfs.GuardedDataDirs: the environment's data directory and the passwd home's, whatever the run's environment; unwritableByJails trusts only the latter",
+		run:       attackDataDirOtherEnv,
+	})
+}
+
+func attackDataDirOtherEnv(t *testing.T, m mode) {
+	share := filepath.Join(testHome, ".local", "share")
+	base := filepath.Join(share, "rljail", "rootfs")
+	// Make what is missing of the data directory as the user would have,
+	// and take away afterwards only what this case made.
+	var made []string
+	for p := base; p != testHome && p != "/"; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		made = append(made, p)
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range made {
+		if err := os.Chown(p, testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := "atk-" + strings.ToLower(randomToken("dd")[:12])
+	named := filepath.Join(base, name)
+	t.Cleanup(func() {
+		_ = os.RemoveAll(named)
+		for _, p := range made { // innermost first
+			_ = os.Remove(p)
+		}
+	})
+	if out, err := exec.Command("cp", "-a", builtRootfs(t), named).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v: %s", err, out)
+	}
+	if out, err := exec.Command("chown", "-R", "--", strconv.Itoa(testUID)+":"+strconv.Itoa(testGID), named).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v: %s", err, out)
+	}
+	libs, _ := filepath.Glob(filepath.Join(named, "usr", "lib", "python3*"))
+	if len(libs) != 1 {
+		t.Fatalf("no one usr/lib/python3* in %s: %v", named, libs)
+	}
+	lib, _ := filepath.Rel(testHome, libs[0])
+	elsewhere := newDir(t)
+	if err := os.Chown(elsewhere, testUID, testGID); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(libs[0], "sitecustomize.py")
+	for _, c := range []struct {
+		what  string
+		env   []string
+		grant string
+	}{
+		{"XDG_DATA_HOME elsewhere, ~/.local/share granted", []string{"XDG_DATA_HOME=" + elsewhere}, share},
+		{"HOME elsewhere, ~/.local/share granted", []string{"HOME=" + elsewhere}, share},
+		{"XDG_DATA_HOME elsewhere, the home granted", []string{"XDG_DATA_HOME=" + elsewhere}, testHome},
+	} {
+		rel, _ := filepath.Rel(c.grant, filepath.Join(testHome, lib, "sitecustomize.py"))
+		cmd := exec.Command(testBin, "-q", "--rootfs", rootfsDir, "--no-workspace", "-v", c.grant+":/w:rw", "--", "python3", "-c",
+			"import sys; open(sys.argv[1], 'w').write('print(\"PLANTED\")\\n')", "/w/"+rel)
+		cmd.Env = append(modeEnv(m), c.env...)
+		cmd.Dir = baseDir
+		_, stderr, exit := attackExec(t, m, cmd)
+		if _, err := os.Lstat(planted); err == nil {
+			t.Errorf("%s: the payload wrote %s (exit %d)", c.what, planted, exit)
+		}
+		if exit != 125 || !strings.Contains(stderr, "rljail's root filesystems") {
+			t.Errorf("%s: exit %d, stderr %q; want 125 and the refusal", c.what, exit, stderr)
+		}
+		// The next run, with the usual environment, must not run what a
+		// jail planted: the file absent, or the rootfs refused.
+		next := exec.Command(testBin, "-q", "--rootfs", name, "--no-workspace", "--", "python3", "-c", "print('CLEAN')")
+		next.Env = modeEnv(m)
+		next.Dir = baseDir
+		stdout, stderr, exit := attackExec(t, m, next)
+		if strings.Contains(stdout, "PLANTED") {
+			t.Errorf("%s: the next run with the usual environment ran the planted sitecustomize.py (exit %d)", c.what, exit)
+		}
+		if exit == 0 && !strings.Contains(stdout, "CLEAN") {
+			t.Errorf("%s: the next run exited 0 without its output: %q %q", c.what, stdout, stderr)
+		}
+		_ = os.Remove(planted)
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +42,42 @@ func IsDirValue(value string) bool { return strings.Contains(value, "/") }
 // for root, else $XDG_DATA_HOME/rljail/rootfs, else $HOME/.local/share/rljail/rootfs.
 // RLJAIL_ROOTFS does not move it (that names one rootfs, the default one).
 func DataDir() (string, error) { return dataDir(os.Geteuid(), os.Getenv) }
+
+// StableDataDir is the data directory that the caller's environment cannot
+// move: /var/lib/rljail/rootfs for root, else the passwd entry's home
+// directory's .local/share/rljail/rootfs (HOME and XDG_DATA_HOME ignored).
+// Every run refuses a writable volume over it whatever its environment
+// (GuardedDataDirs), so a rootfs there is one no jail can have written; a
+// data directory that only the environment names is not: a run with
+// another XDG_DATA_HOME protects another directory, and may grant this
+// one writable.
+func StableDataDir() (string, error) {
+	euid := os.Geteuid()
+	if euid == 0 {
+		return rootDataDir, nil
+	}
+	u, err := user.LookupId(strconv.Itoa(euid))
+	if err != nil {
+		return "", fmt.Errorf("look up uid %d in the user database: %w", euid, err)
+	}
+	if !filepath.IsAbs(u.HomeDir) {
+		return "", fmt.Errorf("uid %d has no home directory in the user database (%q)", euid, u.HomeDir)
+	}
+	return filepath.Join(u.HomeDir, ".local", "share", "rljail", "rootfs"), nil
+}
+
+// GuardedDataDirs are the data directories a run refuses a writable volume
+// over: DataDir (the one this environment names) and StableDataDir, once
+// each.
+func GuardedDataDirs() []string {
+	var out []string
+	for _, f := range []func() (string, error){DataDir, StableDataDir} {
+		if d, err := f(); err == nil && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 // NamedDir is the directory of the rootfs called name in DataDir. It fails for an
 // invalid name, and where the data directory could not be created by this user.

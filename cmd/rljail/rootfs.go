@@ -517,16 +517,21 @@ func ensureRootfs(ctx context.Context, choice rootfsChoice, guard *hostfile.Guar
 // rootfs at dir, so that a run needs no walk of it, only a look at its top
 // directory (rootfs.CheckFingerprintTop; issue 33: the walk cost every run
 // one fstatat per entry, 20 ms on a rootfs of 16,000). It
-// holds for a rootfs in rljail's data directory that is this user's and
+// holds for a rootfs in rljail's stable data directory
+// (rootfs.StableDataDir: root's, or the one below the passwd entry's home,
+// which no environment variable moves) that is this user's and
 // that neither its group nor others may write: a build writes no entry
 // others may write (every mode is the build's), root-run jails are host
 // ids of their own, which own nothing there and have no right in it, and
-// no run grants a writable volume that covers the data directory or lies
-// in it (checkDataDirVolumes refuses one, by inode) — the only way a jail
-// writes host files. A rootfs elsewhere (--rootfs DIR) is walked, as any
-// path a writable volume of an earlier run might have reached.
+// no run grants a writable volume that covers that directory or lies
+// in it (checkDataDirVolumes refuses one, by inode, whatever the run's
+// HOME and XDG_DATA_HOME) — the only way a jail writes host files. A
+// rootfs elsewhere (--rootfs DIR, or a data directory that only
+// XDG_DATA_HOME names: a run with another XDG_DATA_HOME does not guard
+// it) is walked, as any path a writable volume of an earlier run might
+// have reached.
 func unwritableByJails(dir string) bool {
-	base, err := rootfs.DataDir()
+	base, err := rootfs.StableDataDir()
 	if err != nil {
 		return false
 	}
@@ -540,23 +545,33 @@ func unwritableByJails(dir string) bool {
 		mine(&top) && mine(&parent)
 }
 
-// checkDataDirVolumes refuses a writable volume that covers rljail's data
-// directory of root filesystems, or lies inside it: through it the jail
-// would write a rootfs that later runs take unchecked (unwritableByJails).
-// Both are judged by inode, so that another name of the same directory (a
-// bind mount, a link) is caught too.
+// checkDataDirVolumes refuses a writable volume that covers one of
+// rljail's data directories of root filesystems (rootfs.GuardedDataDirs:
+// the one this run's environment names and the stable one), or lies
+// inside it: through it the jail would write a rootfs that later runs
+// take unchecked (unwritableByJails). Both are judged by inode, so that
+// another name of the same directory (a bind mount, a link) is caught too.
 func checkDataDirVolumes(writable []string) error {
 	if len(writable) == 0 {
 		return nil
 	}
-	base, err := rootfs.DataDir()
-	if err != nil {
-		return nil
+	for _, base := range rootfs.GuardedDataDirs() {
+		if err := checkDataDirVolumesOver(base, writable); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// checkDataDirVolumesOver is checkDataDirVolumes for the one data
+// directory base.
+func checkDataDirVolumesOver(base string, writable []string) error {
+	// A data directory not made yet is guarded too: a jail granted a
+	// directory above it would make it, with a rootfs and a fingerprint
+	// of its own choosing. Then only its existing ancestors can be
+	// granted, and nothing lies inside it.
 	var data unix.Stat_t
-	if unix.Stat(base, &data) != nil {
-		return nil // no root filesystems there yet; a first-use build makes it
-	}
+	exists := unix.Stat(base, &data) == nil
 	type inode struct{ dev, ino uint64 }
 	ancestors := func(p string) map[inode]bool {
 		out := map[inode]bool{}
@@ -583,10 +598,10 @@ func checkDataDirVolumes(writable []string) error {
 		// are not the directory's: its place in its filesystem is read
 		// from the mount table (the mount's root within the filesystem).
 		inFS := false
-		if wFS, ok := fsPath(mounts, w); ok && baseOK && st.Dev == data.Dev {
+		if wFS, ok := fsPath(mounts, w); ok && baseOK && exists && st.Dev == data.Dev {
 			inFS = wFS == "/" || wFS == baseFS || strings.HasPrefix(wFS, baseFS+"/") || strings.HasPrefix(baseFS, wFS+"/")
 		}
-		if inFS || over[inode{st.Dev, st.Ino}] || ancestors(w)[inode{data.Dev, data.Ino}] {
+		if inFS || over[inode{st.Dev, st.Ino}] || (exists && ancestors(w)[inode{data.Dev, data.Ino}]) {
 			return fmt.Errorf("the writable volume %s would let the jail write rljail's root filesystems in %s, which runs take without a check: grant a directory outside it (and not one above it)", w, base)
 		}
 	}
