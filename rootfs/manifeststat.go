@@ -311,12 +311,35 @@ type ChangedError struct {
 	Diff Difference
 	// More counts the other differences found.
 	More int
+	// TimesOnly says that every difference is one that leaves the files'
+	// contents, modes, owners and names as built (times, ctimes, inodes:
+	// a touch, a chmod that set the modes back, a copy), so that
+	// re-hashing them (rljail rootfs verify --update-fingerprint) may
+	// take the rootfs back: the message then names that one command.
+	TimesOnly bool
+}
+
+// timesOnly reports whether every difference in diffs is one that
+// describeChange gives when only times, ctimes or inodes changed.
+func timesOnly(diffs []Difference) bool {
+	for _, d := range diffs {
+		switch {
+		case d.What == "content or mtime changed", strings.HasPrefix(d.What, "changed (its ctime"),
+			strings.HasPrefix(d.What, "replaced (another inode"), strings.HasPrefix(d.What, "directory changed"):
+		default:
+			return false
+		}
+	}
+	return len(diffs) > 0
 }
 
 func (e *ChangedError) Error() string {
 	more := ""
 	if e.More > 0 {
 		more = fmt.Sprintf(" (and %d more)", e.More)
+	}
+	if e.TimesOnly {
+		return fmt.Sprintf("rootfs %s changed since its build: %s%s; no size, mode, owner or name changed, so its files may still be as built: `rljail rootfs verify --update-fingerprint %s` hashes each against the build's list and takes the rootfs back if every one is (else it says which is not)", e.Dir, e.Diff, more, e.Dir)
 	}
 	return fmt.Sprintf("rootfs %s changed since its build: %s%s; `rljail rootfs verify %s` lists every change (--update-fingerprint takes it back if its files are as built, as in a copy), `rljail rootfs build` rebuilds it, --rootfs-unverified runs it unchecked", e.Dir, e.Diff, more, e.Dir)
 }
@@ -355,7 +378,7 @@ func CheckFingerprint(dir string) error {
 			break
 		}
 	}
-	return &ChangedError{Dir: dir, Diff: diffs[pick], More: len(diffs) - 1}
+	return &ChangedError{Dir: dir, Diff: diffs[pick], More: len(diffs) - 1, TimesOnly: timesOnly(diffs)}
 }
 
 // openFingerprint opens the rootfs at dir (O_PATH, the caller closes it)

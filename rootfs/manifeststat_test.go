@@ -304,3 +304,68 @@ func TestFingerprintTop(t *testing.T) {
 		})
 	}
 }
+
+// TestFingerprintTimesOnly: a change of times alone (touch, a chmod set
+// back) says so and names the one command that takes the rootfs back,
+// which does so only where every file's content is as built; any other
+// change keeps the longer message.
+func TestFingerprintTimesOnly(t *testing.T) {
+	f := "usr/d00/s00/f001.py"
+	tests := []struct {
+		name      string
+		change    func(t *testing.T, root string)
+		timesOnly bool
+		accepted  bool // by UpdateFingerprint
+	}{
+		{"touch", func(t *testing.T, root string) {
+			future := time.Now().Add(time.Hour)
+			if err := os.Chtimes(filepath.Join(root, f), future, future); err != nil {
+				t.Fatal(err)
+			}
+		}, true, true},
+		{"chmod set back", func(t *testing.T, root string) {
+			p := filepath.Join(root, f)
+			os.Chmod(p, 0o600)
+			os.Chmod(p, 0o644)
+		}, true, true},
+		{"content, same size and mtime", func(t *testing.T, root string) {
+			p := filepath.Join(root, f)
+			fi, _ := os.Stat(p)
+			write(t, p, "x = 9\n")
+			os.Chtimes(p, fi.ModTime(), fi.ModTime())
+		}, true, false},
+		{"mode", func(t *testing.T, root string) {
+			os.Chmod(filepath.Join(root, f), 0o755)
+		}, false, false},
+		{"added", func(t *testing.T, root string) {
+			write(t, filepath.Join(root, "usr/d00/s01/evil.py"), "import os\n")
+		}, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "rootfs")
+			makeTree(t, root, 50)
+			tc.change(t, root)
+			err := CheckFingerprint(root)
+			var ce *ChangedError
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v; want a ChangedError", err)
+			}
+			cmd := "`rljail rootfs verify --update-fingerprint " + root + "`"
+			if ce.TimesOnly != tc.timesOnly || strings.Contains(err.Error(), cmd) != tc.timesOnly {
+				t.Errorf("TimesOnly %v, message %q; want TimesOnly %v and the command named iff so", ce.TimesOnly, err, tc.timesOnly)
+			}
+			if !tc.timesOnly {
+				return
+			}
+			diffs, uerr := UpdateFingerprint(root)
+			after := CheckFingerprint(root)
+			if tc.accepted && (uerr != nil || len(diffs) > 0 || after != nil) {
+				t.Errorf("UpdateFingerprint = %v, %v, then CheckFingerprint %v; want it taken back", diffs, uerr, after)
+			}
+			if !tc.accepted && after == nil {
+				t.Errorf("UpdateFingerprint took back a rootfs whose content changed (%v, %v)", diffs, uerr)
+			}
+		})
+	}
+}
