@@ -277,11 +277,13 @@ test: build vet staticcheck unit python-test conformance-in-test test-apparmor i
 # bench: start-up of a jailed python3 -c pass and true against bare runs
 # (the rootfs's own python3) and bubblewrap (ratios in the same run), and
 # the cost of compiling a profile at run time (which embedded profiles
-# avoid: they are compiled at build time).
+# avoid: they are compiled at build time), and rljail serve's warm pool
+# against one-shot runs and bubblewrap.
 bench: rootfs data-rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'Startup|Session' -benchtime 300x -timeout 30m ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'ImportNumpy' -benchtime 100x -timeout 30m ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Egress -benchtime 200x ./integration/
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench ServeWarm -benchtime 100x -timeout 20m ./integration/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./seccomp/
 	$(GO) test -run '^$$' -bench CLI -benchtime 500x ./cmd/rljail/
 

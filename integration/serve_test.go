@@ -53,7 +53,7 @@ type serveOpts struct {
 
 // startServer starts `rljail serve` as mode m and waits until /healthz
 // answers. Its rootfs is the tests' (RLJAIL_ROOTFS).
-func startServer(t *testing.T, m mode, o serveOpts) *server {
+func startServer(t testing.TB, m mode, o serveOpts) *server {
 	t.Helper()
 	dir := newDir(t)
 	if m == asRootless {
@@ -132,12 +132,12 @@ func startServer(t *testing.T, m mode, o serveOpts) *server {
 func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 // stop ends the server with SIGTERM (its drain) and waits for it.
-func (s *server) stop(t *testing.T) { stopServe(t, s.cmd, s.done) }
+func (s *server) stop(t testing.TB) { stopServe(t, s.cmd, s.done) }
 
 // stopServe sends a started `rljail serve` SIGTERM (its drain) unless it
 // ended already (done closed), and waits for it: 40 s, then SIGKILL and
 // a failure.
-func stopServe(t *testing.T, cmd *exec.Cmd, done <-chan struct{}) {
+func stopServe(t testing.TB, cmd *exec.Cmd, done <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-done:
@@ -156,7 +156,7 @@ func stopServe(t *testing.T, cmd *exec.Cmd, done <-chan struct{}) {
 
 // do sends a request with the server's token (unless noAuth) and returns
 // the status, the body, and the response's headers.
-func (s *server) do(t *testing.T, method, path, body string, hdr map[string]string) (int, []byte, http.Header) {
+func (s *server) do(t testing.TB, method, path, body string, hdr map[string]string) (int, []byte, http.Header) {
 	t.Helper()
 	req, err := http.NewRequest(method, s.base+path, strings.NewReader(body))
 	if err != nil {
@@ -184,7 +184,7 @@ func (s *server) do(t *testing.T, method, path, body string, hdr map[string]stri
 	return resp.StatusCode, b, resp.Header
 }
 
-func (s *server) postJSON(t *testing.T, path string, v any, out any) int {
+func (s *server) postJSON(t testing.TB, path string, v any, out any) int {
 	t.Helper()
 	b, _ := json.Marshal(v)
 	code, body, _ := s.do(t, "POST", path, string(b), nil)
