@@ -55,7 +55,7 @@ export RLJAIL_ROOTFS ?= $(if $(filter 0,$(shell id -u)),/var/lib/rljail/rootfs/p
 # The data rootfs (numpy, pandas, scipy, matplotlib), beside the Python one.
 export RLJAIL_DATA_ROOTFS ?= $(dir $(RLJAIL_ROOTFS))data
 
-.PHONY: all build deps build-deps run-deps generate syscall-table rootfs data-rootfs lang-rootfs demo test unit python-test integration vet staticcheck bench clean vm-kernel test-vm
+.PHONY: all build deps build-deps run-deps generate syscall-table rootfs data-rootfs lang-rootfs demo test unit python-test integration vet staticcheck bench bench-deps clean vm-kernel test-vm
 .PHONY: install uninstall deb vm-systemd-image test-systemd-vm test-apparmor
 
 # install: the binary, the systemd units and tmpfiles.d entry of contrib/,
@@ -278,14 +278,20 @@ test: build vet staticcheck unit python-test conformance-in-test test-apparmor i
 # (the rootfs's own python3) and bubblewrap (ratios in the same run), and
 # the cost of compiling a profile at run time (which embedded profiles
 # avoid: they are compiled at build time), and rljail serve's warm pool
-# against one-shot runs and bubblewrap.
-bench: rootfs data-rootfs
+# against one-shot runs and bubblewrap. BenchmarkStartup also runs runc
+# (what Docker uses) on an OCI bundle of the same rootfs.
+bench: bench-deps rootfs data-rootfs
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'Startup|Session' -benchtime 300x -timeout 30m ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'ImportNumpy' -benchtime 100x -timeout 30m ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Egress -benchtime 200x ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench ServeWarm -benchtime 100x -timeout 20m ./integration/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./seccomp/
 	$(GO) test -run '^$$' -bench CLI -benchtime 500x ./cmd/rljail/
+
+# bench-deps: runc for the bench's OCI row (Debian's package), only
+# where it is missing; `make test` does not need it.
+bench-deps:
+	command -v runc >/dev/null || apt-get install -y runc
 
 clean:
 	rm -rf bin

@@ -24,7 +24,9 @@ import (
 //     Python and would hide that much of rljail's cost);
 //  2. bubblewrap with the same rootfs read-only, a fresh /proc, a tmpfs
 //     /tmp and every namespace unshared (no seccomp, no cgroups);
-//  3. `rljail -- python3 -c pass` with the default profile and limits;
+//  3. runc (what Docker uses) on an OCI bundle of the same rootfs (see
+//     runcBundle), one fresh container per run (issue 33);
+//  4. `rljail -- python3 -c pass` with the default profile and limits;
 //     and, as its own row (rljail-rep), the same with --result, as a
 //     runner that reads the report runs it (that row also gives the
 //     jail's memory peak).
@@ -42,7 +44,14 @@ func BenchmarkStartup(b *testing.B) {
 	if err != nil {
 		b.Fatal("bwrap is missing: make deps installs bubblewrap")
 	}
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		b.Fatal("runc is missing: make bench-deps installs it")
+	}
 	work := b.TempDir()
+	bundle := runcBundle(b, work, rootfsDir, []string{"python3", "-c", "pass"})
+	runcState := filepath.Join(work, "runc-state")
+	crunCheck(b, work, bundle)
 	result := filepath.Join(work, "result.json")
 	bwrapArgs := []string{bwrap, "--ro-bind", rootfsDir + "/usr", "/usr", "--symlink", "usr/lib", "/lib",
 		"--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
@@ -52,8 +61,10 @@ func BenchmarkStartup(b *testing.B) {
 	// payload at all.
 	trueArgs := []string{"--ro-bind", "/usr/bin/true", "/opt/true"}
 	cmds := map[string][]string{
-		"bare":       {rootfsDir + "/usr/bin/python3", "-c", "pass"},
-		"bwrap":      append(append([]string(nil), bwrapArgs...), "/usr/bin/python3", "-c", "pass"),
+		"bare":  {rootfsDir + "/usr/bin/python3", "-c", "pass"},
+		"bwrap": append(append([]string(nil), bwrapArgs...), "/usr/bin/python3", "-c", "pass"),
+		// The container id is appended per run (argv).
+		"runc":       {runc, "--root", runcState, "run", "--bundle", bundle},
 		"rljail":     {bin, "-q", "--rootfs", rootfsDir, "--", "python3", "-c", "pass"},
 		"rljail-rep": {bin, "-q", "--rootfs", rootfsDir, "--result", result, "--", "python3", "-c", "pass"},
 		// The same without the check that the rootfs is as built (its
@@ -64,7 +75,7 @@ func BenchmarkStartup(b *testing.B) {
 		"bwrap-true":  append(append(append([]string(nil), bwrapArgs...), trueArgs...), "/opt/true"),
 		"rljail-true": {bin, "-q", "--rootfs", rootfsDir, "-v", "/usr/bin/true:/opt/true", "--", "/opt/true"},
 	}
-	order := []string{"bare", "bwrap", "rljail", "rljail-rep", "rljail-unv", "bare-true", "bwrap-true", "rljail-true"}
+	order := []string{"bare", "bwrap", "runc", "rljail", "rljail-rep", "rljail-unv", "bare-true", "bwrap-true", "rljail-true"}
 	run := func(argv []string) (time.Duration, int64) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = work
@@ -79,8 +90,18 @@ func BenchmarkStartup(b *testing.B) {
 		}
 		return d, rss
 	}
+	// argv is k's command line; runc's gets a container id of its own
+	// each time, as a state dir can hold one container of an id.
+	containers := 0
+	argv := func(k string) []string {
+		if k != "runc" {
+			return cmds[k]
+		}
+		containers++
+		return append(append([]string(nil), cmds[k]...), fmt.Sprintf("rljail-bench-%d-%d", os.Getpid(), containers))
+	}
 	for _, k := range order { // warm the page cache
-		run(cmds[k])
+		run(argv(k))
 	}
 
 	samples := map[string][]time.Duration{}
@@ -88,7 +109,7 @@ func BenchmarkStartup(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, k := range order {
-			d, rss := run(cmds[k])
+			d, rss := run(argv(k))
 			samples[k] = append(samples[k], d)
 			if k == "rljail" && rss > supRSS {
 				supRSS = rss
@@ -163,16 +184,17 @@ func BenchmarkStartup(b *testing.B) {
 		pick := func(q float64) float64 { return ms(s[int(q*float64(len(s)-1))]) }
 		stats[k] = stat{pick(0.1), pick(0.5), pick(0.9)}
 	}
-	bare, bw, rl := stats["bare"].P50, stats["bwrap"].P50, stats["rljail"].P50
-	overBwrap, overRljail := bw-bare, rl-bare
+	bare, bw, rc, rl := stats["bare"].P50, stats["bwrap"].P50, stats["runc"].P50, stats["rljail"].P50
+	overBwrap, overRunc, overRljail := bw-bare, rc-bare, rl-bare
 	bareT, bwT, rlT := stats["bare-true"].P50, stats["bwrap-true"].P50, stats["rljail-true"].P50
 	report := map[string]any{
 		"runs":              b.N,
-		"median_ms":         map[string]float64{"bare": bare, "bwrap": bw, "rljail": rl},
-		"p10_ms":            map[string]float64{"bare": stats["bare"].P10, "bwrap": stats["bwrap"].P10, "rljail": stats["rljail"].P10},
-		"p90_ms":            map[string]float64{"bare": stats["bare"].P90, "bwrap": stats["bwrap"].P90, "rljail": stats["rljail"].P90},
-		"overhead_ms":       map[string]float64{"bwrap": overBwrap, "rljail": overRljail},
+		"median_ms":         map[string]float64{"bare": bare, "bwrap": bw, "runc": rc, "rljail": rl},
+		"p10_ms":            map[string]float64{"bare": stats["bare"].P10, "bwrap": stats["bwrap"].P10, "runc": stats["runc"].P10, "rljail": stats["rljail"].P10},
+		"p90_ms":            map[string]float64{"bare": stats["bare"].P90, "bwrap": stats["bwrap"].P90, "runc": stats["runc"].P90, "rljail": stats["rljail"].P90},
+		"overhead_ms":       map[string]float64{"bwrap": overBwrap, "runc": overRunc, "rljail": overRljail},
 		"rljail_over_bwrap": overRljail / overBwrap,
+		"rljail_over_runc":  overRljail / overRunc,
 		"with_result": map[string]float64{"median_ms": stats["rljail-rep"].P50, "overhead_ms": stats["rljail-rep"].P50 - bare,
 			"rljail_over_bwrap": (stats["rljail-rep"].P50 - bare) / overBwrap},
 		"rootfs_check": map[string]float64{"median_ms": rl - stats["rljail-unv"].P50, "unverified_median_ms": stats["rljail-unv"].P50,
@@ -200,6 +222,7 @@ func BenchmarkStartup(b *testing.B) {
 	}
 	overRep := stats["rljail-rep"].P50 - bare
 	fmt.Fprintf(&t, "rljail's overhead / bwrap's overhead: python3 -c pass %.2f (with --result %.2f), true %.2f (target <= 1.25)\n", overRljail/overBwrap, overRep/overBwrap, (rlT-bareT)/(bwT-bareT))
+	fmt.Fprintf(&t, "rljail's overhead / runc's overhead: python3 -c pass %.2f (runc adds %.2f ms, rljail %.2f ms)\n", overRljail/overRunc, overRunc, overRljail)
 	fmt.Fprintf(&t, "the rootfs check (fingerprint): rljail %.2f ms against --rootfs-unverified %.2f ms, %+.2f ms (x%.3f)\n", rl, stats["rljail-unv"].P50, rl-stats["rljail-unv"].P50, rl/stats["rljail-unv"].P50)
 	for _, n := range []int{2, 8} {
 		at := func(k string) float64 { return tput[fmt.Sprintf("%s@%d", k, n)] }
@@ -226,5 +249,93 @@ func BenchmarkStartup(b *testing.B) {
 	b.ReportMetric(rl, "rljail-ms")
 	b.ReportMetric(overRljail, "overhead-ms")
 	b.ReportMetric(overRljail/overBwrap, "x-bwrap-overhead")
+	b.ReportMetric(rc, "runc-ms")
+	b.ReportMetric(overRljail/overRunc, "x-runc-overhead")
 	b.ReportMetric(0, "ns/op")
+}
+
+// runcBundle writes an OCI bundle under work that runs args from
+// rootfsDir, close to what Docker gives a container: pid, ipc, uts,
+// mount, network and cgroup namespaces, a cgroup of its own (relative,
+// so runc puts it below the benchmark's own cgroup), a fresh /proc,
+// tmpfs /dev and /tmp, a read-only root and no seccomp. The root is an
+// empty directory of the bundle with the rootfs's /usr bound read-only
+// on it, as bubblewrap's row does, because runc makes the mount points
+// it needs inside root.path and must not write into the shared rootfs
+// (its fingerprint would no longer match). It returns the bundle's path.
+func runcBundle(b *testing.B, work, rootfsDir string, args []string) string {
+	b.Helper()
+	bundle := filepath.Join(work, "bundle")
+	root := filepath.Join(bundle, "rootfs")
+	for _, d := range []string{"usr", "proc", "dev", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			b.Fatalf("make the runc bundle's %s: %v", d, err)
+		}
+	}
+	for _, l := range []string{"bin", "lib", "lib64", "sbin"} {
+		if err := os.Symlink("usr/"+l, filepath.Join(root, l)); err != nil {
+			b.Fatalf("make the runc bundle's /%s link: %v", l, err)
+		}
+	}
+	type mount struct {
+		Destination string   `json:"destination"`
+		Type        string   `json:"type"`
+		Source      string   `json:"source"`
+		Options     []string `json:"options,omitempty"`
+	}
+	type namespace struct {
+		Type string `json:"type"`
+	}
+	var ns []namespace
+	for _, t := range []string{"pid", "ipc", "uts", "mount", "network", "cgroup"} {
+		ns = append(ns, namespace{t})
+	}
+	config := map[string]any{
+		"ociVersion": "1.0.2",
+		"process": map[string]any{
+			"args":            args,
+			"env":             []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp"},
+			"cwd":             "/",
+			"user":            map[string]int{"uid": 0, "gid": 0},
+			"noNewPrivileges": true,
+		},
+		"root":     map[string]any{"path": "rootfs", "readonly": true},
+		"hostname": "jail",
+		"mounts": []mount{
+			{"/proc", "proc", "proc", []string{"nosuid", "noexec", "nodev"}},
+			{"/dev", "tmpfs", "tmpfs", []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{"/tmp", "tmpfs", "tmpfs", []string{"nosuid", "nodev", "mode=1777"}},
+			{"/usr", "bind", filepath.Join(rootfsDir, "usr"), []string{"rbind", "ro", "nosuid", "nodev"}},
+		},
+		"linux": map[string]any{
+			"namespaces":  ns,
+			"cgroupsPath": fmt.Sprintf("rljail-bench-runc-%d", os.Getpid()),
+		},
+	}
+	raw, err := json.MarshalIndent(config, "", "  ")
+	if err != nil {
+		b.Fatalf("encode the runc bundle's config.json: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), raw, 0o644); err != nil {
+		b.Fatalf("write the runc bundle's config.json: %v", err)
+	}
+	return bundle
+}
+
+// crunCheck runs the bundle once with crun, where crun is installed, and
+// logs why crun has no row when it fails (on a host with hybrid cgroups
+// crun refuses to run, issue 33); crun is not installed for the
+// benchmark.
+func crunCheck(b *testing.B, work, bundle string) {
+	b.Helper()
+	crun, err := exec.LookPath("crun")
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(crun, "--root", filepath.Join(work, "crun-state"), "run", "--bundle", bundle, fmt.Sprintf("rljail-bench-crun-%d", os.Getpid()))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Logf("crun has no row: it fails on this host (hybrid cgroups?): %v\n%s", err, out)
+		return
+	}
+	b.Log("crun runs here, but has no row yet")
 }
