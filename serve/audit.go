@@ -100,8 +100,12 @@ func (a *auditLog) record(r *http.Request, client string, j *job, o outcome) err
 // auditClient names who sent r: its peer address on TCP, "unix" on the
 // Unix socket (whose file mode is the access control).
 func auditClient(r *http.Request) string {
-	if r.RemoteAddr == "" || r.RemoteAddr == "@" {
-		return "unix"
+	peer := r.RemoteAddr
+	if peer == "" || peer == "@" {
+		peer = "unix"
 	}
-	return r.RemoteAddr
+	if c := requestClient(r); c != nil {
+		return c.Name + "@" + peer
+	}
+	return peer
 }

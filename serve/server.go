@@ -34,6 +34,9 @@ type Options struct {
 	// Token, when set, is the Bearer token every request but the probes
 	// /healthz and /readyz must carry.
 	Token string
+	// Tokens, when set (--tokens-file), are the clients, each with its
+	// own token and quotas (tokens.go); not with Token.
+	Tokens *Tokens
 	// Seccomp is the payload's filter (the default profile's).
 	Seccomp *seccomp.Program
 	// CgroupParent places every jail's cgroup below it ("": as a run).
@@ -132,15 +135,30 @@ func (s *Server) Handler() http.Handler {
 			}
 			s.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
 			if s.opts.Log != nil {
-				s.opts.Log.Info("request", "method", r.Method, "path", r.URL.Path, "code", rec.code, "ms", time.Since(start).Milliseconds(), "run_id", rec.runID)
+				attrs := []any{"method", r.Method, "path", r.URL.Path, "code", rec.code, "ms", time.Since(start).Milliseconds(), "run_id", rec.runID}
+				if rec.client != "" {
+					attrs = append(attrs, "client", rec.client)
+				}
+				s.opts.Log.Info("request", attrs...)
 			}
 		}()
 		// The probes need no token: a kubelet's probe carries no secret
 		// (docs/deploy.md), and they say no more than ready or not, and why.
-		if s.opts.Token != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !s.tokenOK(r) {
+		probe := r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
+		if s.opts.Token != "" && !probe && !s.tokenOK(r) {
 			rec.Header().Set("WWW-Authenticate", `Bearer realm="rljail"`)
 			writeError(rec, 401, "a request needs the header Authorization: Bearer TOKEN with the server's token")
 			return
+		}
+		if s.opts.Tokens != nil && !probe {
+			c := s.opts.Tokens.match(r)
+			if c == nil {
+				rec.Header().Set("WWW-Authenticate", `Bearer realm="rljail"`)
+				writeError(rec, 401, "a request needs the header Authorization: Bearer TOKEN with a token of the server's tokens file")
+				return
+			}
+			r = withClient(r, c)
+			rec.client = c.Name
 		}
 		if r.ContentLength > s.cfg.MaxBody {
 			s.rejected.WithLabelValues("body_too_large").Inc()
@@ -275,6 +293,14 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 		writeError(w, 503, "the server is draining: no new runs")
 		return outcome{}, false
 	}
+	done, err := requestClient(r).startRun()
+	if err != nil {
+		s.rejected.WithLabelValues("client_quota").Inc()
+		w.Header().Set("Retry-After", "1")
+		writeError(w, 429, err.Error())
+		return outcome{}, false
+	}
+	defer done()
 	switch s.acquire(r.Context()) {
 	case queueFull:
 		s.rejected.WithLabelValues("queue_full").Inc()
@@ -308,8 +334,9 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 // statusRecorder notes a response's code and run id for the log.
 type statusRecorder struct {
 	http.ResponseWriter
-	code  int
-	runID string
+	code   int
+	runID  string
+	client string // the tokens file's client, for the log line
 }
 
 func (s *statusRecorder) WriteHeader(code int) {

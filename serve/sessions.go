@@ -151,7 +151,7 @@ func newSessionSet(reg *metrics) *sessionSet {
 
 // reserve counts a session about to be made for owner, or says which cap
 // it would pass.
-func (ss *sessionSet) reserve(owner string, p SessionPolicy) error {
+func (ss *sessionSet) reserve(owner string, p SessionPolicy, c *Client) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	switch {
@@ -161,6 +161,8 @@ func (ss *sessionSet) reserve(owner string, p SessionPolicy) error {
 		return fmt.Errorf("the server holds %d sessions, its most ([sessions] max_sessions): close one (DELETE) or retry later", p.MaxSessions)
 	case ss.perOwner[owner] >= p.MaxPerClient:
 		return fmt.Errorf("this client holds %d sessions, the most one client may ([sessions] max_per_client): close one (DELETE /v1/sessions/ID) first", p.MaxPerClient)
+	case c != nil && c.MaxSessions > 0 && ss.perOwner[owner] >= c.MaxSessions:
+		return fmt.Errorf("client %s holds %d sessions, its most (max_sessions in the tokens file): close one (DELETE /v1/sessions/ID) first", c.Name, c.MaxSessions)
 	}
 	ss.count++
 	ss.perOwner[owner]++
@@ -528,6 +530,9 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 // when the server checks tokens, else the Unix peer's uid, else the TCP
 // peer's address.
 func (s *Server) clientOf(r *http.Request) string {
+	if c := requestClient(r); c != nil {
+		return "client:" + c.Name
+	}
 	if s.opts.Token != "" {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		return "token:" + sha256Hex([]byte(tok))[:32]
@@ -719,7 +724,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner := s.clientOf(r)
-	if err := s.sessions.reserve(owner, s.cfg.Sessions); err != nil {
+	if err := s.sessions.reserve(owner, s.cfg.Sessions, requestClient(r)); err != nil {
 		if errors.Is(err, errDraining) {
 			writeError(w, 503, err.Error())
 			return

@@ -95,13 +95,13 @@ func TestSessionCaps(t *testing.T) {
 	for i, c := range []struct {
 		owner, want string
 	}{{"a", ""}, {"a", ""}, {"a", "max_per_client"}, {"b", ""}, {"b", "max_sessions"}} {
-		err := ss.reserve(c.owner, p)
+		err := ss.reserve(c.owner, p, nil)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%d %s: %v, want %q", i, c.owner, err, c.want)
 		}
 	}
 	ss.unreserve("a")
-	if err := ss.reserve("b", p); err != nil {
+	if err := ss.reserve("b", p, nil); err != nil {
 		t.Errorf("after one ended: %v", err)
 	}
 }

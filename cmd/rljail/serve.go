@@ -33,12 +33,13 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "serve",
 		Usage:        "serve runs over HTTP/1.1 and JSON: POST /v1/run, SandboxFusion's /run_code, Piston's /api/v2 (docs/api.md)",
-		UsageText:    "rljail serve [--listen unix:PATH|tcp:HOST:PORT] [--token-file FILE] [--config FILE] [--max-concurrent N]",
+		UsageText:    "rljail serve [--listen unix:PATH|tcp:HOST:PORT] [--token-file FILE | --tokens-file FILE] [--config FILE] [--max-concurrent N]",
 		OnUsageError: usageError,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Usage: "unix:PATH or tcp:HOST:PORT (default unix:/run/rljail/api.sock as root, else unix:$XDG_RUNTIME_DIR/rljail/api.sock; under systemd socket activation the socket it passes, which --listen must then name if given)"},
 			&cli.StringFlag{Name: "socket-mode", Value: "0600", Usage: "mode of the Unix socket: who may connect (0600 the owner only, 0660 its group too)"},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the Bearer token every request but /healthz must carry (needed on TCP)"},
+			&cli.StringFlag{Name: "tokens-file", Usage: "TOML file of the clients, each [tokens.NAME] with its token (or token_sha256) and quotas max_concurrent, max_sessions (docs/api.md); not with --token-file"},
 			&cli.BoolFlag{Name: "insecure-no-token", Usage: "allow TCP without a token, on a loopback address only (anyone on this host may then run jails)"},
 			&cli.StringFlag{Name: "config", Usage: "TOML file with the server's policy: maximum limits, permitted rootfs names, queue (docs/api.md)"},
 			&cli.IntFlag{Name: "max-concurrent", Usage: "most jails at once (default: the CPU count)"},
@@ -73,6 +74,19 @@ func serveAction(c *cli.Context) error {
 		}
 		if token = strings.TrimSpace(string(data)); len(token) < 16 || strings.ContainsAny(token, " \t\r\n") {
 			return setupError("--token-file %s: a token is one word of at least 16 characters", p)
+		}
+	}
+	var tokens *serve.Tokens
+	if p := c.String("tokens-file"); p != "" {
+		if token != "" {
+			return setupError("--token-file and --tokens-file both given: give one (a tokens file holds as many clients as needed)")
+		}
+		data, err := guard.ReadFile("--tokens-file", p, 1<<20)
+		if err != nil {
+			return setupError("read the tokens file: %v", err)
+		}
+		if tokens, err = serve.ParseTokens(data); err != nil {
+			return setupError("--tokens-file %s: %v", p, err)
 		}
 	}
 	runtimes := map[string]*serve.Runtime{}
@@ -135,7 +149,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return setupError("%v", err)
 	}
-	ln, where, err := serveListen(c, token != "")
+	ln, where, err := serveListen(c, token != "" || tokens != nil)
 	if err != nil {
 		return setupError("%v", err)
 	}
@@ -147,7 +161,7 @@ func serveAction(c *cli.Context) error {
 		ready = errors.New("rljail check finds that a jail cannot run on this host")
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
-	opts := serve.Options{Config: cfg, Runtimes: runtimes, MaxConcurrent: maxConc, Token: token,
+	opts := serve.Options{Config: cfg, Runtimes: runtimes, MaxConcurrent: maxConc, Token: token, Tokens: tokens,
 		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log, Warm: warm}
 	if audit != nil {
 		opts.Audit = audit
@@ -263,7 +277,7 @@ func serveListen(c *cli.Context, haveToken bool) (net.Listener, string, error) {
 		ip := net.ParseIP(host)
 		loopback := host == "localhost" || (ip != nil && ip.IsLoopback())
 		if !haveToken && !(loopback && c.Bool("insecure-no-token")) {
-			return nil, "", fmt.Errorf("--listen %s: TCP needs --token-file (or, on a loopback address only, --insecure-no-token)", listen)
+			return nil, "", fmt.Errorf("--listen %s: TCP needs --token-file or --tokens-file (or, on a loopback address only, --insecure-no-token)", listen)
 		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {

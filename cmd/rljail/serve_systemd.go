@@ -103,7 +103,7 @@ func checkActivated(c *cli.Context, ln net.Listener, haveToken bool) (string, er
 			return "", fmt.Errorf("--listen %s disagrees with the socket systemd passed (%s): give no --listen under socket activation, or the unit's own address", c.String("listen"), where)
 		}
 		if !haveToken && !(a.IP.IsLoopback() && c.Bool("insecure-no-token")) {
-			return "", fmt.Errorf("the socket systemd passed (%s) is TCP: TCP needs --token-file (or, on a loopback address only, --insecure-no-token)", where)
+			return "", fmt.Errorf("the socket systemd passed (%s) is TCP: TCP needs --token-file or --tokens-file (or, on a loopback address only, --insecure-no-token)", where)
 		}
 		return where, nil
 	default:

@@ -1,0 +1,82 @@
+package serve
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestParseTokens(t *testing.T) {
+	sum := sha256.Sum256([]byte("the-second-token-1234"))
+	tests := []struct {
+		name, file, err string
+	}{
+		{"token and hash", "[tokens.a]\ntoken = \"the-first-token-12345\"\nmax_concurrent = 1\n[tokens.b]\ntoken_sha256 = \"" + hex.EncodeToString(sum[:]) + "\"\nmax_sessions = 2\n", ""},
+		{"empty", "", "no [tokens.NAME]"},
+		{"unknown key", "[tokens.a]\ntoken = \"the-first-token-12345\"\nmax_concurent = 1\n", "unknown key"},
+		{"short token", "[tokens.a]\ntoken = \"short\"\n", "at least 16"},
+		{"token with a space", "[tokens.a]\ntoken = \"the first token 12345\"\n", "one word"},
+		{"both", "[tokens.a]\ntoken = \"the-first-token-12345\"\ntoken_sha256 = \"" + hex.EncodeToString(sum[:]) + "\"\n", "both given"},
+		{"neither", "[tokens.a]\nmax_concurrent = 1\n", "no token"},
+		{"bad hash", "[tokens.a]\ntoken_sha256 = \"abc\"\n", "64 hex digits"},
+		{"negative", "[tokens.a]\ntoken = \"the-first-token-12345\"\nmax_concurrent = -1\n", "negative"},
+		{"bad name", "[tokens.\"a b\"]\ntoken = \"the-first-token-12345\"\n", "a name is"},
+		{"same token twice", "[tokens.a]\ntoken = \"the-second-token-1234\"\n[tokens.b]\ntoken_sha256 = \"" + hex.EncodeToString(sum[:]) + "\"\n", "same token"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseTokens([]byte(tc.file))
+			if (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Errorf("ParseTokens: %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
+
+func TestTokensMatchAndQuota(t *testing.T) {
+	sum := sha256.Sum256([]byte("the-second-token-1234"))
+	tk, err := ParseTokens([]byte("[tokens.a]\ntoken = \"the-first-token-12345\"\nmax_concurrent = 1\n[tokens.b]\ntoken_sha256 = \"" + hex.EncodeToString(sum[:]) + "\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ header, want string }{
+		{"Bearer the-first-token-12345", "a"}, {"Bearer the-second-token-1234", "b"},
+		{"Bearer the-first-token-1234", ""}, {"the-first-token-12345", ""}, {"", ""},
+	} {
+		r := httptest.NewRequest("GET", "/v1/run", nil)
+		r.Header.Set("Authorization", c.header)
+		got := ""
+		if cl := tk.match(r); cl != nil {
+			got = cl.Name
+		}
+		if got != c.want {
+			t.Errorf("match(%q) = %q, want %q", c.header, got, c.want)
+		}
+	}
+	a := tk.list[0]
+	done, err := a.startRun()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.startRun(); err == nil || !strings.Contains(err.Error(), "max_concurrent") {
+		t.Errorf("a second run of a client with max_concurrent 1: %v", err)
+	}
+	done()
+	if done2, err := a.startRun(); err != nil {
+		t.Errorf("after the first ended: %v", err)
+	} else {
+		done2()
+	}
+	b := tk.list[1]
+	for i := 0; i < 5; i++ { // no quota: never refused, never counted
+		if _, err := b.startRun(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var none *Client
+	if _, err := none.startRun(); err != nil {
+		t.Errorf("a request without a tokens file: %v", err)
+	}
+}
