@@ -864,3 +864,25 @@ func TestServeDrainKills(t *testing.T) {
 		t.Fatal("the server did not end")
 	}
 }
+
+// TestServeLauncherSignal: a payload run through the launcher (code,
+// files) that dies by a signal is reported as signaled with that signal,
+// SIGKILL included (whose action the launcher cannot set), from a warm
+// pool's jail and a one-shot one alike.
+func TestServeLauncherSignal(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		o := serveOpts{}
+		if warm {
+			o.extraArgs = []string{"--warm", "1"}
+		}
+		s := startServer(t, asRoot, o)
+		for _, sig := range []string{"SIGKILL", "SIGTERM", "SIGSEGV"} {
+			var out v1Response
+			code := s.postJSON(t, "/v1/run", map[string]any{"code": "import os, signal\nos.kill(os.getpid(), signal." + sig + ")\n"}, &out)
+			if code != 200 || out.Result["status"] != "signaled" || out.Result["signal_name"] != sig {
+				t.Errorf("warm %v, %s: %d, result %v, stderr %q; want signaled by %s", warm, sig, code, out.Result, out.Stderr.Text, sig)
+			}
+		}
+		s.stop(t)
+	}
+}
