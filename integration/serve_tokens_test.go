@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -127,5 +129,66 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("waited 30 s for %s", what)
 		}
+	}
+}
+
+// TestServeReload: SIGHUP reads --config and --tokens-file again. A
+// request under way when it comes finishes as it began; after it a
+// removed client is 401, a new one is served, and a lowered maximum is
+// enforced; a file that does not parse keeps the policy as it was, with
+// one log line, and the server goes on serving.
+func TestServeReload(t *testing.T) {
+	alpha, beta := randomToken("alpha"), randomToken("beta")
+	dir := newDir(t)
+	tf := filepath.Join(dir, "tokens.toml")
+	writeFile(t, tf, fmt.Sprintf("[tokens.alpha]\ntoken = %q\n", alpha), 0o600)
+	s := startServer(t, asRoot, serveOpts{tcp: true, extraArgs: []string{"--tokens-file", tf}})
+	cfg := s.cmd.Args[slices.Index(s.cmd.Args, "--config")+1]
+	as := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	big := `{"command":["true"],"limits":{"memory_bytes":1073741824}}`
+	if code, body, _ := s.do(t, "POST", "/v1/run", big, as(alpha)); code != 200 {
+		t.Fatalf("before the reload: %d %s", code, body)
+	}
+	slow := make(chan int, 1)
+	go func() {
+		code, _, _ := s.do(t, "POST", "/v1/run", `{"command":["python3","-c","import time; time.sleep(2)"]}`, as(alpha))
+		slow <- code
+	}()
+	waitFor(t, "the slow run to be in flight", func() bool {
+		_, body, _ := s.do(t, "GET", "/metrics", "", as(alpha))
+		return strings.Contains(string(body), "rljail_runs_in_flight 1")
+	})
+	raw, _ := os.ReadFile(cfg)
+	writeFile(t, cfg, string(raw)+"max_memory = \"256m\"\ndefault_memory = \"128m\"\n", 0o644)
+	writeFile(t, tf, fmt.Sprintf("[tokens.beta]\ntoken = %q\n", beta), 0o600)
+	hup := func(n int) {
+		if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the reload's log line", func() bool {
+			return strings.Count(s.stderr.String(), `"msg":"reloaded"`)+strings.Count(s.stderr.String(), `"msg":"reload refused`) >= n
+		})
+	}
+	hup(1)
+	if c := <-slow; c != 200 {
+		t.Errorf("the run under way at the reload: %d", c)
+	}
+	if code, _, _ := s.do(t, "POST", "/v1/run", `{"command":["true"]}`, as(alpha)); code != 401 {
+		t.Errorf("a client the reload removed: %d, want 401", code)
+	}
+	if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"]}`, as(beta)); code != 200 {
+		t.Errorf("a client the reload added: %d %s", code, body)
+	}
+	if code, body, _ := s.do(t, "POST", "/v1/run", big, as(beta)); code != 400 || !strings.Contains(string(body), "memory_bytes") {
+		t.Errorf("1 GiB after max_memory became 256m: %d %s, want 400", code, body)
+	}
+	// A broken file: the policy stays, the server serves.
+	writeFile(t, tf, "[tokens.beta]\ntoken = \"short\"\n", 0o600)
+	hup(2)
+	if !strings.Contains(s.stderr.String(), "reload refused") {
+		t.Errorf("no log line says the reload was refused:\n%s", s.stderr.String())
+	}
+	if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"]}`, as(beta)); code != 200 {
+		t.Errorf("after a refused reload: %d %s", code, body)
 	}
 }

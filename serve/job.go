@@ -154,7 +154,7 @@ func (s *Server) jobSpec(j *job) jail.Spec {
 			CPUTime:      j.cpuTime,
 			PidsMax:      j.pids,
 			CPUs:         j.cpus,
-			OutputBytes:  s.cfg.PumpOutput,
+			OutputBytes:  s.conf().PumpOutput,
 			CgroupParent: s.opts.CgroupParent,
 		},
 		Seccomp:       s.opts.Seccomp,

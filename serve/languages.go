@@ -176,13 +176,13 @@ func (c Config) withLanguageRootfs() Config {
 
 // language finds a language by name (or, for Piston, alias).
 func (s *Server) language(name string, aliases bool) (string, *Language) {
-	if l, ok := s.cfg.Languages[name]; ok {
+	if l, ok := s.conf().Languages[name]; ok {
 		return name, l
 	}
 	if aliases {
-		for _, n := range slices.Sorted(mapKeys(s.cfg.Languages)) {
-			if slices.Contains(s.cfg.Languages[n].Aliases, name) {
-				return n, s.cfg.Languages[n]
+		for _, n := range slices.Sorted(mapKeys(s.conf().Languages)) {
+			if slices.Contains(s.conf().Languages[n].Aliases, name) {
+				return n, s.conf().Languages[n]
 			}
 		}
 	}
@@ -191,7 +191,7 @@ func (s *Server) language(name string, aliases bool) (string, *Language) {
 
 // languageNames lists the configured languages for a message.
 func (s *Server) languageNames() string {
-	return strings.Join(slices.Sorted(mapKeys(s.cfg.Languages)), ", ")
+	return strings.Join(slices.Sorted(mapKeys(s.conf().Languages)), ", ")
 }
 
 // compileStage is a job's compile stage: its argv and limits.
@@ -224,9 +224,9 @@ func (s *Server) setLanguage(j *job, name string, l *Language, code []byte, file
 		file = path.Join("/tmp", l.File)
 	}
 	j.runtime, j.language = rt, name
-	if l.Memory > 0 && j.memory == s.cfg.DefaultMemory {
-		if l.Memory > s.cfg.MaxMemory {
-			return fmt.Errorf("language %s: its memory %d is above the server's max_memory %d", name, l.Memory, s.cfg.MaxMemory)
+	if l.Memory > 0 && j.memory == s.conf().DefaultMemory {
+		if l.Memory > s.conf().MaxMemory {
+			return fmt.Errorf("language %s: its memory %d is above the server's max_memory %d", name, l.Memory, s.conf().MaxMemory)
 		}
 		j.memory = l.Memory
 	}
@@ -307,12 +307,12 @@ type pistonCompiledResponse struct {
 // another language names (a bash rootfs holds python3 too, for the launcher).
 func (s *Server) pythonRootfs() []string {
 	var out []string
-	for _, name := range s.cfg.Rootfs {
+	for _, name := range s.conf().Rootfs {
 		other := false
-		for n, l := range s.cfg.Languages {
+		for n, l := range s.conf().Languages {
 			other = other || n != "python" && l.Rootfs == name
 		}
-		if _, py := s.cfg.Languages["python"]; !other || py && s.cfg.Languages["python"].Rootfs == name {
+		if _, py := s.conf().Languages["python"]; !other || py && s.conf().Languages["python"].Rootfs == name {
 			out = append(out, name)
 		}
 	}
@@ -322,8 +322,8 @@ func (s *Server) pythonRootfs() []string {
 // languageRuntimes are Piston's runtimes entries of the languages but python.
 func (s *Server) languageRuntimes() []PistonRuntime {
 	var out []PistonRuntime
-	for _, n := range slices.Sorted(mapKeys(s.cfg.Languages)) {
-		l := s.cfg.Languages[n]
+	for _, n := range slices.Sorted(mapKeys(s.conf().Languages)) {
+		l := s.conf().Languages[n]
 		if n == "python" && l.Version == "" {
 			continue // listed per rootfs, with its Python version
 		}

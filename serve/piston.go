@@ -177,8 +177,8 @@ func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
 		return nil, nil, fmt.Errorf("%s", strings.NewReplacer("limits.timeout_seconds", "run_timeout (in seconds)", "limits.memory_bytes", "run_memory_limit").Replace(err.Error()))
 	}
 	if t := req.RunCPUTime; t != nil && *t != 0 {
-		if *t < 0 || time.Duration(*t)*time.Millisecond > s.cfg.MaxTimeout {
-			return nil, nil, fmt.Errorf("run_cpu_time must be non-negative and at most %d ms", s.cfg.MaxTimeout.Milliseconds())
+		if *t < 0 || time.Duration(*t)*time.Millisecond > s.conf().MaxTimeout {
+			return nil, nil, fmt.Errorf("run_cpu_time must be non-negative and at most %d ms", s.conf().MaxTimeout.Milliseconds())
 		}
 		j.cpuTime = time.Duration(*t * float64(time.Millisecond))
 	}
@@ -232,7 +232,7 @@ func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
 		return nil, nil, err
 	}
 	j.runtime = rt // python: the rootfs whose version matched
-	if err := pistonCompileLimits(req, j, s.cfg); err != nil {
+	if err := pistonCompileLimits(req, j, *s.conf()); err != nil {
 		return nil, nil, err
 	}
 	j.stdin = req.Stdin

@@ -280,7 +280,7 @@ func (s *Server) poolTemplates() map[string]jail.Spec {
 		return t
 	}
 	for name, rt := range s.opts.Runtimes {
-		j := &job{runtime: rt, timeout: s.cfg.DefaultTimeout, memory: s.cfg.DefaultMemory}
+		j := &job{runtime: rt, timeout: s.conf().DefaultTimeout, memory: s.conf().DefaultMemory}
 		t[name] = s.jobSpec(j)
 	}
 	return t

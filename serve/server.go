@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,7 +66,9 @@ type Options struct {
 // Server is the service's state: its slots, queue and metrics.
 type Server struct {
 	opts Options
-	cfg  Config
+	// policy is the configuration and the tokens file's clients now:
+	// Reload (SIGHUP) swaps it, and a request takes it once it arrives.
+	policy atomic.Pointer[policy]
 	// slots holds one token per running jail; waiting counts the
 	// requests queued for one.
 	slots   chan struct{}
@@ -97,7 +100,9 @@ func New(opts Options) *Server {
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = 1
 	}
-	s := &Server{opts: opts, cfg: opts.Config.withDefaults(), slots: make(chan struct{}, opts.MaxConcurrent)}
+	s := &Server{opts: opts, slots: make(chan struct{}, opts.MaxConcurrent)}
+	cfg := opts.Config.withDefaults()
+	s.policy.Store(&policy{cfg: &cfg, tokens: opts.Tokens})
 	s.kill, s.killRuns = context.WithCancel(context.Background())
 	if opts.Audit != nil {
 		s.audit = &auditLog{w: opts.Audit}
@@ -114,8 +119,44 @@ func New(opts Options) *Server {
 	}
 	s.pool = newPool(opts.Warm, s.poolTemplates(), opts.Log, s.reg)
 	s.sessions = newSessionSet(s.reg)
-	s.callbacks = newCallbackClient(s.cfg.Sessions.CallbackTimeout)
+	s.callbacks = newCallbackClient(s.conf().Sessions.CallbackTimeout)
 	return s
+}
+
+// policy is what Reload swaps: the configuration and the clients.
+type policy struct {
+	cfg    *Config
+	tokens *Tokens
+}
+
+// conf is the configuration now.
+func (s *Server) conf() *Config { return s.policy.Load().cfg }
+
+// Reload makes cfg and tokens the policy of the requests that arrive from
+// now on (SIGHUP); requests and sessions under way keep what they took.
+// It refuses a configuration that names a root filesystem the server did
+// not set up at its start (Options.Runtimes), and tokens where the server
+// has none (a single --token-file, or none: the flags decide that), or
+// none where it has them. A client of the new file that has the name of
+// one of the old keeps its runs in flight, so its quota holds across the
+// reload. What Options fix (the socket, --max-concurrent, --warm and the
+// warm pool's jails, the callback client's timeout) does not change.
+func (s *Server) Reload(cfg Config, tokens *Tokens) error {
+	cfg = cfg.withDefaults()
+	for _, name := range cfg.Rootfs {
+		if _, ok := s.opts.Runtimes[name]; !ok && s.opts.Runtimes != nil {
+			return fmt.Errorf("rootfs %q was not set up at the start: restart the server to add a root filesystem", name)
+		}
+	}
+	old := s.policy.Load()
+	if (old.tokens == nil) != (tokens == nil) {
+		return errors.New("a tokens file can be reloaded, not added or taken away: restart the server with the flags you want")
+	}
+	if tokens != nil {
+		tokens.carryOver(old.tokens)
+	}
+	s.policy.Store(&policy{cfg: &cfg, tokens: tokens})
+	return nil
 }
 
 // Handler is the server's routes, behind the token check and the body
@@ -150,8 +191,8 @@ func (s *Server) Handler() http.Handler {
 			writeError(rec, 401, "a request needs the header Authorization: Bearer TOKEN with the server's token")
 			return
 		}
-		if s.opts.Tokens != nil && !probe {
-			c := s.opts.Tokens.match(r)
+		if tk := s.policy.Load().tokens; tk != nil && !probe {
+			c := tk.match(r)
 			if c == nil {
 				rec.Header().Set("WWW-Authenticate", `Bearer realm="rljail"`)
 				writeError(rec, 401, "a request needs the header Authorization: Bearer TOKEN with a token of the server's tokens file")
@@ -160,26 +201,26 @@ func (s *Server) Handler() http.Handler {
 			r = withClient(r, c)
 			rec.client = c.Name
 		}
-		if r.ContentLength > s.cfg.MaxBody {
+		if r.ContentLength > s.conf().MaxBody {
 			s.rejected.WithLabelValues("body_too_large").Inc()
-			writeError(rec, 413, fmt.Sprintf("the body is larger than the server's limit of %d bytes", s.cfg.MaxBody))
+			writeError(rec, 413, fmt.Sprintf("the body is larger than the server's limit of %d bytes", s.conf().MaxBody))
 			return
 		}
 		if r.Method == http.MethodPost {
 			n := r.ContentLength
 			if n < 0 {
-				n = s.cfg.MaxBody // unknown length: as much as it may be
+				n = s.conf().MaxBody // unknown length: as much as it may be
 			}
-			if s.bodies.Add(n) > s.cfg.BodyBudget {
+			if s.bodies.Add(n) > s.conf().BodyBudget {
 				s.bodies.Add(-n)
 				s.rejected.WithLabelValues("body_budget").Inc()
 				rec.Header().Set("Retry-After", "1")
-				writeError(rec, 429, fmt.Sprintf("the server holds %d bytes of request bodies at most and has no room for this one now: retry later", s.cfg.BodyBudget))
+				writeError(rec, 429, fmt.Sprintf("the server holds %d bytes of request bodies at most and has no room for this one now: retry later", s.conf().BodyBudget))
 				return
 			}
 			defer s.bodies.Add(-n)
 		}
-		r.Body = http.MaxBytesReader(rec, r.Body, s.cfg.MaxBody)
+		r.Body = http.MaxBytesReader(rec, r.Body, s.conf().MaxBody)
 		mux.ServeHTTP(rec, r)
 	})
 }
@@ -261,13 +302,13 @@ func (s *Server) acquire(ctx context.Context) admission {
 		return admitted
 	default:
 	}
-	if n := s.waiting.Add(1); n > int64(s.cfg.Queue) {
+	if n := s.waiting.Add(1); n > int64(s.conf().Queue) {
 		s.waiting.Add(-1)
 		return queueFull
 	}
 	s.queue.Inc()
 	defer func() { s.waiting.Add(-1); s.queue.Dec() }()
-	wait := time.NewTimer(s.cfg.QueueWait)
+	wait := time.NewTimer(s.conf().QueueWait)
 	defer wait.Stop()
 	select {
 	case s.slots <- struct{}{}:
@@ -305,7 +346,7 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 	case queueFull:
 		s.rejected.WithLabelValues("queue_full").Inc()
 		w.Header().Set("Retry-After", "1")
-		writeError(w, 429, fmt.Sprintf("every jail slot (%d) is busy and the queue (%d, %v each at most) is full: retry later", cap(s.slots), s.cfg.Queue, s.cfg.QueueWait))
+		writeError(w, 429, fmt.Sprintf("every jail slot (%d) is busy and the queue (%d, %v each at most) is full: retry later", cap(s.slots), s.conf().Queue, s.conf().QueueWait))
 		return outcome{}, false
 	case gone:
 		s.rejected.WithLabelValues("client_gone").Inc()

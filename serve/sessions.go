@@ -393,7 +393,7 @@ func (ls *liveSession) answerCall(call int64, value json.RawMessage, errMsg stri
 // "..."} (a whole call_result line is taken too). What the cell learns of
 // a failure is a fixed sentence; the server's log has the cause.
 func (ls *liveSession) callCallback(call int64, event []byte) {
-	p := ls.srv.cfg.Sessions
+	p := ls.srv.conf().Sessions
 	ctx, cancel := context.WithTimeout(context.Background(), p.CallbackTimeout)
 	defer cancel()
 	go func() {
@@ -724,7 +724,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner := s.clientOf(r)
-	if err := s.sessions.reserve(owner, s.cfg.Sessions, requestClient(r)); err != nil {
+	if err := s.sessions.reserve(owner, s.conf().Sessions, requestClient(r)); err != nil {
 		if errors.Is(err, errDraining) {
 			writeError(w, 503, err.Error())
 			return
@@ -762,7 +762,7 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, SessionResponse{ID: ls.id, WebSocket: "/v1/sessions/" + ls.id + "/ws",
-		IdleTimeoutSeconds: s.cfg.Sessions.IdleTimeout.Seconds(), Hello: rawJSON(hello)})
+		IdleTimeoutSeconds: s.conf().Sessions.IdleTimeout.Seconds(), Hello: rawJSON(hello)})
 }
 
 // sessionMemoryBound is what one session may hold of the server's memory
@@ -777,7 +777,7 @@ func sessionMemoryBound(c session.Config) int64 {
 // sessionConfig checks a session request against the policy and makes
 // the session's configuration; every refusal names its field.
 func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
-	p := s.cfg.Sessions
+	p := s.conf().Sessions
 	var cfg session.Config
 	rt, err := s.runtime("rootfs", req.Rootfs)
 	if err != nil {
@@ -827,9 +827,9 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 	}
 	switch n := req.MaxOutputChars; {
 	case n == 0:
-		cfg.MaxOutputChars = int(min(int64(session.DefaultMaxOutputChars), s.cfg.MaxOutput))
-	case n < 2 || int64(n) > s.cfg.MaxOutput:
-		return cfg, fmt.Errorf("max_output_chars %d must be 2 at least (head and tail) and at most %d (the server's max_output)", n, s.cfg.MaxOutput)
+		cfg.MaxOutputChars = int(min(int64(session.DefaultMaxOutputChars), s.conf().MaxOutput))
+	case n < 2 || int64(n) > s.conf().MaxOutput:
+		return cfg, fmt.Errorf("max_output_chars %d must be 2 at least (head and tail) and at most %d (the server's max_output)", n, s.conf().MaxOutput)
 	default:
 		cfg.MaxOutputChars = n
 	}

@@ -39,7 +39,21 @@ type Client struct {
 	// [sessions] caps.
 	MaxSessions int
 
-	running atomic.Int64
+	// running counts this client's runs in flight: shared with the
+	// client of the same name after a reload (carryOver).
+	running *atomic.Int64
+}
+
+// carryOver gives every client of t that old also names old's count of
+// runs in flight, so that a reload does not reset a quota.
+func (t *Tokens) carryOver(old *Tokens) {
+	for _, c := range t.list {
+		for _, o := range old.list {
+			if o.Name == c.Name {
+				c.running = o.running
+			}
+		}
+	}
 }
 
 // tokenFile is the tokens file's shape (docs/api.md, "Tokens").
@@ -83,7 +97,7 @@ func ParseTokens(data []byte) (*Tokens, error) {
 		if !clientName.MatchString(n) {
 			return nil, fmt.Errorf("[tokens.%s]: a name is 1 to 64 of A-Z a-z 0-9 _ . -, starting with a letter or digit", n)
 		}
-		c := &Client{Name: n, MaxConcurrent: e.MaxConcurrent, MaxSessions: e.MaxSessions}
+		c := &Client{Name: n, MaxConcurrent: e.MaxConcurrent, MaxSessions: e.MaxSessions, running: new(atomic.Int64)}
 		switch {
 		case e.Token != "" && e.TokenSHA256 != "":
 			return nil, fmt.Errorf("[tokens.%s]: token and token_sha256 both given: give one", n)

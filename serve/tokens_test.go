@@ -80,3 +80,50 @@ func TestTokensMatchAndQuota(t *testing.T) {
 		t.Errorf("a request without a tokens file: %v", err)
 	}
 }
+
+// TestReload: a reload swaps the policy for the requests after it, keeps
+// a client's runs in flight counted under its name, and refuses what
+// only a restart can change.
+func TestReload(t *testing.T) {
+	tk := func(s string) *Tokens {
+		t.Helper()
+		v, err := ParseTokens([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	old := tk("[tokens.a]\ntoken = \"the-first-token-12345\"\nmax_concurrent = 1\n")
+	s := New(Options{Config: Config{MaxMemory: 1 << 30}, Tokens: old, Runtimes: map[string]*Runtime{"python": {}}})
+	done, err := old.list[0].startRun()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	next := tk("[tokens.a]\ntoken = \"the-first-token-12345\"\nmax_concurrent = 1\n[tokens.b]\ntoken = \"the-other-token-12345\"\n")
+	if err := s.Reload(Config{MaxMemory: 256 << 20}, next); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.conf().MaxMemory; got != 256<<20 {
+		t.Errorf("after the reload max memory %d, want %d", got, 256<<20)
+	}
+	if _, err := next.list[0].startRun(); err == nil {
+		t.Error("a's run in flight before the reload was not counted after it")
+	}
+	for _, c := range []struct {
+		name   string
+		cfg    Config
+		tokens *Tokens
+		want   string
+	}{
+		{"a new rootfs", Config{Rootfs: []string{"other"}}, next, "restart"},
+		{"tokens taken away", Config{}, nil, "not added or taken away"},
+	} {
+		if err := s.Reload(c.cfg, c.tokens); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	if got := s.conf().MaxMemory; got != 256<<20 {
+		t.Errorf("a refused reload changed the policy: max memory %d", got)
+	}
+}

@@ -79,7 +79,7 @@ func fileMode(executable bool) uint32 {
 // limits checks a request's limits against the policy and fills the
 // defaults; every refusal names its field.
 func (s *Server) limits(l *RunLimits, j *job) error {
-	c := s.cfg
+	c := s.conf()
 	if l == nil {
 		l = &RunLimits{}
 	}
@@ -123,11 +123,11 @@ func (s *Server) limits(l *RunLimits, j *job) error {
 // runtime picks the rootfs a request names, among the configuration's.
 func (s *Server) runtime(field, name string) (*Runtime, error) {
 	if name == "" {
-		name = s.cfg.Rootfs[0]
+		name = s.conf().Rootfs[0]
 	}
 	rt, ok := s.opts.Runtimes[name]
 	if !ok {
-		return nil, fmt.Errorf("%s %q is not a root filesystem this server permits (%s)", field, name, strings.Join(s.cfg.Rootfs, ", "))
+		return nil, fmt.Errorf("%s %q is not a root filesystem this server permits (%s)", field, name, strings.Join(s.conf().Rootfs, ", "))
 	}
 	return rt, nil
 }

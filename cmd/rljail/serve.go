@@ -56,15 +56,9 @@ func serveCommand() *cli.Command {
 // SIGTERM or SIGINT, then drains.
 func serveAction(c *cli.Context) error {
 	guard := hostfile.NewGuard(nil, jail.IsJailHostUID)
-	cfg := serve.DefaultConfig
-	if p := c.String("config"); p != "" {
-		data, err := guard.ReadFile("--config", p, 1<<20)
-		if err != nil {
-			return setupError("read the configuration: %v", err)
-		}
-		if cfg, err = serve.ParseConfig(data); err != nil {
-			return setupError("configuration %s: %v", p, err)
-		}
+	cfg, err := readServeConfig(guard, c.String("config"))
+	if err != nil {
+		return setupError("%v", err)
 	}
 	token := ""
 	if p := c.String("token-file"); p != "" {
@@ -81,12 +75,8 @@ func serveAction(c *cli.Context) error {
 		if token != "" {
 			return setupError("--token-file and --tokens-file both given: give one (a tokens file holds as many clients as needed)")
 		}
-		data, err := guard.ReadFile("--tokens-file", p, 1<<20)
-		if err != nil {
-			return setupError("read the tokens file: %v", err)
-		}
-		if tokens, err = serve.ParseTokens(data); err != nil {
-			return setupError("--tokens-file %s: %v", p, err)
+		if tokens, err = readTokens(guard, p); err != nil {
+			return setupError("%v", err)
 		}
 	}
 	runtimes := map[string]*serve.Runtime{}
@@ -193,11 +183,20 @@ func serveAction(c *cli.Context) error {
 	go func() { served <- hs.Serve(ln) }()
 	notifySystemd(log, readyStatus(where, ready))
 	log.Info("serving", "listen", where, "max_concurrent", maxConc, "warm", warm, "queue", cfg.Queue, "rootfs", cfg.Rootfs, "version", version)
-	select {
-	case err := <-served:
-		return setupError("serve: %v", err)
-	case sig := <-sigs:
-		log.Info("draining", "signal", sig.String(), "grace", grace.String())
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+wait:
+	for {
+		select {
+		case err := <-served:
+			return setupError("serve: %v", err)
+		case <-hup:
+			reloadServe(c, log, srv)
+		case sig := <-sigs:
+			log.Info("draining", "signal", sig.String(), "grace", grace.String())
+			break wait
+		}
 	}
 	// Drain: no new connections nor runs; running jails have the grace,
 	// then are killed and their requests answered.
@@ -286,4 +285,55 @@ func serveListen(c *cli.Context, haveToken bool) (net.Listener, string, error) {
 		return ln, "tcp:" + ln.Addr().String(), nil
 	}
 	return nil, "", fmt.Errorf("--listen %q: give unix:PATH or tcp:HOST:PORT", listen)
+}
+
+// readServeConfig reads --config through guard (DefaultConfig without one).
+func readServeConfig(guard *hostfile.Guard, p string) (serve.Config, error) {
+	if p == "" {
+		return serve.DefaultConfig, nil
+	}
+	data, err := guard.ReadFile("--config", p, 1<<20)
+	if err != nil {
+		return serve.Config{}, fmt.Errorf("read the configuration: %w", err)
+	}
+	cfg, err := serve.ParseConfig(data)
+	if err != nil {
+		return serve.Config{}, fmt.Errorf("configuration %s: %w", p, err)
+	}
+	return cfg, nil
+}
+
+// readTokens reads --tokens-file through guard.
+func readTokens(guard *hostfile.Guard, p string) (*serve.Tokens, error) {
+	data, err := guard.ReadFile("--tokens-file", p, 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("read the tokens file: %w", err)
+	}
+	tokens, err := serve.ParseTokens(data)
+	if err != nil {
+		return nil, fmt.Errorf("--tokens-file %s: %w", p, err)
+	}
+	return tokens, nil
+}
+
+// reloadServe is SIGHUP: --config and --tokens-file read again, through
+// the guard, and made the policy of the requests from now on. A file that
+// cannot be read or parsed, or a change only a restart can make, keeps the
+// policy as it was: one log line says which and why, and the server goes
+// on serving.
+func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server) {
+	guard := hostfile.NewGuard(nil, jail.IsJailHostUID)
+	cfg, err := readServeConfig(guard, c.String("config"))
+	var tokens *serve.Tokens
+	if p := c.String("tokens-file"); err == nil && p != "" {
+		tokens, err = readTokens(guard, p)
+	}
+	if err == nil {
+		err = srv.Reload(cfg, tokens)
+	}
+	if err != nil {
+		log.Error("reload refused; the policy is as it was", "error", err.Error())
+		return
+	}
+	log.Info("reloaded", "config", c.String("config"), "tokens_file", c.String("tokens-file"))
 }
