@@ -176,16 +176,7 @@ for _ in range(400):
     time.sleep(0.1)
 print("done")
 `, marker, s.sock, port)
-	type got struct {
-		r    warmResponse
-		code int
-	}
-	done := make(chan got, 1)
-	go func() {
-		var r warmResponse
-		c := s.postJSON(t, "/v1/run", map[string]any{"code": hostile, "limits": map[string]any{"timeout_seconds": 50}}, &r)
-		done <- got{r, c}
-	}()
+	done := s.postWarm(t, map[string]any{"code": hostile, "limits": map[string]any{"timeout_seconds": 50}})
 
 	// The background process, seen from the host while the request runs.
 	var bg proc

@@ -131,28 +131,8 @@ func BenchmarkStartup(b *testing.B) {
 	// Throughput: n runs at once, 4n runs in all (at least 16); it returns
 	// the runs and the time they took.
 	throughput := func(argv []string, n int) (int, time.Duration) {
-		total := 4 * n
-		if total < 16 {
-			total = 16
-		}
-		jobs := make(chan struct{}, total)
-		for i := 0; i < total; i++ {
-			jobs <- struct{}{}
-		}
-		close(jobs)
-		var wg sync.WaitGroup
-		start := time.Now()
-		for w := 0; w < n; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range jobs {
-					run(argv)
-				}
-			}()
-		}
-		wg.Wait()
-		return total, time.Since(start)
+		total := max(4*n, 16)
+		return total, concurrently(n, total, func() { run(argv) })
 	}
 	// Three rounds of bare Python, bubblewrap and rljail in turn at each
 	// concurrency, so that the machine's drift touches all three alike;
@@ -338,4 +318,28 @@ func crunCheck(b *testing.B, work, bundle string) {
 		return
 	}
 	b.Log("crun runs here, but has no row yet")
+}
+
+// concurrently calls f total times from n goroutines at once and returns
+// the wall time all the calls took: the throughput rounds of the
+// benchmarks.
+func concurrently(n, total int, f func()) time.Duration {
+	jobs := make(chan struct{}, total)
+	for i := 0; i < total; i++ {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				f()
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
 }

@@ -91,24 +91,7 @@ func BenchmarkServeWarm(b *testing.B) {
 	// and the warm server in turn (the pool refilled before each round).
 	throughput := func(f func()) (int, time.Duration) {
 		const n, total = 8, 32
-		jobs := make(chan struct{}, total)
-		for i := 0; i < total; i++ {
-			jobs <- struct{}{}
-		}
-		close(jobs)
-		var wg sync.WaitGroup
-		start := time.Now()
-		for w := 0; w < n; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range jobs {
-					f()
-				}
-			}()
-		}
-		wg.Wait()
-		return total, time.Since(start)
+		return total, concurrently(n, total, f)
 	}
 	count, took := map[string]int{}, map[string]time.Duration{}
 	for r := 0; r < 3; r++ {

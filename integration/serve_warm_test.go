@@ -17,6 +17,24 @@ type warmResponse struct {
 	PoolReason string `json:"pool_reason"`
 }
 
+// warmAnswer is a /v1/run answer postWarm delivers.
+type warmAnswer struct {
+	r    warmResponse
+	code int
+}
+
+// postWarm posts body to /v1/run in the background and delivers the
+// answer, so that the test can look at the run from the host meanwhile.
+func (s *server) postWarm(t *testing.T, body map[string]any) <-chan warmAnswer {
+	done := make(chan warmAnswer, 1)
+	go func() {
+		var r warmResponse
+		c := s.postJSON(t, "/v1/run", body, &r)
+		done <- warmAnswer{r, c}
+	}()
+	return done
+}
+
 // findMarked waits for a process below pid whose command line holds
 // marker and returns its host pid.
 func findMarked(t *testing.T, pid int, marker string) int {
@@ -68,16 +86,7 @@ subprocess.Popen(['sleep', '1001.5'], start_new_session=True)
 time.sleep(1.5)
 import sys; sys.argv.append('marker-one')
 os.execvp('python3', ['python3', '-c', 'import time; time.sleep(1.5)', 'marker-one'])`
-	type got struct {
-		r    warmResponse
-		code int
-	}
-	done := make(chan got, 1)
-	go func() {
-		var r warmResponse
-		c := s.postJSON(t, "/v1/run", map[string]any{"code": first, "env": map[string]string{"CARRY_SECRET": "s3"}}, &r)
-		done <- got{r, c}
-	}()
+	done := s.postWarm(t, map[string]any{"code": first, "env": map[string]string{"CARRY_SECRET": "s3"}})
 	bg := findMarked(t, spid, "1001.5")
 	one := findMarked(t, spid, "marker-one")
 	if !fileExists(fmt.Sprintf("/proc/%d/root/tmp/carry", one)) {
@@ -106,11 +115,7 @@ os.execvp('python3', ['python3', '-c', 'import time; time.sleep(1.5)', 'marker-o
 			}
 		}
 	}
-	go func() {
-		var r warmResponse
-		c := s.postJSON(t, "/v1/run", map[string]any{"command": []string{"python3", "-c", "import time; time.sleep(1.5)", "marker-two"}}, &r)
-		done <- got{r, c}
-	}()
+	done = s.postWarm(t, map[string]any{"command": []string{"python3", "-c", "import time; time.sleep(1.5)", "marker-two"}})
 	two := findMarked(t, spid, "marker-two")
 	if fileExists(fmt.Sprintf("/proc/%d/root/tmp/carry", two)) {
 		t.Errorf("the second request sees the first's /tmp/carry")
