@@ -176,13 +176,14 @@ func (c Config) withLanguageRootfs() Config {
 
 // language finds a language by name (or, for Piston, alias).
 func (s *Server) language(name string, aliases bool) (string, *Language) {
-	if l, ok := s.conf().Languages[name]; ok {
+	langs := s.conf().Languages
+	if l, ok := langs[name]; ok {
 		return name, l
 	}
 	if aliases {
-		for _, n := range slices.Sorted(mapKeys(s.conf().Languages)) {
-			if slices.Contains(s.conf().Languages[n].Aliases, name) {
-				return n, s.conf().Languages[n]
+		for _, n := range slices.Sorted(mapKeys(langs)) {
+			if slices.Contains(langs[n].Aliases, name) {
+				return n, langs[n]
 			}
 		}
 	}
@@ -224,9 +225,9 @@ func (s *Server) setLanguage(j *job, name string, l *Language, code []byte, file
 		file = path.Join("/tmp", l.File)
 	}
 	j.runtime, j.language = rt, name
-	if l.Memory > 0 && j.memory == s.conf().DefaultMemory {
-		if l.Memory > s.conf().MaxMemory {
-			return fmt.Errorf("language %s: its memory %d is above the server's max_memory %d", name, l.Memory, s.conf().MaxMemory)
+	if c := s.conf(); l.Memory > 0 && j.memory == c.DefaultMemory {
+		if l.Memory > c.MaxMemory {
+			return fmt.Errorf("language %s: its memory %d is above the server's max_memory %d", name, l.Memory, c.MaxMemory)
 		}
 		j.memory = l.Memory
 	}
@@ -307,12 +308,13 @@ type pistonCompiledResponse struct {
 // another language names (a bash rootfs holds python3 too, for the launcher).
 func (s *Server) pythonRootfs() []string {
 	var out []string
-	for _, name := range s.conf().Rootfs {
+	c := s.conf()
+	for _, name := range c.Rootfs {
 		other := false
-		for n, l := range s.conf().Languages {
+		for n, l := range c.Languages {
 			other = other || n != "python" && l.Rootfs == name
 		}
-		if _, py := s.conf().Languages["python"]; !other || py && s.conf().Languages["python"].Rootfs == name {
+		if _, py := c.Languages["python"]; !other || py && c.Languages["python"].Rootfs == name {
 			out = append(out, name)
 		}
 	}
@@ -322,8 +324,9 @@ func (s *Server) pythonRootfs() []string {
 // languageRuntimes are Piston's runtimes entries of the languages but python.
 func (s *Server) languageRuntimes() []PistonRuntime {
 	var out []PistonRuntime
-	for _, n := range slices.Sorted(mapKeys(s.conf().Languages)) {
-		l := s.conf().Languages[n]
+	langs := s.conf().Languages
+	for _, n := range slices.Sorted(mapKeys(langs)) {
+		l := langs[n]
 		if n == "python" && l.Version == "" {
 			continue // listed per rootfs, with its Python version
 		}

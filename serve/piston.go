@@ -177,8 +177,8 @@ func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
 		return nil, nil, fmt.Errorf("%s", strings.NewReplacer("limits.timeout_seconds", "run_timeout (in seconds)", "limits.memory_bytes", "run_memory_limit").Replace(err.Error()))
 	}
 	if t := req.RunCPUTime; t != nil && *t != 0 {
-		if *t < 0 || time.Duration(*t)*time.Millisecond > s.conf().MaxTimeout {
-			return nil, nil, fmt.Errorf("run_cpu_time must be non-negative and at most %d ms", s.conf().MaxTimeout.Milliseconds())
+		if most := s.conf().MaxTimeout; *t < 0 || time.Duration(*t)*time.Millisecond > most {
+			return nil, nil, fmt.Errorf("run_cpu_time must be non-negative and at most %d ms", most.Milliseconds())
 		}
 		j.cpuTime = time.Duration(*t * float64(time.Millisecond))
 	}

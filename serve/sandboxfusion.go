@@ -133,8 +133,8 @@ func (s *Server) runCodeJob(req *RunCodeRequest) (*job, string, error) {
 		lim.TimeoutSeconds = *t
 	}
 	if m := req.MemoryLimitMB; m != nil && *m > 0 {
-		if *m > s.conf().MaxMemory>>20 {
-			return nil, "memory_limit_MB", fmt.Errorf("memory_limit_MB %d is above the server's maximum of %d", *m, s.conf().MaxMemory>>20)
+		if most := s.conf().MaxMemory >> 20; *m > most {
+			return nil, "memory_limit_MB", fmt.Errorf("memory_limit_MB %d is above the server's maximum of %d", *m, most)
 		}
 		lim.MemoryBytes = *m << 20
 	} else if m != nil && *m != -1 && *m != 0 {
@@ -151,8 +151,8 @@ func (s *Server) runCodeJob(req *RunCodeRequest) (*job, string, error) {
 		return nil, "language", err
 	}
 	if t := req.CompileTimeout; t != nil && j.compile != nil {
-		if !(*t > 0) || *t*float64(time.Second) > float64(s.conf().MaxTimeout) {
-			return nil, "compile_timeout", fmt.Errorf("compile_timeout %v must be above 0 and at most %v (the server's max_timeout)", *t, s.conf().MaxTimeout.Seconds())
+		if most := s.conf().MaxTimeout; !(*t > 0) || *t*float64(time.Second) > float64(most) {
+			return nil, "compile_timeout", fmt.Errorf("compile_timeout %v must be above 0 and at most %v (the server's max_timeout)", *t, most.Seconds())
 		}
 		j.compile.timeout = time.Duration(*t * float64(time.Second))
 	}

@@ -67,7 +67,7 @@ type Options struct {
 type Server struct {
 	opts Options
 	// policy is the configuration and the tokens file's clients now:
-	// Reload (SIGHUP) swaps it, and a request takes it once it arrives.
+	// Reload (SIGHUP) swaps it; each check reads it once (conf).
 	policy atomic.Pointer[policy]
 	// slots holds one token per running jail; waiting counts the
 	// requests queued for one.
@@ -132,8 +132,9 @@ type policy struct {
 // conf is the configuration now.
 func (s *Server) conf() *Config { return s.policy.Load().cfg }
 
-// Reload makes cfg and tokens the policy of the requests that arrive from
-// now on (SIGHUP); requests and sessions under way keep what they took.
+// Reload makes cfg and tokens the policy of the checks from now on
+// (SIGHUP): a run's limits and a session's configuration are fixed when
+// its request is checked, so runs and sessions under way keep theirs.
 // It refuses a configuration that names a root filesystem the server did
 // not set up at its start (Options.Runtimes), and tokens where the server
 // has none (a single --token-file, or none: the flags decide that), or
@@ -201,26 +202,27 @@ func (s *Server) Handler() http.Handler {
 			r = withClient(r, c)
 			rec.client = c.Name
 		}
-		if r.ContentLength > s.conf().MaxBody {
+		cfg := s.conf()
+		if r.ContentLength > cfg.MaxBody {
 			s.rejected.WithLabelValues("body_too_large").Inc()
-			writeError(rec, 413, fmt.Sprintf("the body is larger than the server's limit of %d bytes", s.conf().MaxBody))
+			writeError(rec, 413, fmt.Sprintf("the body is larger than the server's limit of %d bytes", cfg.MaxBody))
 			return
 		}
 		if r.Method == http.MethodPost {
 			n := r.ContentLength
 			if n < 0 {
-				n = s.conf().MaxBody // unknown length: as much as it may be
+				n = cfg.MaxBody // unknown length: as much as it may be
 			}
-			if s.bodies.Add(n) > s.conf().BodyBudget {
+			if s.bodies.Add(n) > cfg.BodyBudget {
 				s.bodies.Add(-n)
 				s.rejected.WithLabelValues("body_budget").Inc()
 				rec.Header().Set("Retry-After", "1")
-				writeError(rec, 429, fmt.Sprintf("the server holds %d bytes of request bodies at most and has no room for this one now: retry later", s.conf().BodyBudget))
+				writeError(rec, 429, fmt.Sprintf("the server holds %d bytes of request bodies at most and has no room for this one now: retry later", cfg.BodyBudget))
 				return
 			}
 			defer s.bodies.Add(-n)
 		}
-		r.Body = http.MaxBytesReader(rec, r.Body, s.conf().MaxBody)
+		r.Body = http.MaxBytesReader(rec, r.Body, cfg.MaxBody)
 		mux.ServeHTTP(rec, r)
 	})
 }
@@ -302,13 +304,14 @@ func (s *Server) acquire(ctx context.Context) admission {
 		return admitted
 	default:
 	}
-	if n := s.waiting.Add(1); n > int64(s.conf().Queue) {
+	cfg := s.conf()
+	if n := s.waiting.Add(1); n > int64(cfg.Queue) {
 		s.waiting.Add(-1)
 		return queueFull
 	}
 	s.queue.Inc()
 	defer func() { s.waiting.Add(-1); s.queue.Dec() }()
-	wait := time.NewTimer(s.conf().QueueWait)
+	wait := time.NewTimer(cfg.QueueWait)
 	defer wait.Stop()
 	select {
 	case s.slots <- struct{}{}:
@@ -346,7 +349,8 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 	case queueFull:
 		s.rejected.WithLabelValues("queue_full").Inc()
 		w.Header().Set("Retry-After", "1")
-		writeError(w, 429, fmt.Sprintf("every jail slot (%d) is busy and the queue (%d, %v each at most) is full: retry later", cap(s.slots), s.conf().Queue, s.conf().QueueWait))
+		c := s.conf()
+		writeError(w, 429, fmt.Sprintf("every jail slot (%d) is busy and the queue (%d, %v each at most) is full: retry later", cap(s.slots), c.Queue, c.QueueWait))
 		return outcome{}, false
 	case gone:
 		s.rejected.WithLabelValues("client_gone").Inc()

@@ -777,7 +777,8 @@ func sessionMemoryBound(c session.Config) int64 {
 // sessionConfig checks a session request against the policy and makes
 // the session's configuration; every refusal names its field.
 func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
-	p := s.conf().Sessions
+	conf := s.conf()
+	p := conf.Sessions
 	var cfg session.Config
 	rt, err := s.runtime("rootfs", req.Rootfs)
 	if err != nil {
@@ -827,9 +828,9 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 	}
 	switch n := req.MaxOutputChars; {
 	case n == 0:
-		cfg.MaxOutputChars = int(min(int64(session.DefaultMaxOutputChars), s.conf().MaxOutput))
-	case n < 2 || int64(n) > s.conf().MaxOutput:
-		return cfg, fmt.Errorf("max_output_chars %d must be 2 at least (head and tail) and at most %d (the server's max_output)", n, s.conf().MaxOutput)
+		cfg.MaxOutputChars = int(min(int64(session.DefaultMaxOutputChars), conf.MaxOutput))
+	case n < 2 || int64(n) > conf.MaxOutput:
+		return cfg, fmt.Errorf("max_output_chars %d must be 2 at least (head and tail) and at most %d (the server's max_output)", n, conf.MaxOutput)
 	default:
 		cfg.MaxOutputChars = n
 	}
