@@ -306,6 +306,16 @@ func startWatched(t *testing.T, m mode, o runOpts, ready, code string, flags ...
 	if !ok || !strings.Contains(p.stdout.String(), ready) {
 		t.Fatalf("the payload did not get ready (seen: %v): stdout %q stderr %q", ok, p.stdout.String(), p.stderr.String())
 	}
+	// The first match may be a process on its way to the payload (a
+	// stage that carried the marker in its cmdline and then exited:
+	// seen in CI as a pid whose /proc entry was gone a moment later).
+	// Once the payload said it is ready, the process that holds the
+	// marker is the payload itself.
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pl.pid)); err != nil {
+		if pl, ok = findPayload(marker, p.cmd.Process.Pid, 5*time.Second); !ok {
+			t.Fatalf("the payload said %q but no process holds its marker", ready)
+		}
+	}
 	return p, pl
 }
 
