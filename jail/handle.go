@@ -49,14 +49,19 @@ func (h *Handle) CPUTime() (time.Duration, error) {
 const clockTick = 10 * time.Millisecond
 
 // treeCPUTime sums utime, stime, cutime and cstime of pid and of every
-// descendant, following /proc/PID/task/TID/children.
+// descendant, following /proc/PID/task/TID/children. A session reads it
+// twice a cell, so it reads /proc with plain open, read and close into one
+// buffer (os.ReadFile adds six system calls a file for Go's poller), and
+// lists a process's threads only when it has more than one.
 func treeCPUTime(pid int) (time.Duration, error) {
 	var total time.Duration
+	buf := make([]byte, 4096)
 	todo := []int{pid}
 	for n := 0; len(todo) > 0 && n < 1<<16; n++ {
 		p := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+		dir := "/proc/" + strconv.Itoa(p)
+		b, err := readProcFile(dir+"/stat", buf)
 		if err != nil {
 			if p == pid {
 				return 0, fmt.Errorf("read the jail's CPU time: %w", err)
@@ -64,22 +69,30 @@ func treeCPUTime(pid int) (time.Duration, error) {
 			continue // gone meanwhile
 		}
 		// The fields after the command's closing parenthesis: state is
-		// field 3; utime, stime, cutime, cstime are 14 to 17.
+		// field 3; utime, stime, cutime, cstime are 14 to 17;
+		// num_threads is 20.
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 {
 			continue
 		}
 		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 15 {
+		if len(f) < 18 {
 			continue
 		}
 		for _, s := range f[11:15] {
 			v, _ := strconv.ParseInt(s, 10, 64)
 			total += time.Duration(v) * clockTick
 		}
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
-		for _, t := range tasks {
-			c, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
+		tids := []string{strconv.Itoa(p)}
+		if threads, _ := strconv.Atoi(f[17]); threads != 1 {
+			tids = tids[:0]
+			tasks, _ := os.ReadDir(dir + "/task")
+			for _, t := range tasks {
+				tids = append(tids, t.Name())
+			}
+		}
+		for _, t := range tids {
+			c, _ := readProcFile(dir+"/task/"+t+"/children", buf)
 			for _, s := range strings.Fields(string(c)) {
 				if k, err := strconv.Atoi(s); err == nil {
 					todo = append(todo, k)
@@ -88,6 +101,32 @@ func treeCPUTime(pid int) (time.Duration, error) {
 		}
 	}
 	return total, nil
+}
+
+// readProcFile reads a /proc file into buf (growing it when the file is
+// longer) and returns its contents, valid until buf's next use.
+func readProcFile(path string, buf []byte) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	n := 0
+	for {
+		if n == len(buf) {
+			buf = append(buf, make([]byte, len(buf))...)
+		}
+		k, err := unix.Read(fd, buf[n:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, err
+		case k == 0:
+			return buf[:n], nil
+		}
+		n += k
+	}
 }
 
 // pidOfPidfd reads the pid of a pidfd's process from /proc/self/fdinfo; 0
