@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +24,14 @@ type Handle struct {
 	lim     *jailLimits
 	limits  Limits
 	initPid int // the jail's init in the host's PID namespace, 0 if unknown
+	// proc keeps the /proc files treeCPUTime reads open between readings;
+	// Run closes them as it returns (release).
+	proc procFiles
 }
+
+// release closes what the handle keeps open; CPUTime then reads /proc
+// afresh, as long as the jail's init is there.
+func (h *Handle) release() { h.proc.close() }
 
 // Limits are the limits in force and their mechanisms, as the report
 // gives them.
@@ -41,7 +50,7 @@ func (h *Handle) CPUTime() (time.Duration, error) {
 	if h.initPid <= 0 {
 		return 0, err
 	}
-	return treeCPUTime(h.initPid)
+	return h.proc.treeCPUTime(h.initPid)
 }
 
 // clockTick is the kernel's USER_HZ, which /proc/PID/stat counts in (100
@@ -49,21 +58,51 @@ func (h *Handle) CPUTime() (time.Duration, error) {
 const clockTick = 10 * time.Millisecond
 
 // treeCPUTime sums utime, stime, cutime and cstime of pid and of every
-// descendant, following /proc/PID/task/TID/children. A session reads it
-// twice a cell, so it reads /proc with plain open, read and close into one
-// buffer (os.ReadFile adds six system calls a file for Go's poller), and
-// lists a process's threads only when it has more than one.
+// descendant, following /proc/PID/task/TID/children, with /proc files
+// opened for this reading only.
 func treeCPUTime(pid int) (time.Duration, error) {
+	var p procFiles
+	defer p.close()
+	return p.treeCPUTime(pid)
+}
+
+// procFiles are the /proc files of a process tree that treeCPUTime read,
+// kept open for the next reading, which a session makes twice a cell: a
+// read at offset 0 of an open /proc file is one system call where a fresh
+// open, read and close (os.ReadFile adds six for Go's poller) were ten.
+// An open /proc/PID file belongs to its process: once that is gone, reads
+// fail (ESRCH) even when its PID is reused, and the path is opened again.
+// The zero value is ready; after close every reading opens its files
+// afresh and closes them.
+type procFiles struct {
+	mu     sync.Mutex
+	closed bool
+	fds    map[string]int  // path to open descriptor
+	used   map[string]bool // the paths this reading used
+	buf    []byte
+}
+
+// treeCPUTime is the package's treeCPUTime through p's open files; the
+// files of processes no longer in the tree are closed.
+func (p *procFiles) treeCPUTime(pid int) (time.Duration, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fds == nil {
+		p.fds, p.used = map[string]int{}, map[string]bool{}
+	}
+	if p.buf == nil {
+		p.buf = make([]byte, 4096)
+	}
+	defer p.sweep()
 	var total time.Duration
-	buf := make([]byte, 4096)
 	todo := []int{pid}
 	for n := 0; len(todo) > 0 && n < 1<<16; n++ {
-		p := todo[len(todo)-1]
+		pp := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		dir := "/proc/" + strconv.Itoa(p)
-		b, err := readProcFile(dir+"/stat", buf)
+		dir := "/proc/" + strconv.Itoa(pp)
+		b, err := p.read(dir+"/stat", true)
 		if err != nil {
-			if p == pid {
+			if pp == pid {
 				return 0, fmt.Errorf("read the jail's CPU time: %w", err)
 			}
 			continue // gone meanwhile
@@ -83,16 +122,12 @@ func treeCPUTime(pid int) (time.Duration, error) {
 			v, _ := strconv.ParseInt(s, 10, 64)
 			total += time.Duration(v) * clockTick
 		}
-		tids := []string{strconv.Itoa(p)}
+		tids := []string{strconv.Itoa(pp)}
 		if threads, _ := strconv.Atoi(f[17]); threads != 1 {
-			tids = tids[:0]
-			tasks, _ := os.ReadDir(dir + "/task")
-			for _, t := range tasks {
-				tids = append(tids, t.Name())
-			}
+			tids = p.list(dir + "/task")
 		}
 		for _, t := range tids {
-			c, _ := readProcFile(dir+"/task/"+t+"/children", buf)
+			c, _ := p.read(dir+"/task/"+t+"/children", false)
 			for _, s := range strings.Fields(string(c)) {
 				if k, err := strconv.Atoi(s); err == nil {
 					todo = append(todo, k)
@@ -103,29 +138,105 @@ func treeCPUTime(pid int) (time.Duration, error) {
 	return total, nil
 }
 
-// readProcFile reads a /proc file into buf (growing it when the file is
-// longer) and returns its contents, valid until buf's next use.
-func readProcFile(path string, buf []byte) ([]byte, error) {
+// read returns the contents of a /proc file, valid until the next read.
+// whole says the file is made in one piece (a stat file), so that a short
+// read is all of it; other files are read up to their end.
+func (p *procFiles) read(path string, whole bool) ([]byte, error) {
+	if fd, ok := p.fds[path]; ok {
+		b, err := p.pread(fd, whole)
+		if err == nil {
+			p.used[path] = true
+			return b, nil
+		}
+		unix.Close(fd)
+		delete(p.fds, path)
+	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	b, err := p.pread(fd, whole)
+	if err != nil || p.closed {
+		unix.Close(fd)
+		return b, err
+	}
+	p.fds[path], p.used[path] = fd, true
+	return b, nil
+}
+
+// pread reads fd from offset 0 into p.buf, growing it as needed.
+func (p *procFiles) pread(fd int, whole bool) ([]byte, error) {
 	n := 0
 	for {
-		if n == len(buf) {
-			buf = append(buf, make([]byte, len(buf))...)
+		if n == len(p.buf) {
+			p.buf = append(p.buf, make([]byte, len(p.buf))...)
 		}
-		k, err := unix.Read(fd, buf[n:])
+		k, err := unix.Pread(fd, p.buf[n:], int64(n))
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err != nil:
 			return nil, err
-		case k == 0:
-			return buf[:n], nil
 		}
 		n += k
+		if k == 0 || (whole && n < len(p.buf)) {
+			return p.buf[:n], nil
+		}
+	}
+}
+
+// list returns the names in a /proc directory (a process's tasks), nil if
+// it cannot be read.
+func (p *procFiles) list(path string) []string {
+	fd, ok := p.fds[path]
+	if !ok {
+		var err error
+		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return nil
+		}
+		if p.closed {
+			defer unix.Close(fd)
+		} else {
+			p.fds[path] = fd
+		}
+	} else if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+		unix.Close(fd)
+		delete(p.fds, path)
+		return nil
+	}
+	p.used[path] = true
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, p.buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return names
+		}
+		_, _, names = unix.ParseDirent(p.buf[:n], -1, names)
+	}
+}
+
+// sweep closes the files the last reading did not use.
+func (p *procFiles) sweep() {
+	for path, fd := range p.fds {
+		if !p.used[path] {
+			unix.Close(fd)
+			delete(p.fds, path)
+		}
+	}
+	clear(p.used)
+}
+
+// close closes every file kept open; later readings keep none.
+func (p *procFiles) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for path, fd := range p.fds {
+		unix.Close(fd)
+		delete(p.fds, path)
 	}
 }
 

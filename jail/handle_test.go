@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -20,6 +21,8 @@ func TestTreeCPUTime(t *testing.T) {
 	// that stays (its own thread's child), then says ready and waits.
 	const burn = `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done`
 	cmd := exec.Command("/bin/sh", "-c", burn+`; /bin/sh -c '`+burn+`'; /bin/sh -c '`+burn+`; echo ready; exec sleep 1000' & wait`)
+	// Its own process group, so that the sleeper ends with the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +30,7 @@ func TestTreeCPUTime(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || line != "ready\n" {
 		t.Fatalf("the tree did not start: %q, %v", line, err)
@@ -64,17 +67,35 @@ func TestTreeCPUTime(t *testing.T) {
 	if own == 0 || reaped == 0 || child == 0 {
 		t.Fatalf("the burns took no CPU time to count: own %v, reaped %v, the live child %v", own, reaped, child)
 	}
+	want := own + reaped + child
 	got, err := treeCPUTime(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := own + reaped + child; got != want {
+	if got != want {
 		t.Errorf("treeCPUTime = %v, want %v (own %v + reaped %v + the live child %v)", got, want, own, reaped, child)
+	}
+	// Through files kept open, as a Handle reads: the same, each time.
+	var p procFiles
+	defer p.close()
+	for i := 0; i < 3; i++ {
+		if got, err := p.treeCPUTime(root); err != nil || got != want {
+			t.Errorf("reading %d through open files = %v, %v; want %v", i+1, got, err, want)
+		}
+	}
+	if len(p.fds) == 0 {
+		t.Error("no file kept open between readings")
 	}
 
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	if d, err := treeCPUTime(root); err == nil {
 		t.Errorf("treeCPUTime of a process reaped = %v, want an error", d)
+	}
+	if d, err := p.treeCPUTime(root); err == nil {
+		t.Errorf("a reading through open files of a process reaped = %v, want an error", d)
+	}
+	if len(p.fds) != 0 {
+		t.Errorf("%d files of the processes gone are still open", len(p.fds))
 	}
 }
