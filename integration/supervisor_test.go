@@ -19,39 +19,34 @@ import (
 // is held in a system call for the run). What the test then writes must
 // still reach the payload, and its close must end the payload's input.
 //
-// The pipe is a FIFO that the jail's user may open: a pipe the test made
-// would be root's, mode 0600, and rljail running as another user could
-// not open it again (it then reads it as it is, blocking, as a harness
-// that hands rljail another user's pipe would see).
+// The pipe is a FIFO that the jail's user may open, and, rootless, also a
+// pipe the test made: root's, mode 0600, which rljail running as another
+// user may not open again (it then waits for it through an epoll
+// descriptor of its own, issue 33), as a harness running as root hands
+// rljail its pipe.
 func TestStdinWaitsInPoller(t *testing.T) {
-	for _, m := range bothModes {
-		t.Run(string(m), func(t *testing.T) {
-			fifo := filepath.Join(newOpenDir(t), "stdin")
-			if err := unix.Mkfifo(fifo, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(fifo, 0o666); err != nil {
-				t.Fatal(err)
-			}
-			// Both ends without blocking, then the read end blocking again,
-			// as a pipe's read end is.
-			r, err := os.OpenFile(fifo, os.O_RDONLY|unix.O_NONBLOCK, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+	rootsPipe := func(t *testing.T) (r, w *os.File) {
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		// os.NewFile leaves a blocking descriptor blocking.
+		return os.NewFile(uintptr(p[0]), "stdin"), os.NewFile(uintptr(p[1]), "stdin-w")
+	}
+	cases := []struct {
+		name string
+		m    mode
+		pipe func(t *testing.T) (r, w *os.File)
+	}{
+		{string(asRoot), asRoot, openFIFO},
+		{string(asRootless), asRootless, openFIFO},
+		{"rootless, a pipe of root's", asRootless, rootsPipe},
+	}
+	for _, tc := range cases {
+		m := tc.m
+		t.Run(tc.name, func(t *testing.T) {
+			r, w := tc.pipe(t)
 			defer w.Close()
-			rc, err := r.SyscallConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var nbErr error
-			if err := rc.Control(func(fd uintptr) { nbErr = unix.SetNonblock(int(fd), false) }); err != nil || nbErr != nil {
-				t.Fatalf("make the read end blocking: %v %v", err, nbErr)
-			}
 			p := startJail(t, m, runOpts{stdinFile: r},
 				"--", "python3", "-c", "import sys, time; time.sleep(1.5); print('got', sys.stdin.read())")
 			r.Close()
@@ -85,6 +80,36 @@ func TestStdinWaitsInPoller(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openFIFO makes a FIFO that any user may open and opens both its ends,
+// the read end blocking, as a pipe's read end is.
+func openFIFO(t *testing.T) (r, w *os.File) {
+	fifo := filepath.Join(newOpenDir(t), "stdin")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	// Both ends without blocking, then the read end blocking again.
+	r, err := os.OpenFile(fifo, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err = os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := r.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nbErr error
+	if err := rc.Control(func(fd uintptr) { nbErr = unix.SetNonblock(int(fd), false) }); err != nil || nbErr != nil {
+		t.Fatalf("make the read end blocking: %v %v", err, nbErr)
+	}
+	return r, w
 }
 
 // TestTimerSlack starts rljail with an unusual timer slack and looks from

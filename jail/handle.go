@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +24,14 @@ type Handle struct {
 	lim     *jailLimits
 	limits  Limits
 	initPid int // the jail's init in the host's PID namespace, 0 if unknown
+	// proc keeps the /proc files treeCPUTime reads open between readings;
+	// Run closes them as it returns (release).
+	proc procFiles
 }
+
+// release closes what the handle keeps open; CPUTime then reads /proc
+// afresh, as long as the jail's init is there.
+func (h *Handle) release() { h.proc.close() }
 
 // Limits are the limits in force and their mechanisms, as the report
 // gives them.
@@ -41,7 +50,7 @@ func (h *Handle) CPUTime() (time.Duration, error) {
 	if h.initPid <= 0 {
 		return 0, err
 	}
-	return treeCPUTime(h.initPid)
+	return h.proc.treeCPUTime(h.initPid)
 }
 
 // clockTick is the kernel's USER_HZ, which /proc/PID/stat counts in (100
@@ -49,37 +58,76 @@ func (h *Handle) CPUTime() (time.Duration, error) {
 const clockTick = 10 * time.Millisecond
 
 // treeCPUTime sums utime, stime, cutime and cstime of pid and of every
-// descendant, following /proc/PID/task/TID/children.
+// descendant, following /proc/PID/task/TID/children, with /proc files
+// opened for this reading only.
 func treeCPUTime(pid int) (time.Duration, error) {
+	var p procFiles
+	defer p.close()
+	return p.treeCPUTime(pid)
+}
+
+// procFiles are the /proc files of a process tree that treeCPUTime read,
+// kept open for the next reading, which a session makes twice a cell: a
+// read at offset 0 of an open /proc file is one system call where a fresh
+// open, read and close (os.ReadFile adds six for Go's poller) were ten.
+// An open /proc/PID file belongs to its process: once that is gone, reads
+// fail (ESRCH) even when its PID is reused, and the path is opened again.
+// The zero value is ready; after close every reading opens its files
+// afresh and closes them.
+type procFiles struct {
+	mu     sync.Mutex
+	closed bool
+	fds    map[string]int  // path to open descriptor
+	used   map[string]bool // the paths this reading used
+	buf    []byte
+}
+
+// treeCPUTime is the package's treeCPUTime through p's open files; the
+// files of processes no longer in the tree are closed.
+func (p *procFiles) treeCPUTime(pid int) (time.Duration, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fds == nil {
+		p.fds, p.used = map[string]int{}, map[string]bool{}
+	}
+	if p.buf == nil {
+		p.buf = make([]byte, 4096)
+	}
+	defer p.sweep()
 	var total time.Duration
 	todo := []int{pid}
 	for n := 0; len(todo) > 0 && n < 1<<16; n++ {
-		p := todo[len(todo)-1]
+		pp := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+		dir := "/proc/" + strconv.Itoa(pp)
+		b, err := p.read(dir+"/stat", true)
 		if err != nil {
-			if p == pid {
+			if pp == pid {
 				return 0, fmt.Errorf("read the jail's CPU time: %w", err)
 			}
 			continue // gone meanwhile
 		}
 		// The fields after the command's closing parenthesis: state is
-		// field 3; utime, stime, cutime, cstime are 14 to 17.
+		// field 3; utime, stime, cutime, cstime are 14 to 17;
+		// num_threads is 20.
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 {
 			continue
 		}
 		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 15 {
+		if len(f) < 18 {
 			continue
 		}
 		for _, s := range f[11:15] {
 			v, _ := strconv.ParseInt(s, 10, 64)
 			total += time.Duration(v) * clockTick
 		}
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
-		for _, t := range tasks {
-			c, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
+		tids := []string{strconv.Itoa(pp)}
+		if threads, _ := strconv.Atoi(f[17]); threads != 1 {
+			tids = p.list(dir + "/task")
+		}
+		for _, t := range tids {
+			c, _ := p.read(dir+"/task/"+t+"/children", false)
 			for _, s := range strings.Fields(string(c)) {
 				if k, err := strconv.Atoi(s); err == nil {
 					todo = append(todo, k)
@@ -88,6 +136,108 @@ func treeCPUTime(pid int) (time.Duration, error) {
 		}
 	}
 	return total, nil
+}
+
+// read returns the contents of a /proc file, valid until the next read.
+// whole says the file is made in one piece (a stat file), so that a short
+// read is all of it; other files are read up to their end.
+func (p *procFiles) read(path string, whole bool) ([]byte, error) {
+	if fd, ok := p.fds[path]; ok {
+		b, err := p.pread(fd, whole)
+		if err == nil {
+			p.used[path] = true
+			return b, nil
+		}
+		unix.Close(fd)
+		delete(p.fds, path)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := p.pread(fd, whole)
+	if err != nil || p.closed {
+		unix.Close(fd)
+		return b, err
+	}
+	p.fds[path], p.used[path] = fd, true
+	return b, nil
+}
+
+// pread reads fd from offset 0 into p.buf, growing it as needed.
+func (p *procFiles) pread(fd int, whole bool) ([]byte, error) {
+	n := 0
+	for {
+		if n == len(p.buf) {
+			p.buf = append(p.buf, make([]byte, len(p.buf))...)
+		}
+		k, err := unix.Pread(fd, p.buf[n:], int64(n))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, err
+		}
+		n += k
+		if k == 0 || (whole && n < len(p.buf)) {
+			return p.buf[:n], nil
+		}
+	}
+}
+
+// list returns the names in a /proc directory (a process's tasks), nil if
+// it cannot be read.
+func (p *procFiles) list(path string) []string {
+	fd, ok := p.fds[path]
+	if !ok {
+		var err error
+		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return nil
+		}
+		if p.closed {
+			defer unix.Close(fd)
+		} else {
+			p.fds[path] = fd
+		}
+	} else if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+		unix.Close(fd)
+		delete(p.fds, path)
+		return nil
+	}
+	p.used[path] = true
+	var names []string
+	for {
+		n, err := unix.Getdents(fd, p.buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return names
+		}
+		_, _, names = unix.ParseDirent(p.buf[:n], -1, names)
+	}
+}
+
+// sweep closes the files the last reading did not use.
+func (p *procFiles) sweep() {
+	for path, fd := range p.fds {
+		if !p.used[path] {
+			unix.Close(fd)
+			delete(p.fds, path)
+		}
+	}
+	clear(p.used)
+}
+
+// close closes every file kept open; later readings keep none.
+func (p *procFiles) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for path, fd := range p.fds {
+		unix.Close(fd)
+		delete(p.fds, path)
+	}
 }
 
 // pidOfPidfd reads the pid of a pidfd's process from /proc/self/fdinfo; 0

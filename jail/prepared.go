@@ -285,7 +285,9 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, start time.Time) (resul
 		return res, err
 	}
 	if spec.Started != nil {
-		spec.Started(&Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd)})
+		h := &Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd)}
+		defer h.release()
+		spec.Started(h)
 	}
 	return j.wait(ctx, &spec, start, res, lim, func() *NetworkReport { return nil })
 }

@@ -245,7 +245,9 @@ func Run(ctx context.Context, spec Spec) (result Result, runErr error) {
 		return setupFailed(ExitSetupError, err)
 	}
 	if spec.Started != nil {
-		spec.Started(&Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd)})
+		h := &Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd)}
+		defer h.release()
+		spec.Started(h)
 	}
 	// The start is placed; the run is not (stage/prestart.c).
 	unpinSupervisor()

@@ -12,8 +12,10 @@ import (
 
 // TestPollableStdin: a pipe or a character device is opened a second time,
 // non-blocking, and the first open stays blocking (other processes share
-// it); anything else is passed through. What is written to the pipe must
-// come out of the second open, up to the end.
+// it); a pipe that may not be opened again (another user's) is read
+// through an epoll descriptor, and stays blocking too; anything else is
+// passed through. What is written to the pipe must come out of the second
+// open, up to the end.
 func TestPollableStdin(t *testing.T) {
 	blockingPipe := func(t *testing.T) (r, w *os.File) {
 		var p [2]int
@@ -27,10 +29,13 @@ func TestPollableStdin(t *testing.T) {
 		in         func(t *testing.T) (in io.Reader, feed func())
 		wantReopen bool
 		want       string
+		// reopen, unless nil, makes the second open (reopenFD if nil).
+		reopen     func(fd int) (int, error)
+		wantPolled bool
 	}{
 		{"a reader that is no file", func(t *testing.T) (io.Reader, func()) {
 			return strings.NewReader("x"), func() {}
-		}, false, "x"},
+		}, false, "x", nil, false},
 		{"a regular file", func(t *testing.T) (io.Reader, func()) {
 			f, err := os.CreateTemp(t.TempDir(), "in")
 			if err != nil {
@@ -39,18 +44,29 @@ func TestPollableStdin(t *testing.T) {
 			f.WriteString("file")
 			f.Seek(0, io.SeekStart)
 			return f, func() {}
-		}, false, "file"},
+		}, false, "file", nil, false},
 		{"a pipe", func(t *testing.T) (io.Reader, func()) {
 			r, w := blockingPipe(t)
 			return r, func() { w.WriteString("piped"); w.Close() }
-		}, true, "piped"},
+		}, true, "piped", nil, false},
+		{"a pipe it may not open again", func(t *testing.T) (io.Reader, func()) {
+			r, w := blockingPipe(t)
+			return r, func() { w.WriteString("polled"); w.Close() }
+		}, true, "polled", func(int) (int, error) { return -1, unix.EACCES }, true},
+		{"a non-blocking pipe it may not open again", func(t *testing.T) (io.Reader, func()) {
+			r, w := blockingPipe(t)
+			if err := unix.SetNonblock(int(r.Fd()), true); err != nil {
+				t.Fatal(err)
+			}
+			return r, func() { w.WriteString("polled"); w.Close() }
+		}, true, "polled", func(int) (int, error) { return -1, unix.EACCES }, true},
 		{"/dev/null, a device but no terminal", func(t *testing.T) (io.Reader, func()) {
 			f, err := os.Open(os.DevNull)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return f, func() {}
-		}, false, ""},
+		}, false, "", nil, false},
 		{"a terminal", func(t *testing.T) (io.Reader, func()) {
 			master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 			if err != nil {
@@ -73,7 +89,7 @@ func TestPollableStdin(t *testing.T) {
 			slave := os.NewFile(uintptr(sfd), "tty")
 			t.Cleanup(func() { slave.Close() })
 			return slave, func() { master.WriteString("tty\n") }
-		}, true, "tty\n"},
+		}, true, "tty\n", nil, false},
 		{"a socket", func(t *testing.T) (io.Reader, func()) {
 			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 			if err != nil {
@@ -81,24 +97,30 @@ func TestPollableStdin(t *testing.T) {
 			}
 			w := os.NewFile(uintptr(fds[1]), "w")
 			return os.NewFile(uintptr(fds[0]), "r"), func() { w.WriteString("sock"); w.Close() }
-		}, false, "sock"},
+		}, false, "sock", nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in, feed := tt.in(t)
-			got, closeGot := pollableStdin(in)
+			reopen := tt.reopen
+			if reopen == nil {
+				reopen = reopenFD
+			}
+			got, closeGot := pollableStdinWith(in, reopen)
 			defer closeGot()
+			if _, polled := got.(*polledStdin); polled != tt.wantPolled {
+				t.Fatalf("read through epoll: %v, want %v", polled, tt.wantPolled)
+			}
 			if reopened := got != in; reopened != tt.wantReopen {
 				t.Fatalf("opened again: %v, want %v", reopened, tt.wantReopen)
 			}
-			if f, ok := in.(*os.File); ok {
+			if f, ok := in.(*os.File); ok && !strings.HasPrefix(tt.name, "a non-blocking") {
 				flags, err := fileFlags(f)
 				if err != nil || flags&unix.O_NONBLOCK != 0 {
 					t.Errorf("the caller's open file became non-blocking (flags %#x, %v)", flags, err)
 				}
 			}
-			if tt.wantReopen {
-				g := got.(*os.File)
+			if g, ok := got.(*os.File); ok && tt.wantReopen {
 				flags, err := fileFlags(g)
 				if err != nil || flags&unix.O_NONBLOCK == 0 {
 					t.Errorf("the second open is blocking (flags %#x, %v)", flags, err)
@@ -135,4 +157,38 @@ func fileFlags(f *os.File) (int, error) {
 		return 0, err
 	}
 	return flags, ferr
+}
+
+// TestPolledStdinWaits: a read through the epoll descriptor that starts
+// before the input waits for it (in the poller) and gets every write, up to
+// the end.
+func TestPolledStdinWaits(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	r, w := os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
+	defer r.Close()
+	got, closeGot := pollableStdinWith(r, func(int) (int, error) { return -1, unix.EACCES })
+	defer closeGot()
+	if _, ok := got.(*polledStdin); !ok {
+		t.Fatalf("got %T, want a *polledStdin", got)
+	}
+	read := make(chan string)
+	go func() {
+		b, err := io.ReadAll(got)
+		if err != nil {
+			b = append(b, " error: "+err.Error()...)
+		}
+		read <- string(b)
+	}()
+	for _, s := range []string{"one\n", "two\n"} {
+		if _, err := w.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if s := <-read; s != "one\ntwo\n" {
+		t.Errorf("read %q, want %q", s, "one\ntwo\n")
+	}
 }
