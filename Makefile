@@ -279,14 +279,19 @@ test: build vet staticcheck unit python-test conformance-in-test test-apparmor i
 # the cost of compiling a profile at run time (which embedded profiles
 # avoid: they are compiled at build time), and rljail serve's warm pool
 # against one-shot runs and bubblewrap. BenchmarkStartup also runs runc
-# (what Docker uses) on an OCI bundle of the same rootfs.
+# (what Docker uses) on an OCI bundle of the same rootfs. The last,
+# BenchmarkStartupMatrix, is the summary of issue 33: rljail's overhead
+# over bare against bubblewrap's and runc's for the default and the data
+# rootfs, root and rootless, and the session figures, each against its
+# target (fewer runs: each holds 28 starts).
 bench: bench-deps rootfs data-rootfs
-	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'Startup|Session' -benchtime 300x -timeout 30m ./integration/
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'Startup$$|Session' -benchtime 300x -timeout 30m ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'ImportNumpy' -benchtime 100x -timeout 30m ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench Egress -benchtime 200x ./integration/
 	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench ServeWarm -benchtime 100x -timeout 20m ./integration/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./seccomp/
 	$(GO) test -run '^$$' -bench CLI -benchtime 500x ./cmd/rljail/
+	RLJAIL_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench StartupMatrix -benchtime 60x -timeout 30m ./integration/
 
 # bench-deps: runc for the bench's OCI row (Debian's package), only
 # where it is missing; `make test` does not need it.
