@@ -58,6 +58,9 @@ type Config struct {
 	Languages map[string]*Language
 	// Sessions is the policy of /v1/sessions (sessions.go).
 	Sessions SessionPolicy
+	// Volumes are the host paths a request may ask for by name
+	// (volumes.go); none by default.
+	Volumes map[string]VolumePolicy
 }
 
 // DefaultConfig is the policy without a configuration file.
@@ -160,6 +163,8 @@ type configFile struct {
 	Languages map[string]languageFile `toml:"languages"`
 	// Sessions is the [sessions] table.
 	Sessions sessionsFile `toml:"sessions"`
+	// Volumes are the [volumes.NAME] tables.
+	Volumes map[string]volumeFile `toml:"volumes"`
 }
 
 // ParseConfig reads a configuration file's TOML strictly: an unknown key
@@ -223,6 +228,9 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	if c.Sessions, err = f.Sessions.policy(); err != nil {
 		return Config{}, fmt.Errorf("[sessions] %w", err)
+	}
+	if c.Volumes, err = parseVolumes(f.Volumes); err != nil {
+		return Config{}, err
 	}
 	c = c.withDefaults()
 	if c.DefaultTimeout > c.MaxTimeout || c.DefaultMemory > c.MaxMemory || c.DefaultOutput > c.MaxOutput {

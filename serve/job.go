@@ -48,6 +48,8 @@ type job struct {
 	language string
 	// compile, when set, runs first in a jail of its own (languages.go).
 	compile *compileStage
+	// volumes are the request's granted volumes (volumes.go).
+	volumes []jail.Volume
 }
 
 // inFile is a file put into the jail before the command runs.
@@ -146,6 +148,7 @@ func (s *Server) jobSpec(j *job) jail.Spec {
 		Command: j.command,
 		Env:     j.env,
 		Rootfs:  j.runtime.Dir,
+		Volumes: j.volumes,
 		Workdir: "/tmp",
 		Timeout: j.timeout,
 		TmpSize: j.tmpSize,

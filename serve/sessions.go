@@ -61,6 +61,8 @@ type SessionRequest struct {
 	// event while no WebSocket holds the session; the answer is the
 	// call_result.
 	CallbackURL string `json:"callback_url,omitempty"`
+	// Volumes are configured host paths asked for by name, as /v1/run's.
+	Volumes []VolumeRequest `json:"volumes,omitempty"`
 }
 
 // SessionLimits are a session's jail limits, each within the server's
@@ -882,10 +884,15 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 			return cfg, fmt.Errorf("callback_url: %w", err)
 		}
 	}
+	vols, err := s.volumes(req.Volumes)
+	if err != nil {
+		return cfg, err
+	}
 	cfg.Bridge = b
 	cfg.Spec = jail.Spec{
 		Env:     env,
 		Rootfs:  rt.Dir,
+		Volumes: vols,
 		Workdir: "/tmp",
 		Timeout: timeout,
 		TmpSize: j.tmpSize,

@@ -85,7 +85,7 @@ func serveAction(c *cli.Context) error {
 		if err != nil {
 			return setupError("rootfs %s: %v", name, err)
 		}
-		if err := checkRootfsPlace(dir, guard); err != nil {
+		if err := checkRootfsPlace(dir, guard.With(cfg.WritableSources()...)); err != nil {
 			return setupError("rootfs %s: %v", name, err)
 		}
 		m, build, err := rootfsVerdict(dir, namedBy)
@@ -97,6 +97,9 @@ func serveAction(c *cli.Context) error {
 		}
 		runtimes[name] = &serve.Runtime{Name: name, Dir: dir, PythonVersion: m.PythonVersion,
 			Check: func(warn func(string)) error { return startRootfsCheck(dir).wait(warn) }}
+	}
+	if err := checkServeVolumes(guard, cfg, runtimes); err != nil {
+		return setupError("%v", err)
 	}
 	prog, ok := profiles.Precompiled(profiles.Default)
 	if !ok {
@@ -192,7 +195,7 @@ wait:
 		case err := <-served:
 			return setupError("serve: %v", err)
 		case <-hup:
-			reloadServe(c, log, srv)
+			reloadServe(c, log, srv, runtimes)
 		case sig := <-sigs:
 			log.Info("draining", "signal", sig.String(), "grace", grace.String())
 			break wait
@@ -321,9 +324,12 @@ func readTokens(guard *hostfile.Guard, p string) (*serve.Tokens, error) {
 // cannot be read or parsed, or a change only a restart can make, keeps the
 // policy as it was: one log line says which and why, and the server goes
 // on serving.
-func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server) {
+func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server, runtimes map[string]*serve.Runtime) {
 	guard := hostfile.NewGuard(nil, jail.IsJailHostUID)
 	cfg, err := readServeConfig(guard, c.String("config"))
+	if err == nil {
+		err = checkServeVolumes(guard, cfg, runtimes)
+	}
 	var tokens *serve.Tokens
 	if p := c.String("tokens-file"); err == nil && p != "" {
 		tokens, err = readTokens(guard, p)
@@ -336,4 +342,29 @@ func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server) {
 		return
 	}
 	log.Info("reloaded", "config", c.String("config"), "tokens_file", c.String("tokens-file"))
+}
+
+// checkServeVolumes applies to the configuration's volumes that a request
+// may ask for rw the checks a run applies to -v ...:rw, through the same
+// code: no rootfs the server serves inside one or one itself
+// (checkRootfsPlace), none over or inside rljail's data directory of
+// root filesystems (checkDataDirVolumes). A request names volumes only
+// among these, so a configuration that passes grants no request more.
+func checkServeVolumes(guard *hostfile.Guard, cfg serve.Config, runtimes map[string]*serve.Runtime) error {
+	writable := cfg.WritableSources()
+	if len(writable) == 0 {
+		return nil
+	}
+	if err := checkDataDirVolumes(writable); err != nil {
+		return fmt.Errorf("[volumes]: %w", err)
+	}
+	g := guard.With(writable...)
+	for _, name := range cfg.Rootfs {
+		if rt := runtimes[name]; rt != nil {
+			if err := checkRootfsPlace(rt.Dir, g); err != nil {
+				return fmt.Errorf("[volumes]: rootfs %s: %w", name, err)
+			}
+		}
+	}
+	return nil
 }
