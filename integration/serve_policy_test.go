@@ -130,3 +130,61 @@ func TestServePolicyVolumeRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestServePolicyEgress: a request's egress, each entry within the
+// configuration's egress_allow, through the jail's proxy (the jail's own
+// network namespace has nothing else). The listeners on the host's
+// loopback decide: the asked one is reached, the permitted one that was
+// not asked and the one never permitted see no connection.
+func TestServePolicyEgress(t *testing.T) {
+	asked, notAsked, never := startUpstream(t, false), startUpstream(t, false), startUpstream(t, false)
+	s := startServer(t, asRoot, serveOpts{config: fmt.Sprintf("egress_allow = [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]\n", asked.port, notAsked.port)})
+	code := fmt.Sprintf(`
+import socket
+def get(port, path):
+    try:
+        c = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+        c.sendall(("GET http://127.0.0.1:%%d%%s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" %% (port, path)).encode())
+        data = b""
+        while True:
+            b = c.recv(4096)
+            if not b: break
+            data += b
+        return data.decode(errors="replace").split("\r\n")[0] + "|" + data.decode(errors="replace").split("\r\n\r\n", 1)[-1]
+    except OSError as e:
+        return "error %%s" %% e
+print(get(%d, "/asked"))
+print(get(%d, "/not-asked"))
+print(get(%d, "/never"))
+`, asked.port, notAsked.port, never.port)
+	var r v1Response
+	if c := s.postJSON(t, "/v1/run", map[string]any{"code": code, "egress": []string{fmt.Sprintf("127.0.0.1:%d", asked.port)}}, &r); c != 200 {
+		t.Fatalf("/v1/run with egress: %d", c)
+	}
+	lines := strings.Split(r.Stdout.Text, "\n")
+	if len(lines) < 3 || !strings.Contains(lines[0], "upstream:/asked") || strings.Contains(lines[1], "upstream:") || strings.Contains(lines[2], "upstream:") {
+		t.Errorf("the payload saw %q (stderr %q)", r.Stdout.Text, r.Stderr.Text)
+	}
+	if !asked.hasPath("/asked") {
+		t.Errorf("the asked listener saw no request")
+	}
+	if n, _, _, _ := notAsked.seen(); n != 0 {
+		t.Errorf("the permitted but not asked listener saw %d connections", n)
+	}
+	// Not permitted: 400 naming the entry, and no jail at all.
+	body := fmt.Sprintf(`{"command":["true"],"egress":["127.0.0.1:%d","127.0.0.1:%d"]}`, asked.port, never.port)
+	if c, b, _ := s.do(t, "POST", "/v1/run", body, nil); c != 400 || !strings.Contains(string(b), "egress[1]") || !strings.Contains(string(b), "not covered") {
+		t.Errorf("an entry not permitted: %d %s, want 400 naming egress[1]", c, b)
+	}
+	if n, _, _, _ := never.seen(); n != 0 {
+		t.Errorf("the listener never permitted saw %d connections", n)
+	}
+	// No egress asked: the jail has no network at all.
+	r = v1Response{}
+	if c := s.postJSON(t, "/v1/run", map[string]any{"code": fmt.Sprintf("import socket\ntry:\n    socket.create_connection(('127.0.0.1', %d), timeout=5); print('CONNECTED')\nexcept OSError as e:\n    print('refused')", notAsked.port)}, &r); c != 200 || r.Stdout.Text != "refused\n" {
+		t.Errorf("without egress: %d %q", c, r.Stdout.Text)
+	}
+	if n, _, _, _ := notAsked.seen(); n != 0 {
+		t.Errorf("the listener not asked saw %d connections", n)
+	}
+}

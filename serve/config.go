@@ -10,6 +10,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/rljail/rljail/egress"
 	"github.com/rljail/rljail/jail"
 )
 
@@ -61,6 +62,9 @@ type Config struct {
 	// Volumes are the host paths a request may ask for by name
 	// (volumes.go); none by default.
 	Volumes map[string]VolumePolicy
+	// EgressAllow are the egress rules a request may ask for (egress.go);
+	// none by default: no request gets a network.
+	EgressAllow []egress.Rule
 }
 
 // DefaultConfig is the policy without a configuration file.
@@ -165,6 +169,8 @@ type configFile struct {
 	Sessions sessionsFile `toml:"sessions"`
 	// Volumes are the [volumes.NAME] tables.
 	Volumes map[string]volumeFile `toml:"volumes"`
+	// EgressAllow is egress_allow, --allow-host's spelling.
+	EgressAllow []string `toml:"egress_allow"`
 }
 
 // ParseConfig reads a configuration file's TOML strictly: an unknown key
@@ -230,6 +236,9 @@ func ParseConfig(data []byte) (Config, error) {
 		return Config{}, fmt.Errorf("[sessions] %w", err)
 	}
 	if c.Volumes, err = parseVolumes(f.Volumes); err != nil {
+		return Config{}, err
+	}
+	if c.EgressAllow, err = parseEgressAllow(f.EgressAllow); err != nil {
 		return Config{}, err
 	}
 	c = c.withDefaults()

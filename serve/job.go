@@ -50,6 +50,9 @@ type job struct {
 	compile *compileStage
 	// volumes are the request's granted volumes (volumes.go).
 	volumes []jail.Volume
+	// egress are the request's checked egress rules (egress.go); each
+	// jail of the job gets an egress of its own from them.
+	egress []string
 }
 
 // inFile is a file put into the jail before the command runs.
@@ -86,13 +89,16 @@ const codePath = "/tmp/main.py"
 // grace ran out) kills the jail.
 func (s *Server) execute(ctx context.Context, j *job) outcome {
 	spec := s.jobSpec(j)
+	var o outcome
+	if spec.Egress, o.err = jailEgress(j.egress); o.err != nil {
+		return o
+	}
 	out := newStream(j.keep)
 	errs := newStream(j.keep)
 	spec.Stdout, spec.Stderr = out, errs
 	if len(j.stdin) > 0 {
 		spec.Stdin = strings.NewReader(j.stdin)
 	}
-	var o outcome
 	var fetched chan fetchResult
 	if j.usesLauncher() {
 		host, inJail, err := channelPair()

@@ -63,6 +63,8 @@ type SessionRequest struct {
 	CallbackURL string `json:"callback_url,omitempty"`
 	// Volumes are configured host paths asked for by name, as /v1/run's.
 	Volumes []VolumeRequest `json:"volumes,omitempty"`
+	// Egress are --allow-host rules, as /v1/run's.
+	Egress []string `json:"egress,omitempty"`
 }
 
 // SessionLimits are a session's jail limits, each within the server's
@@ -888,11 +890,20 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	allow, err := s.egressEntries(req.Egress)
+	if err != nil {
+		return cfg, err
+	}
+	eg, err := jailEgress(allow)
+	if err != nil {
+		return cfg, err
+	}
 	cfg.Bridge = b
 	cfg.Spec = jail.Spec{
 		Env:     env,
 		Rootfs:  rt.Dir,
 		Volumes: vols,
+		Egress:  eg,
 		Workdir: "/tmp",
 		Timeout: timeout,
 		TmpSize: j.tmpSize,

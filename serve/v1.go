@@ -31,6 +31,9 @@ type RunRequest struct {
 	// Volumes are configured host paths asked for by name (volumes.go);
 	// a request with any is served cold.
 	Volumes []VolumeRequest `json:"volumes,omitempty"`
+	// Egress are --allow-host rules, each covered by egress_allow
+	// (egress.go); a request with any is served cold.
+	Egress []string `json:"egress,omitempty"`
 }
 
 // RunFile is a file put into the jail: Content as text, or ContentBase64.
@@ -265,6 +268,9 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 		}
 	}
 	if j.volumes, err = s.volumes(req.Volumes); err != nil {
+		return nil, err
+	}
+	if j.egress, err = s.egressEntries(req.Egress); err != nil {
 		return nil, err
 	}
 	j.stdin = req.Stdin
