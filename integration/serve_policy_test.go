@@ -188,3 +188,23 @@ print(get(%d, "/never"))
 		t.Errorf("the listener not asked saw %d connections", n)
 	}
 }
+
+// TestServePolicyProfile: a request names a permitted built-in profile,
+// and its jail runs under that profile's program (the report says which);
+// one not permitted is 400.
+func TestServePolicyProfile(t *testing.T) {
+	s := startServer(t, asRoot, serveOpts{config: "profiles = [\"python\", \"python-strict\"]\n"})
+	for _, c := range []struct{ profile, want string }{{"", "python"}, {"python-strict", "python-strict"}} {
+		var r v1Response
+		if code := s.postJSON(t, "/v1/run", map[string]any{"command": []string{"true"}, "profile": c.profile}, &r); code != 200 || r.Result["status"] != "ok" {
+			t.Fatalf("profile %q: %d %v", c.profile, code, r.Result)
+		}
+		sc, _ := r.Result["seccomp"].(map[string]any)
+		if sc == nil || sc["profile"] != c.want {
+			t.Errorf("profile %q: the report's seccomp is %v, want profile %s", c.profile, r.Result["seccomp"], c.want)
+		}
+	}
+	if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"],"profile":"python-learn"}`, nil); code != 400 || !strings.Contains(string(body), `profile \"python-learn\" is not a profile this server permits`) {
+		t.Errorf("a profile not permitted: %d %s", code, body)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rljail/rljail/egress"
 	"github.com/rljail/rljail/jail"
+	"github.com/rljail/rljail/profiles"
 )
 
 // Config is the server's policy: the most a request may ask for, what it
@@ -65,6 +66,9 @@ type Config struct {
 	// EgressAllow are the egress rules a request may ask for (egress.go);
 	// none by default: no request gets a network.
 	EgressAllow []egress.Rule
+	// Profiles are the built-in profiles a request may name (profile.go);
+	// the first is the default. Empty: profiles.Default.
+	Profiles []string
 }
 
 // DefaultConfig is the policy without a configuration file.
@@ -83,6 +87,7 @@ var DefaultConfig = Config{
 	MaxBody:        64 << 20,
 	BodyBudget:     128 << 20,
 	Rootfs:         []string{"python"},
+	Profiles:       []string{profiles.Default},
 	Queue:          64,
 	QueueWait:      30 * time.Second,
 }
@@ -132,6 +137,9 @@ func (c Config) withDefaults() Config {
 	if len(c.Rootfs) == 0 {
 		c.Rootfs = d.Rootfs
 	}
+	if len(c.Profiles) == 0 {
+		c.Profiles = d.Profiles
+	}
 	if c.Queue == 0 {
 		c.Queue = d.Queue
 	}
@@ -171,6 +179,7 @@ type configFile struct {
 	Volumes map[string]volumeFile `toml:"volumes"`
 	// EgressAllow is egress_allow, --allow-host's spelling.
 	EgressAllow []string `toml:"egress_allow"`
+	Profiles    []string `toml:"profiles"`
 }
 
 // ParseConfig reads a configuration file's TOML strictly: an unknown key
@@ -239,6 +248,9 @@ func ParseConfig(data []byte) (Config, error) {
 		return Config{}, err
 	}
 	if c.EgressAllow, err = parseEgressAllow(f.EgressAllow); err != nil {
+		return Config{}, err
+	}
+	if c.Profiles, err = parseProfiles(f.Profiles); err != nil {
 		return Config{}, err
 	}
 	c = c.withDefaults()

@@ -53,6 +53,8 @@ type job struct {
 	// egress are the request's checked egress rules (egress.go); each
 	// jail of the job gets an egress of its own from them.
 	egress []string
+	// profile names the payload's seccomp program ("": the default).
+	profile string
 }
 
 // inFile is a file put into the jail before the command runs.
@@ -166,7 +168,7 @@ func (s *Server) jobSpec(j *job) jail.Spec {
 			OutputBytes:  s.conf().PumpOutput,
 			CgroupParent: s.opts.CgroupParent,
 		},
-		Seccomp:       s.opts.Seccomp,
+		Seccomp:       s.program(j.profile),
 		BeforePayload: j.runtime.Check,
 	}
 }

@@ -65,6 +65,8 @@ type SessionRequest struct {
 	Volumes []VolumeRequest `json:"volumes,omitempty"`
 	// Egress are --allow-host rules, as /v1/run's.
 	Egress []string `json:"egress,omitempty"`
+	// Profile is a permitted built-in profile, as /v1/run's.
+	Profile string `json:"profile,omitempty"`
 }
 
 // SessionLimits are a session's jail limits, each within the server's
@@ -894,6 +896,10 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	prof, err := s.profile("profile", req.Profile)
+	if err != nil {
+		return cfg, err
+	}
 	eg, err := jailEgress(allow)
 	if err != nil {
 		return cfg, err
@@ -913,7 +919,7 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 			CPUs:         j.cpus,
 			CgroupParent: s.opts.CgroupParent,
 		},
-		Seccomp:       s.opts.Seccomp,
+		Seccomp:       s.program(prof),
 		BeforePayload: rt.Check,
 	}
 	cfg.IdleTimeout = p.IdleTimeout

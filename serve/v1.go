@@ -34,6 +34,9 @@ type RunRequest struct {
 	// Egress are --allow-host rules, each covered by egress_allow
 	// (egress.go); a request with any is served cold.
 	Egress []string `json:"egress,omitempty"`
+	// Profile is a built-in profile among the configuration's profiles
+	// (profile.go): the payload's seccomp program.
+	Profile string `json:"profile,omitempty"`
 }
 
 // RunFile is a file put into the jail: Content as text, or ContentBase64.
@@ -271,6 +274,9 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 		return nil, err
 	}
 	if j.egress, err = s.egressEntries(req.Egress); err != nil {
+		return nil, err
+	}
+	if j.profile, err = s.profile("profile", req.Profile); err != nil {
 		return nil, err
 	}
 	j.stdin = req.Stdin

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	"github.com/rljail/rljail/hostfile"
 	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/profiles"
+	"github.com/rljail/rljail/seccomp"
 	"github.com/rljail/rljail/serve"
 )
 
@@ -101,9 +103,9 @@ func serveAction(c *cli.Context) error {
 	if err := checkServeVolumes(guard, cfg, runtimes); err != nil {
 		return setupError("%v", err)
 	}
-	prog, ok := profiles.Precompiled(profiles.Default)
-	if !ok {
-		return setupError("the default profile %s has no program", profiles.Default)
+	progs, err := serveProfiles(cfg.Profiles)
+	if err != nil {
+		return setupError("%v", err)
 	}
 	grace, err := parseDuration("drain-grace", c.String("drain-grace"))
 	if err != nil {
@@ -155,7 +157,7 @@ func serveAction(c *cli.Context) error {
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
 	opts := serve.Options{Config: cfg, Runtimes: runtimes, MaxConcurrent: maxConc, Token: token, Tokens: tokens,
-		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log, Warm: warm}
+		Seccomp: progs, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log, Warm: warm}
 	if audit != nil {
 		opts.Audit = audit
 	}
@@ -367,4 +369,34 @@ func checkServeVolumes(guard *hostfile.Guard, cfg serve.Config, runtimes map[str
 		}
 	}
 	return nil
+}
+
+// serveProfiles are the precompiled programs of the built-in profiles
+// rljail serve can apply, by name, for the ones a configuration permits
+// (profiles; a reload may permit others among them). What else a profile
+// may carry the server would not apply as a run does (its defaults; its
+// [network] table, which would give every request of the profile egress
+// that egress_allow does not govern), so a built-in profile with any of
+// it is left out, and a configuration that permits it refused (by
+// serveAction, or by Reload as a profile without a program).
+func serveProfiles(permitted []string) (map[string]*seccomp.Program, error) {
+	out := map[string]*seccomp.Program{}
+	for _, name := range profiles.Names() {
+		prog, ok := profiles.Precompiled(name)
+		if !ok {
+			return nil, fmt.Errorf("the built-in profile %s has no precompiled program (make build)", name)
+		}
+		p, err := profiles.Load(name)
+		if err != nil {
+			return nil, err
+		}
+		if len(p.Network.Allow) > 0 || len(p.Network.Resolve) > 0 || p.Timeout != 0 || len(p.Env) > 0 || len(p.Volumes) > 0 || p.Workdir != "" || p.Rootfs != "" {
+			if slices.Contains(permitted, name) {
+				return nil, fmt.Errorf("profiles: the built-in profile %s has defaults or a [network] table, which rljail serve does not apply (a request's limits, volumes and egress are its own): permit another", name)
+			}
+			continue
+		}
+		out[name] = prog
+	}
+	return out, nil
 }
