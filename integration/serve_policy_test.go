@@ -1,17 +1,22 @@
 package integration
 
 // rljail serve's policy of what a request may name beyond limits (issue
-// 31): configured volumes by name. Each case decides from outside: the
-// HTTP answer, a file on the host in the test's own directory, the
-// server's refusal to start.
+// 31): configured volumes by name, egress within egress_allow, a
+// permitted profile, their reload and the warm pool's refusal of them.
+// Each case decides from outside: the HTTP answer, a file on the host in
+// the test's own directory, a loopback listener that sees (or never sees)
+// a connection, the server's refusal to start.
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -206,5 +211,68 @@ func TestServePolicyProfile(t *testing.T) {
 	}
 	if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"],"profile":"python-learn"}`, nil); code != 400 || !strings.Contains(string(body), `profile \"python-learn\" is not a profile this server permits`) {
 		t.Errorf("a profile not permitted: %d %s", code, body)
+	}
+}
+
+// TestServePolicyReloadAndPool: SIGHUP carries [volumes], egress_allow
+// and profiles to the requests from then on; and a request that names a
+// volume, egress or a profile other than the default never takes a jail
+// of the warm pool (whose jails have none of them), while a plain one
+// does.
+func TestServePolicyReloadAndPool(t *testing.T) {
+	vol := newDir(t)
+	writeFile(t, filepath.Join(vol, "f.txt"), "in the volume\n", 0o644)
+	up := startUpstream(t, false)
+	s := startServer(t, asRoot, serveOpts{extraArgs: []string{"--warm", "1"}})
+	waitFor(t, "the warm pool to fill (/readyz 200)", func() bool {
+		code, _, _ := s.do(t, "GET", "/readyz", "", nil)
+		return code == 200
+	})
+	withVol := `{"command":["cat","/v/f.txt"],"volumes":[{"name":"v"}]}`
+	withEgress := fmt.Sprintf(`{"command":["true"],"egress":["127.0.0.1:%d"]}`, up.port)
+	withProfile := `{"command":["true"],"profile":"python-strict"}`
+	for _, b := range []string{withVol, withEgress, withProfile} {
+		if code, body, _ := s.do(t, "POST", "/v1/run", b, nil); code != 400 {
+			t.Errorf("before the reload %s: %d %s, want 400", b, code, body)
+		}
+	}
+	cfg := s.cmd.Args[slices.Index(s.cmd.Args, "--config")+1]
+	raw, _ := os.ReadFile(cfg)
+	writeFile(t, cfg, fmt.Sprintf("egress_allow = [\"127.0.0.1:%d\"]\nprofiles = [\"python\", \"python-strict\"]\n%s\n[volumes.v]\nsource = %q\ntarget = \"/v\"\n", up.port, raw, vol), 0o644)
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload's log line", func() bool {
+		return strings.Contains(s.stderr.String(), `"msg":"reloaded"`) || strings.Contains(s.stderr.String(), `"msg":"reload refused`)
+	})
+	if strings.Contains(s.stderr.String(), "reload refused") {
+		t.Fatalf("the reload was refused:\n%s", s.stderr.String())
+	}
+	type pooled struct {
+		Result     map[string]any        `json:"result"`
+		Stdout     struct{ Text string } `json:"stdout"`
+		Pool       string                `json:"pool"`
+		PoolReason string                `json:"pool_reason"`
+	}
+	for _, c := range []struct{ body, pool, reason string }{
+		{withVol, "cold", "misfit"}, {withEgress, "cold", "misfit"}, {withProfile, "cold", "misfit"},
+		{`{"command":["true"]}`, "warm", ""},
+	} {
+		waitFor(t, "a waiting jail (/readyz 200)", func() bool {
+			code, _, _ := s.do(t, "GET", "/readyz", "", nil)
+			return code == 200
+		})
+		code, body, _ := s.do(t, "POST", "/v1/run", c.body, nil)
+		var r pooled
+		if code != 200 || json.Unmarshal(body, &r) != nil {
+			t.Errorf("after the reload %s: %d %s", c.body, code, body)
+			continue
+		}
+		if r.Result["status"] != "ok" || r.Pool != c.pool || r.PoolReason != c.reason {
+			t.Errorf("%s: status %v, pool %q %q, want ok, %q %q", c.body, r.Result["status"], r.Pool, r.PoolReason, c.pool, c.reason)
+		}
+		if c.body == withVol && r.Stdout.Text != "in the volume\n" {
+			t.Errorf("the volume added by the reload: %q", r.Stdout.Text)
+		}
 	}
 }
