@@ -276,3 +276,25 @@ func TestServePolicyReloadAndPool(t *testing.T) {
 		}
 	}
 }
+
+// TestServePolicyReloadRefusesVolume: a reload whose writable volume is
+// the rootfs itself is refused with one log line, and the policy stays
+// as it was (the volume is not granted).
+func TestServePolicyReloadRefusesVolume(t *testing.T) {
+	s := startServer(t, asRoot, serveOpts{})
+	cfg := s.cmd.Args[slices.Index(s.cmd.Args, "--config")+1]
+	raw, _ := os.ReadFile(cfg)
+	writeFile(t, cfg, fmt.Sprintf("%s\n[volumes.root]\nsource = %q\ntarget = \"/r\"\nwritable = true\n", raw, rootfsDir), 0o644)
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload's log line", func() bool {
+		return strings.Contains(s.stderr.String(), `"msg":"reloaded"`) || strings.Contains(s.stderr.String(), `"msg":"reload refused`)
+	})
+	if !strings.Contains(s.stderr.String(), "reload refused") || !strings.Contains(s.stderr.String(), "is inside the volume "+rootfsDir) {
+		t.Errorf("the reload was not refused for the rootfs:\n%s", s.stderr.String())
+	}
+	if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"],"volumes":[{"name":"root","rw":true}]}`, nil); code != 400 || !strings.Contains(string(body), "grants none") {
+		t.Errorf("the refused reload's volume: %d %s, want 400", code, body)
+	}
+}

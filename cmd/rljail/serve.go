@@ -144,6 +144,11 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return setupError("%v", err)
 	}
+	// SIGHUP is taken before the socket exists: one sent as soon as a
+	// client can connect is a reload, never the signal's default end.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	ln, where, err := serveListen(c, token != "" || tokens != nil)
 	if err != nil {
 		return setupError("%v", err)
@@ -188,9 +193,6 @@ func serveAction(c *cli.Context) error {
 	go func() { served <- hs.Serve(ln) }()
 	notifySystemd(log, readyStatus(where, ready))
 	log.Info("serving", "listen", where, "max_concurrent", maxConc, "warm", warm, "queue", cfg.Queue, "rootfs", cfg.Rootfs, "version", version)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 wait:
 	for {
 		select {
@@ -357,9 +359,6 @@ func checkServeVolumes(guard *hostfile.Guard, cfg serve.Config, runtimes map[str
 	if len(writable) == 0 {
 		return nil
 	}
-	if err := checkDataDirVolumes(writable); err != nil {
-		return fmt.Errorf("[volumes]: %w", err)
-	}
 	g := guard.With(writable...)
 	for _, name := range cfg.Rootfs {
 		if rt := runtimes[name]; rt != nil {
@@ -367,6 +366,9 @@ func checkServeVolumes(guard *hostfile.Guard, cfg serve.Config, runtimes map[str
 				return fmt.Errorf("[volumes]: rootfs %s: %w", name, err)
 			}
 		}
+	}
+	if err := checkDataDirVolumes(writable); err != nil {
+		return fmt.Errorf("[volumes]: %w", err)
 	}
 	return nil
 }
