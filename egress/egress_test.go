@@ -267,3 +267,42 @@ func FuzzAnswerDNS(f *testing.F) {
 		}
 	})
 }
+
+func TestRuleCovers(t *testing.T) {
+	for _, c := range []struct {
+		r, o string
+		want bool
+	}{
+		{"api.example.com:443", "api.example.com:443", true},
+		{"api.example.com:443", "https://API.example.com", true},
+		{"api.example.com:443", "api.example.com", false}, // 443 and 80
+		{"api.example.com", "api.example.com:80", true},
+		{"api.example.com:443", "x.api.example.com:443", false},
+		{"*.example.org:443", "a.example.org:443", true},
+		{"*.example.org:443", "a.b.example.org:443", true},
+		{"*.example.org:443", "*.example.org:443", true},
+		{"*.example.org:443", "*.a.example.org:443", true},
+		{"*.example.org:443", "example.org:443", false},
+		{"*.example.org:443", "*.org.example:443", false},
+		{"*.example.org:443", "badexample.org:443", false},
+		{"*.example.org:443", "a.example.org:80", false},
+		{"api.example.com:443", "*.api.example.com:443", false},
+		{"10.0.0.0/24:80", "10.0.0.9:80", true},
+		{"10.0.0.0/24:80", "10.0.0.0/16:80", false},
+		{"10.0.0.0/24:80", "10.0.1.9:80", false},
+		{"10.0.0.0/24:80", "api.example.com:80", false},
+		{"api.example.com:80", "10.0.0.1:80", false},
+	} {
+		r, err := ParseRule(c.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := ParseRule(c.o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Covers(o); got != c.want {
+			t.Errorf("%s covers %s: %v, want %v", c.r, c.o, got, c.want)
+		}
+	}
+}

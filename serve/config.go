@@ -10,7 +10,9 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/rljail/rljail/egress"
 	"github.com/rljail/rljail/jail"
+	"github.com/rljail/rljail/profiles"
 )
 
 // Config is the server's policy: the most a request may ask for, what it
@@ -58,6 +60,15 @@ type Config struct {
 	Languages map[string]*Language
 	// Sessions is the policy of /v1/sessions (sessions.go).
 	Sessions SessionPolicy
+	// Volumes are the host paths a request may ask for by name
+	// (volumes.go); none by default.
+	Volumes map[string]VolumePolicy
+	// EgressAllow are the egress rules a request may ask for (egress.go);
+	// none by default: no request gets a network.
+	EgressAllow []egress.Rule
+	// Profiles are the built-in profiles a request may name (profile.go);
+	// the first is the default. Empty: profiles.Default.
+	Profiles []string
 }
 
 // DefaultConfig is the policy without a configuration file.
@@ -76,6 +87,7 @@ var DefaultConfig = Config{
 	MaxBody:        64 << 20,
 	BodyBudget:     128 << 20,
 	Rootfs:         []string{"python"},
+	Profiles:       []string{profiles.Default},
 	Queue:          64,
 	QueueWait:      30 * time.Second,
 }
@@ -125,6 +137,9 @@ func (c Config) withDefaults() Config {
 	if len(c.Rootfs) == 0 {
 		c.Rootfs = d.Rootfs
 	}
+	if len(c.Profiles) == 0 {
+		c.Profiles = d.Profiles
+	}
 	if c.Queue == 0 {
 		c.Queue = d.Queue
 	}
@@ -160,6 +175,11 @@ type configFile struct {
 	Languages map[string]languageFile `toml:"languages"`
 	// Sessions is the [sessions] table.
 	Sessions sessionsFile `toml:"sessions"`
+	// Volumes are the [volumes.NAME] tables.
+	Volumes map[string]volumeFile `toml:"volumes"`
+	// EgressAllow is egress_allow, --allow-host's spelling.
+	EgressAllow []string `toml:"egress_allow"`
+	Profiles    []string `toml:"profiles"`
 }
 
 // ParseConfig reads a configuration file's TOML strictly: an unknown key
@@ -223,6 +243,15 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	if c.Sessions, err = f.Sessions.policy(); err != nil {
 		return Config{}, fmt.Errorf("[sessions] %w", err)
+	}
+	if c.Volumes, err = parseVolumes(f.Volumes); err != nil {
+		return Config{}, err
+	}
+	if c.EgressAllow, err = parseEgressAllow(f.EgressAllow); err != nil {
+		return Config{}, err
+	}
+	if c.Profiles, err = parseProfiles(f.Profiles); err != nil {
+		return Config{}, err
 	}
 	c = c.withDefaults()
 	if c.DefaultTimeout > c.MaxTimeout || c.DefaultMemory > c.MaxMemory || c.DefaultOutput > c.MaxOutput {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/rljail/rljail/jail"
 )
 
 // decodeStrict reads r's body as one JSON value into v: an unknown field,
@@ -63,6 +65,13 @@ func badJSON(err error) (int, error) {
 // is below the working directory (/tmp), an absolute one must be below
 // /tmp or /dev/shm, the jail's writable places; no "..", no NUL.
 func jailPath(field, p string) (string, error) {
+	return jailPathIn(field, p, nil, false)
+}
+
+// jailPathIn is jailPath for a request granted vols: a path below a
+// volume's target is allowed too, to take out (fetch) below any of them,
+// to put in below one granted rw.
+func jailPathIn(field, p string, vols []jail.Volume, fetch bool) (string, error) {
 	if p == "" || strings.IndexByte(p, 0) >= 0 {
 		return "", fmt.Errorf("%s: a path must be a non-empty string without NUL", field)
 	}
@@ -74,10 +83,23 @@ func jailPath(field, p string) (string, error) {
 	if clean != strings.TrimSuffix(abs, "/") || strings.Contains(p, "..") {
 		return "", fmt.Errorf("%s: path %q must be clean (no .., no //)", field, p)
 	}
-	for _, place := range []string{"/tmp/", "/dev/shm/"} {
-		if strings.HasPrefix(clean, place) {
+	places := []string{"/tmp", "/dev/shm"}
+	for _, v := range vols {
+		if fetch || v.Writable {
+			places = append(places, v.Dest)
+		}
+	}
+	for _, place := range places {
+		if strings.HasPrefix(clean, place+"/") {
 			return clean, nil
 		}
 	}
-	return "", fmt.Errorf("%s: path %q is outside the jail's writable places (/tmp, /dev/shm; a relative path is below /tmp)", field, p)
+	if len(vols) == 0 {
+		return "", fmt.Errorf("%s: path %q is outside the jail's writable places (/tmp, /dev/shm; a relative path is below /tmp)", field, p)
+	}
+	what := "below a volume granted rw"
+	if fetch {
+		what = "below a granted volume"
+	}
+	return "", fmt.Errorf("%s: path %q is outside the places this request may reach (%s: /tmp, /dev/shm, or %s; a relative path is below /tmp)", field, p, strings.Join(places, ", "), what)
 }

@@ -48,6 +48,13 @@ type job struct {
 	language string
 	// compile, when set, runs first in a jail of its own (languages.go).
 	compile *compileStage
+	// volumes are the request's granted volumes (volumes.go).
+	volumes []jail.Volume
+	// egress are the request's checked egress rules (egress.go); each
+	// jail of the job gets an egress of its own from them.
+	egress []string
+	// profile names the payload's seccomp program ("": the default).
+	profile string
 }
 
 // inFile is a file put into the jail before the command runs.
@@ -84,13 +91,16 @@ const codePath = "/tmp/main.py"
 // grace ran out) kills the jail.
 func (s *Server) execute(ctx context.Context, j *job) outcome {
 	spec := s.jobSpec(j)
+	var o outcome
+	if spec.Egress, o.err = jailEgress(j.egress); o.err != nil {
+		return o
+	}
 	out := newStream(j.keep)
 	errs := newStream(j.keep)
 	spec.Stdout, spec.Stderr = out, errs
 	if len(j.stdin) > 0 {
 		spec.Stdin = strings.NewReader(j.stdin)
 	}
-	var o outcome
 	var fetched chan fetchResult
 	if j.usesLauncher() {
 		host, inJail, err := channelPair()
@@ -146,6 +156,7 @@ func (s *Server) jobSpec(j *job) jail.Spec {
 		Command: j.command,
 		Env:     j.env,
 		Rootfs:  j.runtime.Dir,
+		Volumes: j.volumes,
 		Workdir: "/tmp",
 		Timeout: j.timeout,
 		TmpSize: j.tmpSize,
@@ -157,7 +168,7 @@ func (s *Server) jobSpec(j *job) jail.Spec {
 			OutputBytes:  s.conf().PumpOutput,
 			CgroupParent: s.opts.CgroupParent,
 		},
-		Seccomp:       s.opts.Seccomp,
+		Seccomp:       s.program(j.profile),
 		BeforePayload: j.runtime.Check,
 	}
 }

@@ -249,6 +249,10 @@ func (s *Server) runStaged(w http.ResponseWriter, r *http.Request, j *job) (comp
 		c := *j
 		c.command, c.timeout, c.memory = j.compile.command, j.compile.timeout, j.compile.memory
 		c.cpuTime, c.compile = 0, nil
+		// The compiler gets the request's files in /tmp and nothing of
+		// what the request was granted for its program: no volume, no
+		// network.
+		c.volumes, c.egress = nil, nil
 		c.fetch, c.asked, c.fetchMax = []string{outPath}, []string{outPath}, maxProgram
 		o, ok := s.runJob(w, r, &c)
 		if !ok {

@@ -38,8 +38,11 @@ type Options struct {
 	// Tokens, when set (--tokens-file), are the clients, each with its
 	// own token and quotas (tokens.go); not with Token.
 	Tokens *Tokens
-	// Seccomp is the payload's filter (the default profile's).
-	Seccomp *seccomp.Program
+	// Seccomp are the payload's filters by profile name: the programs of
+	// the profiles a configuration may permit (Config.Profiles). A
+	// permitted profile without one is refused (New's caller, Reload);
+	// nil: no filter (tests).
+	Seccomp map[string]*seccomp.Program
 	// CgroupParent places every jail's cgroup below it ("": as a run).
 	CgroupParent string
 	// Ready says whether the host can run a jail (rljail check), for
@@ -144,6 +147,9 @@ func (s *Server) conf() *Config { return s.policy.Load().cfg }
 // warm pool's jails, the callback client's timeout) does not change.
 func (s *Server) Reload(cfg Config, tokens *Tokens) error {
 	cfg = cfg.withDefaults()
+	if err := s.checkPrograms(cfg); err != nil {
+		return err
+	}
 	for _, name := range cfg.Rootfs {
 		if _, ok := s.opts.Runtimes[name]; !ok && s.opts.Runtimes != nil {
 			return fmt.Errorf("rootfs %q was not set up at the start: restart the server to add a root filesystem", name)

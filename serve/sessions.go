@@ -61,6 +61,12 @@ type SessionRequest struct {
 	// event while no WebSocket holds the session; the answer is the
 	// call_result.
 	CallbackURL string `json:"callback_url,omitempty"`
+	// Volumes are configured host paths asked for by name, as /v1/run's.
+	Volumes []VolumeRequest `json:"volumes,omitempty"`
+	// Egress are --allow-host rules, as /v1/run's.
+	Egress []string `json:"egress,omitempty"`
+	// Profile is a permitted built-in profile, as /v1/run's.
+	Profile string `json:"profile,omitempty"`
 }
 
 // SessionLimits are a session's jail limits, each within the server's
@@ -882,10 +888,28 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 			return cfg, fmt.Errorf("callback_url: %w", err)
 		}
 	}
+	vols, err := s.volumes(req.Volumes)
+	if err != nil {
+		return cfg, err
+	}
+	allow, err := s.egressEntries(req.Egress)
+	if err != nil {
+		return cfg, err
+	}
+	prof, err := s.profile("profile", req.Profile)
+	if err != nil {
+		return cfg, err
+	}
+	eg, err := jailEgress(allow)
+	if err != nil {
+		return cfg, err
+	}
 	cfg.Bridge = b
 	cfg.Spec = jail.Spec{
 		Env:     env,
 		Rootfs:  rt.Dir,
+		Volumes: vols,
+		Egress:  eg,
 		Workdir: "/tmp",
 		Timeout: timeout,
 		TmpSize: j.tmpSize,
@@ -895,7 +919,7 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 			CPUs:         j.cpus,
 			CgroupParent: s.opts.CgroupParent,
 		},
-		Seccomp:       s.opts.Seccomp,
+		Seccomp:       s.program(prof),
 		BeforePayload: rt.Check,
 	}
 	cfg.IdleTimeout = p.IdleTimeout

@@ -28,6 +28,15 @@ type RunRequest struct {
 	// Language, with Code, names a configured language (languages.go)
 	// instead of python3 on Rootfs.
 	Language string `json:"language,omitempty"`
+	// Volumes are configured host paths asked for by name (volumes.go);
+	// a request with any is served cold.
+	Volumes []VolumeRequest `json:"volumes,omitempty"`
+	// Egress are --allow-host rules, each covered by egress_allow
+	// (egress.go); a request with any is served cold.
+	Egress []string `json:"egress,omitempty"`
+	// Profile is a built-in profile among the configuration's profiles
+	// (profile.go): the payload's seccomp program.
+	Profile string `json:"profile,omitempty"`
 }
 
 // RunFile is a file put into the jail: Content as text, or ContentBase64.
@@ -261,6 +270,15 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 			return nil, err
 		}
 	}
+	if j.volumes, err = s.volumes(req.Volumes); err != nil {
+		return nil, err
+	}
+	if j.egress, err = s.egressEntries(req.Egress); err != nil {
+		return nil, err
+	}
+	if j.profile, err = s.profile("profile", req.Profile); err != nil {
+		return nil, err
+	}
 	j.stdin = req.Stdin
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
@@ -277,7 +295,7 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 	}
 	for i, f := range req.Files {
 		field := fmt.Sprintf("files[%d].path", i)
-		p, err := jailPath(field, f.Path)
+		p, err := jailPathIn(field, f.Path, j.volumes, false)
 		if err != nil {
 			return nil, err
 		}
@@ -297,7 +315,7 @@ func (s *Server) v1Job(req *RunRequest) (*job, error) {
 		j.files = append(j.files, inFile{path: p, data: data, mode: fileMode(f.Executable)})
 	}
 	for i, p := range req.FetchFiles {
-		abs, err := jailPath(fmt.Sprintf("fetch_files[%d]", i), p)
+		abs, err := jailPathIn(fmt.Sprintf("fetch_files[%d]", i), p, j.volumes, true)
 		if err != nil {
 			return nil, err
 		}

@@ -24,21 +24,8 @@ func egressFromFlags(c *cli.Context, set map[string]bool, prof *profiles.Profile
 		}
 		return nil, nil
 	}
-	list, err := egress.NewList(nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	from := fmt.Sprintf("profile %q [network] ", prof.Name)
-	if err := list.Add(from+"allow", from+"resolve", prof.Network.Allow, prof.Network.Resolve); err != nil {
-		return nil, err
-	}
-	if err := list.Add("--allow-host", "--resolve", c.StringSlice("allow-host"), c.StringSlice("resolve")); err != nil {
-		return nil, err
-	}
-	if n := list.PinNotice(); n != "" {
-		notice("%s", n)
-	}
 	var lim egress.Limits
+	var err error
 	if set["egress-max-conns"] {
 		n := c.Int64("egress-max-conns")
 		if n < 1 || n > 4096 {
@@ -62,9 +49,20 @@ func egressFromFlags(c *cli.Context, set map[string]bool, prof *profiles.Profile
 			return nil, fmt.Errorf("--egress-idle-timeout must be positive")
 		}
 	}
-	cfg := egress.Config{List: list, Limits: lim}
+	var notify func(string)
 	if c.Bool("verbose") {
-		cfg.Notify = func(msg string) { notice("%s", msg) }
+		notify = func(msg string) { notice("%s", msg) }
 	}
-	return egress.New(cfg), nil
+	from := fmt.Sprintf("profile %q [network] ", prof.Name)
+	e, pin, err := egress.FromLists([]egress.Source{
+		{AllowFrom: from + "allow", ResolveFrom: from + "resolve", Allow: prof.Network.Allow, Resolve: prof.Network.Resolve},
+		{AllowFrom: "--allow-host", ResolveFrom: "--resolve", Allow: c.StringSlice("allow-host"), Resolve: c.StringSlice("resolve")},
+	}, lim, notify)
+	if err != nil {
+		return nil, err
+	}
+	if pin != "" {
+		notice("%s", pin)
+	}
+	return e, nil
 }

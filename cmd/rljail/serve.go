@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	"github.com/rljail/rljail/hostfile"
 	"github.com/rljail/rljail/jail"
 	"github.com/rljail/rljail/profiles"
+	"github.com/rljail/rljail/seccomp"
 	"github.com/rljail/rljail/serve"
 )
 
@@ -85,7 +87,7 @@ func serveAction(c *cli.Context) error {
 		if err != nil {
 			return setupError("rootfs %s: %v", name, err)
 		}
-		if err := checkRootfsPlace(dir, guard); err != nil {
+		if err := checkRootfsPlace(dir, guard.With(cfg.WritableSources()...)); err != nil {
 			return setupError("rootfs %s: %v", name, err)
 		}
 		m, build, err := rootfsVerdict(dir, namedBy)
@@ -98,9 +100,12 @@ func serveAction(c *cli.Context) error {
 		runtimes[name] = &serve.Runtime{Name: name, Dir: dir, PythonVersion: m.PythonVersion,
 			Check: func(warn func(string)) error { return startRootfsCheck(dir).wait(warn) }}
 	}
-	prog, ok := profiles.Precompiled(profiles.Default)
-	if !ok {
-		return setupError("the default profile %s has no program", profiles.Default)
+	if err := checkServeVolumes(guard, cfg, runtimes); err != nil {
+		return setupError("%v", err)
+	}
+	progs, err := serveProfiles(cfg.Profiles)
+	if err != nil {
+		return setupError("%v", err)
 	}
 	grace, err := parseDuration("drain-grace", c.String("drain-grace"))
 	if err != nil {
@@ -139,6 +144,11 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return setupError("%v", err)
 	}
+	// SIGHUP is taken before the socket exists: one sent as soon as a
+	// client can connect is a reload, never the signal's default end.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	ln, where, err := serveListen(c, token != "" || tokens != nil)
 	if err != nil {
 		return setupError("%v", err)
@@ -152,7 +162,7 @@ func serveAction(c *cli.Context) error {
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, nil))
 	opts := serve.Options{Config: cfg, Runtimes: runtimes, MaxConcurrent: maxConc, Token: token, Tokens: tokens,
-		Seccomp: prog, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log, Warm: warm}
+		Seccomp: progs, CgroupParent: c.String("cgroup-parent"), Ready: func() error { return ready }, Log: log, Warm: warm}
 	if audit != nil {
 		opts.Audit = audit
 	}
@@ -183,16 +193,13 @@ func serveAction(c *cli.Context) error {
 	go func() { served <- hs.Serve(ln) }()
 	notifySystemd(log, readyStatus(where, ready))
 	log.Info("serving", "listen", where, "max_concurrent", maxConc, "warm", warm, "queue", cfg.Queue, "rootfs", cfg.Rootfs, "version", version)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 wait:
 	for {
 		select {
 		case err := <-served:
 			return setupError("serve: %v", err)
 		case <-hup:
-			reloadServe(c, log, srv)
+			reloadServe(c, log, srv, runtimes)
 		case sig := <-sigs:
 			log.Info("draining", "signal", sig.String(), "grace", grace.String())
 			break wait
@@ -321,9 +328,12 @@ func readTokens(guard *hostfile.Guard, p string) (*serve.Tokens, error) {
 // cannot be read or parsed, or a change only a restart can make, keeps the
 // policy as it was: one log line says which and why, and the server goes
 // on serving.
-func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server) {
+func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server, runtimes map[string]*serve.Runtime) {
 	guard := hostfile.NewGuard(nil, jail.IsJailHostUID)
 	cfg, err := readServeConfig(guard, c.String("config"))
+	if err == nil {
+		err = checkServeVolumes(guard, cfg, runtimes)
+	}
 	var tokens *serve.Tokens
 	if p := c.String("tokens-file"); err == nil && p != "" {
 		tokens, err = readTokens(guard, p)
@@ -336,4 +346,59 @@ func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server) {
 		return
 	}
 	log.Info("reloaded", "config", c.String("config"), "tokens_file", c.String("tokens-file"))
+}
+
+// checkServeVolumes applies to the configuration's volumes that a request
+// may ask for rw the checks a run applies to -v ...:rw, through the same
+// code: no rootfs the server serves inside one or one itself
+// (checkRootfsPlace), none over or inside rljail's data directory of
+// root filesystems (checkDataDirVolumes). A request names volumes only
+// among these, so a configuration that passes grants no request more.
+func checkServeVolumes(guard *hostfile.Guard, cfg serve.Config, runtimes map[string]*serve.Runtime) error {
+	writable := cfg.WritableSources()
+	if len(writable) == 0 {
+		return nil
+	}
+	g := guard.With(writable...)
+	for _, name := range cfg.Rootfs {
+		if rt := runtimes[name]; rt != nil {
+			if err := checkRootfsPlace(rt.Dir, g); err != nil {
+				return fmt.Errorf("[volumes]: rootfs %s: %w", name, err)
+			}
+		}
+	}
+	if err := checkDataDirVolumes(writable); err != nil {
+		return fmt.Errorf("[volumes]: %w", err)
+	}
+	return nil
+}
+
+// serveProfiles are the precompiled programs of the built-in profiles
+// rljail serve can apply, by name, for the ones a configuration permits
+// (profiles; a reload may permit others among them). What else a profile
+// may carry the server would not apply as a run does (its defaults; its
+// [network] table, which would give every request of the profile egress
+// that egress_allow does not govern), so a built-in profile with any of
+// it is left out, and a configuration that permits it refused (by
+// serveAction, or by Reload as a profile without a program).
+func serveProfiles(permitted []string) (map[string]*seccomp.Program, error) {
+	out := map[string]*seccomp.Program{}
+	for _, name := range profiles.Names() {
+		prog, ok := profiles.Precompiled(name)
+		if !ok {
+			return nil, fmt.Errorf("the built-in profile %s has no precompiled program (make build)", name)
+		}
+		p, err := profiles.Load(name)
+		if err != nil {
+			return nil, err
+		}
+		if len(p.Network.Allow) > 0 || len(p.Network.Resolve) > 0 || p.Timeout != 0 || len(p.Env) > 0 || len(p.Volumes) > 0 || p.Workdir != "" || p.Rootfs != "" {
+			if slices.Contains(permitted, name) {
+				return nil, fmt.Errorf("profiles: the built-in profile %s has defaults or a [network] table, which rljail serve does not apply (a request's limits, volumes and egress are its own): permit another", name)
+			}
+			continue
+		}
+		out[name] = prog
+	}
+	return out, nil
 }

@@ -1,0 +1,300 @@
+package integration
+
+// rljail serve's policy of what a request may name beyond limits (issue
+// 31): configured volumes by name, egress within egress_allow, a
+// permitted profile, their reload and the warm pool's refusal of them.
+// Each case decides from outside: the HTTP answer, a file on the host in
+// the test's own directory, a loopback listener that sees (or never sees)
+// a connection, the server's refusal to start.
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestServePolicyVolumes(t *testing.T) {
+	ro, rw := newDir(t), newDir(t)
+	writeFile(t, filepath.Join(ro, "corpus.txt"), "the corpus\n", 0o644)
+	s := startServer(t, asRoot, serveOpts{config: fmt.Sprintf(
+		"[volumes.corpus]\nsource = %q\ntarget = \"/data/corpus\"\n[volumes.out]\nsource = %q\ntarget = \"/out\"\nwritable = true\n", ro, rw)})
+
+	// A read-only volume: read by the payload, a file fetched from it,
+	// and not writable from inside.
+	var r v1Response
+	code := s.postJSON(t, "/v1/run", map[string]any{
+		"code":        "print(open('/data/corpus/corpus.txt').read(), end='')\ntry:\n    open('/data/corpus/new', 'w')\n    print('WROTE')\nexcept OSError as e:\n    print('refused', e.errno)",
+		"volumes":     []map[string]any{{"name": "corpus"}},
+		"fetch_files": []string{"/data/corpus/corpus.txt"},
+	}, &r)
+	if code != 200 || r.Stdout.Text != "the corpus\nrefused 30\n" {
+		t.Errorf("ro volume: %d %q %q", code, r.Stdout.Text, r.Stderr.Text)
+	}
+	if len(r.Files) != 1 || r.Files[0].Error != "" {
+		t.Fatalf("fetched from the ro volume: %+v", r.Files)
+	}
+	if got, _ := base64.StdEncoding.DecodeString(r.Files[0].ContentBase64); string(got) != "the corpus\n" {
+		t.Errorf("fetched %q", got)
+	}
+	if fileExists(filepath.Join(ro, "new")) {
+		t.Errorf("the payload wrote into the read-only volume")
+	}
+
+	// A writable volume, at a target the request names: written by the
+	// payload (and a file put in there), seen on the host.
+	r = v1Response{}
+	code = s.postJSON(t, "/v1/run", map[string]any{
+		"code":    "open('/results/made.txt', 'w').write(open('/results/in.txt').read().upper())",
+		"volumes": []map[string]any{{"name": "out", "target": "/results", "rw": true}},
+		"files":   []map[string]any{{"path": "/results/in.txt", "content": "from the request"}},
+	}, &r)
+	if code != 200 || r.Result["status"] != "ok" {
+		t.Fatalf("rw volume: %d %v %q", code, r.Result["status"], r.Stderr.Text)
+	}
+	if got, err := os.ReadFile(filepath.Join(rw, "made.txt")); err != nil || string(got) != "FROM THE REQUEST" {
+		t.Errorf("the host's %s/made.txt: %q %v", rw, got, err)
+	}
+
+	// Refusals, each naming its field.
+	for _, c := range []struct {
+		body, want string
+	}{
+		{`{"command":["true"],"volumes":[{"name":"corpus","rw":true}]}`, `volumes[0].rw: volume \"corpus\" is read-only`},
+		{`{"command":["true"],"volumes":[{"name":"secret"}]}`, `volumes[0].name: \"secret\" is not a volume this server grants`},
+		{`{"command":["true"],"volumes":[{"name":"corpus","target":"/tmp/c"}]}`, `volumes[0].target: target /tmp/c is on or below /tmp`},
+		{`{"command":["true"],"volumes":[{"name":"corpus"}],"files":[{"path":"/data/corpus/x","content":"x"}]}`, `files[0].path: path \"/data/corpus/x\" is outside`},
+	} {
+		code, body, _ := s.do(t, "POST", "/v1/run", c.body, nil)
+		if code != 400 || !strings.Contains(string(body), c.want) {
+			t.Errorf("%s: %d %s, want 400 with %s", c.body, code, body, c.want)
+		}
+	}
+	if fileExists(filepath.Join(ro, "x")) {
+		t.Errorf("a refused request left a file in the volume")
+	}
+	// A session with the read-only volume.
+	code, body, _ := s.do(t, "POST", "/v1/sessions", `{"volumes":[{"name":"corpus","rw":true}]}`, nil)
+	if code != 400 || !strings.Contains(string(body), "volumes[0].rw") {
+		t.Errorf("session with rw on a ro volume: %d %s", code, body)
+	}
+}
+
+// TestServePolicyVolumeRefused: a writable volume over the rootfs the
+// server serves, or over rljail's data directory of root filesystems,
+// keeps the server from starting, with one sentence.
+func TestServePolicyVolumeRefused(t *testing.T) {
+	// Inside the data directory but neither the served rootfs nor above
+	// it: another rootfs there (the test machine has several).
+	var sibling string
+	entries, _ := os.ReadDir(filepath.Dir(rootfsDir))
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != filepath.Base(rootfsDir) {
+			sibling = filepath.Join(filepath.Dir(rootfsDir), e.Name())
+			break
+		}
+	}
+	if sibling == "" {
+		t.Fatalf("no other directory beside %s to grant: this case needs one", rootfsDir)
+	}
+	for _, c := range []struct{ name, source, want string }{
+		{"the rootfs", rootfsDir, "is inside the volume " + rootfsDir},
+		{"above the rootfs", filepath.Dir(rootfsDir), "is inside the volume " + filepath.Dir(rootfsDir)},
+		{"in the data directory", sibling, "would let the jail write rljail's root filesystems"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := newDir(t)
+			cfg := filepath.Join(dir, "serve.toml")
+			writeFile(t, cfg, fmt.Sprintf("rootfs = [%q]\n[volumes.bad]\nsource = %q\ntarget = \"/bad\"\nwritable = true\n", rootfsDir, c.source), 0o644)
+			cmd := exec.Command(testBin, "serve", "--config", cfg, "--listen", "unix:"+filepath.Join(dir, "api.sock"))
+			cmd.Env = modeEnv(asRoot)
+			done := make(chan struct{})
+			var out []byte
+			var err error
+			go func() { out, err = cmd.CombinedOutput(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("rljail serve did not refuse the configuration:\n%s", out)
+			}
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), c.want) {
+				t.Errorf("rljail serve: %v\n%s\nwant exit 125 saying %q", err, out, c.want)
+			}
+			if fileExists(filepath.Join(dir, "api.sock")) {
+				t.Errorf("the refused server made its socket")
+			}
+		})
+	}
+}
+
+// TestServePolicyEgress: a request's egress, each entry within the
+// configuration's egress_allow, through the jail's proxy (the jail's own
+// network namespace has nothing else). The listeners on the host's
+// loopback decide: the asked one is reached, the permitted one that was
+// not asked and the one never permitted see no connection.
+func TestServePolicyEgress(t *testing.T) {
+	asked, notAsked, never := startUpstream(t, false), startUpstream(t, false), startUpstream(t, false)
+	s := startServer(t, asRoot, serveOpts{config: fmt.Sprintf("egress_allow = [\"127.0.0.1:%d\", \"127.0.0.1:%d\"]\n", asked.port, notAsked.port)})
+	code := fmt.Sprintf(`
+import socket
+def get(port, path):
+    try:
+        c = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+        c.sendall(("GET http://127.0.0.1:%%d%%s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" %% (port, path)).encode())
+        data = b""
+        while True:
+            b = c.recv(4096)
+            if not b: break
+            data += b
+        return data.decode(errors="replace").split("\r\n")[0] + "|" + data.decode(errors="replace").split("\r\n\r\n", 1)[-1]
+    except OSError as e:
+        return "error %%s" %% e
+print(get(%d, "/asked"))
+print(get(%d, "/not-asked"))
+print(get(%d, "/never"))
+`, asked.port, notAsked.port, never.port)
+	var r v1Response
+	if c := s.postJSON(t, "/v1/run", map[string]any{"code": code, "egress": []string{fmt.Sprintf("127.0.0.1:%d", asked.port)}}, &r); c != 200 {
+		t.Fatalf("/v1/run with egress: %d", c)
+	}
+	lines := strings.Split(r.Stdout.Text, "\n")
+	if len(lines) < 3 || !strings.Contains(lines[0], "upstream:/asked") || strings.Contains(lines[1], "upstream:") || strings.Contains(lines[2], "upstream:") {
+		t.Errorf("the payload saw %q (stderr %q)", r.Stdout.Text, r.Stderr.Text)
+	}
+	if !asked.hasPath("/asked") {
+		t.Errorf("the asked listener saw no request")
+	}
+	if n, _, _, _ := notAsked.seen(); n != 0 {
+		t.Errorf("the permitted but not asked listener saw %d connections", n)
+	}
+	// Not permitted: 400 naming the entry, and no jail at all.
+	body := fmt.Sprintf(`{"command":["true"],"egress":["127.0.0.1:%d","127.0.0.1:%d"]}`, asked.port, never.port)
+	if c, b, _ := s.do(t, "POST", "/v1/run", body, nil); c != 400 || !strings.Contains(string(b), "egress[1]") || !strings.Contains(string(b), "not covered") {
+		t.Errorf("an entry not permitted: %d %s, want 400 naming egress[1]", c, b)
+	}
+	if n, _, _, _ := never.seen(); n != 0 {
+		t.Errorf("the listener never permitted saw %d connections", n)
+	}
+	// No egress asked: the jail has no network at all.
+	r = v1Response{}
+	if c := s.postJSON(t, "/v1/run", map[string]any{"code": fmt.Sprintf("import socket\ntry:\n    socket.create_connection(('127.0.0.1', %d), timeout=5); print('CONNECTED')\nexcept OSError as e:\n    print('refused')", notAsked.port)}, &r); c != 200 || r.Stdout.Text != "refused\n" {
+		t.Errorf("without egress: %d %q", c, r.Stdout.Text)
+	}
+	if n, _, _, _ := notAsked.seen(); n != 0 {
+		t.Errorf("the listener not asked saw %d connections", n)
+	}
+}
+
+// TestServePolicyProfile: a request names a permitted built-in profile,
+// and its jail runs under that profile's program (the report says which);
+// one not permitted is 400.
+func TestServePolicyProfile(t *testing.T) {
+	s := startServer(t, asRoot, serveOpts{config: "profiles = [\"python\", \"python-strict\"]\n"})
+	for _, c := range []struct{ profile, want string }{{"", "python"}, {"python-strict", "python-strict"}} {
+		var r v1Response
+		if code := s.postJSON(t, "/v1/run", map[string]any{"command": []string{"true"}, "profile": c.profile}, &r); code != 200 || r.Result["status"] != "ok" {
+			t.Fatalf("profile %q: %d %v", c.profile, code, r.Result)
+		}
+		sc, _ := r.Result["seccomp"].(map[string]any)
+		if sc == nil || sc["profile"] != c.want {
+			t.Errorf("profile %q: the report's seccomp is %v, want profile %s", c.profile, r.Result["seccomp"], c.want)
+		}
+	}
+	if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"],"profile":"python-learn"}`, nil); code != 400 || !strings.Contains(string(body), `profile \"python-learn\" is not a profile this server permits`) {
+		t.Errorf("a profile not permitted: %d %s", code, body)
+	}
+}
+
+// TestServePolicyReloadAndPool: SIGHUP carries [volumes], egress_allow
+// and profiles to the requests from then on; and a request that names a
+// volume, egress or a profile other than the default never takes a jail
+// of the warm pool (whose jails have none of them), while a plain one
+// does.
+func TestServePolicyReloadAndPool(t *testing.T) {
+	vol := newDir(t)
+	writeFile(t, filepath.Join(vol, "f.txt"), "in the volume\n", 0o644)
+	up := startUpstream(t, false)
+	s := startServer(t, asRoot, serveOpts{extraArgs: []string{"--warm", "1"}})
+	waitFor(t, "the warm pool to fill (/readyz 200)", func() bool {
+		code, _, _ := s.do(t, "GET", "/readyz", "", nil)
+		return code == 200
+	})
+	withVol := `{"command":["cat","/v/f.txt"],"volumes":[{"name":"v"}]}`
+	withEgress := fmt.Sprintf(`{"command":["true"],"egress":["127.0.0.1:%d"]}`, up.port)
+	withProfile := `{"command":["true"],"profile":"python-strict"}`
+	for _, b := range []string{withVol, withEgress, withProfile} {
+		if code, body, _ := s.do(t, "POST", "/v1/run", b, nil); code != 400 {
+			t.Errorf("before the reload %s: %d %s, want 400", b, code, body)
+		}
+	}
+	cfg := s.cmd.Args[slices.Index(s.cmd.Args, "--config")+1]
+	raw, _ := os.ReadFile(cfg)
+	writeFile(t, cfg, fmt.Sprintf("egress_allow = [\"127.0.0.1:%d\"]\nprofiles = [\"python\", \"python-strict\"]\n%s\n[volumes.v]\nsource = %q\ntarget = \"/v\"\n", up.port, raw, vol), 0o644)
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload's log line", func() bool {
+		return strings.Contains(s.stderr.String(), `"msg":"reloaded"`) || strings.Contains(s.stderr.String(), `"msg":"reload refused`)
+	})
+	if strings.Contains(s.stderr.String(), "reload refused") {
+		t.Fatalf("the reload was refused:\n%s", s.stderr.String())
+	}
+	type pooled struct {
+		Result     map[string]any        `json:"result"`
+		Stdout     struct{ Text string } `json:"stdout"`
+		Pool       string                `json:"pool"`
+		PoolReason string                `json:"pool_reason"`
+	}
+	for _, c := range []struct{ body, pool, reason string }{
+		{withVol, "cold", "misfit"}, {withEgress, "cold", "misfit"}, {withProfile, "cold", "misfit"},
+		{`{"command":["true"]}`, "warm", ""},
+	} {
+		waitFor(t, "a waiting jail (/readyz 200)", func() bool {
+			code, _, _ := s.do(t, "GET", "/readyz", "", nil)
+			return code == 200
+		})
+		code, body, _ := s.do(t, "POST", "/v1/run", c.body, nil)
+		var r pooled
+		if code != 200 || json.Unmarshal(body, &r) != nil {
+			t.Errorf("after the reload %s: %d %s", c.body, code, body)
+			continue
+		}
+		if r.Result["status"] != "ok" || r.Pool != c.pool || r.PoolReason != c.reason {
+			t.Errorf("%s: status %v, pool %q %q, want ok, %q %q", c.body, r.Result["status"], r.Pool, r.PoolReason, c.pool, c.reason)
+		}
+		if c.body == withVol && r.Stdout.Text != "in the volume\n" {
+			t.Errorf("the volume added by the reload: %q", r.Stdout.Text)
+		}
+	}
+}
+
+// TestServePolicyReloadRefusesVolume: a reload whose writable volume is
+// the rootfs itself is refused with one log line, and the policy stays
+// as it was (the volume is not granted).
+func TestServePolicyReloadRefusesVolume(t *testing.T) {
+	s := startServer(t, asRoot, serveOpts{})
+	cfg := s.cmd.Args[slices.Index(s.cmd.Args, "--config")+1]
+	raw, _ := os.ReadFile(cfg)
+	writeFile(t, cfg, fmt.Sprintf("%s\n[volumes.root]\nsource = %q\ntarget = \"/r\"\nwritable = true\n", raw, rootfsDir), 0o644)
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload's log line", func() bool {
+		return strings.Contains(s.stderr.String(), `"msg":"reloaded"`) || strings.Contains(s.stderr.String(), `"msg":"reload refused`)
+	})
+	if !strings.Contains(s.stderr.String(), "reload refused") || !strings.Contains(s.stderr.String(), "is inside the volume "+rootfsDir) {
+		t.Errorf("the reload was not refused for the rootfs:\n%s", s.stderr.String())
+	}
+	if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"],"volumes":[{"name":"root","rw":true}]}`, nil); code != 400 || !strings.Contains(string(body), "grants none") {
+		t.Errorf("the refused reload's volume: %d %s, want 400", code, body)
+	}
+}
