@@ -298,3 +298,87 @@ func TestServePolicyReloadRefusesVolume(t *testing.T) {
 		t.Errorf("the refused reload's volume: %d %s, want 400", code, body)
 	}
 }
+
+// TestServePolicyOwnFilesOutsideVolumes: the server reads its
+// configuration and tokens, and writes its audit log, only outside every
+// host path its jails may write. A configuration in a writable volume
+// could be rewritten by a jail to grant itself more at the next SIGHUP:
+// the server refuses to start with one, and a reload that would grant the
+// directory the configuration lies in is refused (the old policy stays).
+func TestServePolicyOwnFilesOutsideVolumes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		flag string // the flag whose file lies in the volume
+	}{
+		{"config", "--config"},
+		{"tokens file", "--tokens-file"},
+		{"audit log", "--audit-log"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := newDir(t)
+			vol := filepath.Join(dir, "vol")
+			if err := os.Mkdir(vol, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg := filepath.Join(dir, "serve.toml")
+			if c.flag == "--config" {
+				cfg = filepath.Join(vol, "serve.toml")
+			}
+			writeFile(t, cfg, fmt.Sprintf("rootfs = [%q]\n[volumes.v]\nsource = %q\ntarget = \"/v\"\nwritable = true\n", rootfsDir, vol), 0o644)
+			args := []string{"serve", "--config", cfg, "--listen", "unix:" + filepath.Join(dir, "api.sock")}
+			var inVol string
+			switch c.flag {
+			case "--config":
+				inVol = cfg
+			case "--tokens-file":
+				inVol = filepath.Join(vol, "tokens.toml")
+				writeFile(t, inVol, "[tokens.a]\ntoken = \"0123456789abcdef0123\"\n", 0o600)
+				args = append(args, "--tokens-file", inVol)
+			case "--audit-log":
+				inVol = filepath.Join(vol, "audit.log")
+				args = append(args, "--audit-log", inVol)
+			}
+			cmd := exec.Command(testBin, args...)
+			cmd.Env = modeEnv(asRoot)
+			done := make(chan struct{})
+			var out []byte
+			var err error
+			go func() { out, err = cmd.CombinedOutput(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("rljail serve started with %s %s inside a writable volume:\n%s", c.flag, inVol, out)
+			}
+			want := c.flag + " " + inVol + " is inside the volume " + vol
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 125 || !strings.Contains(string(out), want) {
+				t.Errorf("rljail serve: %v\n%s\nwant exit 125 saying %q", err, out, want)
+			}
+			if fileExists(filepath.Join(dir, "api.sock")) {
+				t.Errorf("the refused server made its socket")
+			}
+			if c.flag == "--audit-log" && fileExists(inVol) {
+				t.Errorf("the refused server made its audit log %s", inVol)
+			}
+		})
+	}
+	t.Run("reload", func(t *testing.T) {
+		s := startServer(t, asRoot, serveOpts{})
+		cfg := s.cmd.Args[slices.Index(s.cmd.Args, "--config")+1]
+		raw, _ := os.ReadFile(cfg)
+		writeFile(t, cfg, fmt.Sprintf("%s\n[volumes.here]\nsource = %q\ntarget = \"/here\"\nwritable = true\n", raw, filepath.Dir(cfg)), 0o644)
+		if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the reload's log line", func() bool {
+			return strings.Contains(s.stderr.String(), `"msg":"reloaded"`) || strings.Contains(s.stderr.String(), `"msg":"reload refused`)
+		})
+		if !strings.Contains(s.stderr.String(), "reload refused") || !strings.Contains(s.stderr.String(), "--config "+cfg+" is inside the volume "+filepath.Dir(cfg)) {
+			t.Errorf("the reload that grants the configuration's directory was not refused:\n%s", s.stderr.String())
+		}
+		if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"],"volumes":[{"name":"here","rw":true}]}`, nil); code != 400 {
+			t.Errorf("the refused reload's volume: %d %s, want 400", code, body)
+		}
+	})
+}

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,6 +63,15 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return setupError("%v", err)
 	}
+	// Every host path the server's jails may write from now on (the rw
+	// volumes of this configuration and of every one a reload took since)
+	// is a place the server reads none of its own files from: a jail that
+	// rewrote the configuration there would grant itself more at the next
+	// SIGHUP.
+	granted := cfg.WritableSources()
+	if guard, err = policyGuard(c, granted); err != nil {
+		return setupError("%v", err)
+	}
 	token := ""
 	if p := c.String("token-file"); p != "" {
 		data, err := guard.ReadFile("--token-file", p, 4096)
@@ -87,7 +97,7 @@ func serveAction(c *cli.Context) error {
 		if err != nil {
 			return setupError("rootfs %s: %v", name, err)
 		}
-		if err := checkRootfsPlace(dir, guard.With(cfg.WritableSources()...)); err != nil {
+		if err := checkRootfsPlace(dir, guard); err != nil {
 			return setupError("rootfs %s: %v", name, err)
 		}
 		m, build, err := rootfsVerdict(dir, namedBy)
@@ -199,7 +209,7 @@ wait:
 		case err := <-served:
 			return setupError("serve: %v", err)
 		case <-hup:
-			reloadServe(c, log, srv, runtimes)
+			granted = reloadServe(c, log, srv, runtimes, granted)
 		case sig := <-sigs:
 			log.Info("draining", "signal", sig.String(), "grace", grace.String())
 			break wait
@@ -328,9 +338,23 @@ func readTokens(guard *hostfile.Guard, p string) (*serve.Tokens, error) {
 // cannot be read or parsed, or a change only a restart can make, keeps the
 // policy as it was: one log line says which and why, and the server goes
 // on serving.
-func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server, runtimes map[string]*serve.Runtime) {
-	guard := hostfile.NewGuard(nil, jail.IsJailHostUID)
-	cfg, err := readServeConfig(guard, c.String("config"))
+//
+// granted are the host paths the server's jails could write so far (rw
+// volumes of every configuration taken since the start): the files are
+// read only from outside them and outside the new configuration's. The
+// paths granted after this reload are returned.
+func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server, runtimes map[string]*serve.Runtime, granted []string) []string {
+	guard, err := policyGuard(c, granted)
+	var cfg serve.Config
+	if err == nil {
+		cfg, err = readServeConfig(guard, c.String("config"))
+	}
+	more := append(append([]string(nil), granted...), cfg.WritableSources()...)
+	sort.Strings(more)
+	more = slices.Compact(more)
+	if err == nil {
+		guard, err = policyGuard(c, more)
+	}
 	if err == nil {
 		err = checkServeVolumes(guard, cfg, runtimes)
 	}
@@ -343,9 +367,26 @@ func reloadServe(c *cli.Context, log *slog.Logger, srv *serve.Server, runtimes m
 	}
 	if err != nil {
 		log.Error("reload refused; the policy is as it was", "error", err.Error())
-		return
+		return granted
 	}
 	log.Info("reloaded", "config", c.String("config"), "tokens_file", c.String("tokens-file"))
+	return more
+}
+
+// policyGuard is the guard for the server's own files given the host
+// paths its jails may write (writable): it refuses --config,
+// --tokens-file, --token-file and --audit-log inside one of them, by
+// path and (when the guard opens them) by what was opened.
+func policyGuard(c *cli.Context, writable []string) (*hostfile.Guard, error) {
+	guard := hostfile.NewGuard(writable, jail.IsJailHostUID)
+	for _, f := range []string{"config", "tokens-file", "token-file", "audit-log"} {
+		if p := c.String(f); p != "" {
+			if err := guard.Check("--"+f, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return guard, nil
 }
 
 // checkServeVolumes applies to the configuration's volumes that a request
