@@ -1,0 +1,98 @@
+package integration
+
+// Red-team round 7, rljail serve: what a client keeps of its access when
+// a reload (SIGHUP) of --tokens-file revokes its token. Decided from the
+// outside: the server closes the client's open WebSocket with 1008, and a
+// statement sent on it after the reload never reaches the session (the
+// client, let back in by a later reload, reads the value it had before).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+func init() {
+	attackCases = append(attackCases, attackCase{name: "serve_reload_revoked_socket", group: groupSecrets, modes: rootOnly,
+		mechanism: "a client of --tokens-file opens a session's WebSocket, the operator revokes its token (SIGHUP with a file without it), and the client goes on sending exec requests on the socket it already holds",
+		layer:     "Reload closes (1008) the WebSockets of the sessions of every client it takes away or whose token it changes, and a socket being upgraded during the reload checks the new policy once it holds the session",
+		run:       attackServeReloadRevokedSocket})
+}
+
+func attackServeReloadRevokedSocket(t *testing.T, m mode) {
+	alpha := randomToken("alpha")
+	tf := filepath.Join(newDir(t), "tokens.toml")
+	writeFile(t, tf, fmt.Sprintf("[tokens.alpha]\ntoken = %q\n", alpha), 0o600)
+	s := startServer(t, m, serveOpts{tcp: true, extraArgs: []string{"--tokens-file", tf}})
+	defer s.stop(t)
+	as := map[string]string{"Authorization": "Bearer " + alpha}
+	code, b, _ := s.do(t, "POST", "/v1/sessions", `{}`, as)
+	id := ""
+	if i := strings.Index(string(b), `"id":"`); code == 200 && i >= 0 {
+		id = string(b[i+6 : i+6+32])
+	}
+	if id == "" {
+		t.Fatalf("POST /v1/sessions: %d %s", code, b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hdr := http.Header{"Authorization": {"Bearer " + alpha}}
+	c, _, err := websocket.Dial(ctx, strings.Replace(s.base, "http://", "ws://", 1)+"/v1/sessions/"+id+"/ws",
+		&websocket.DialOptions{HTTPClient: &http.Client{Transport: s.client.Transport}, HTTPHeader: hdr})
+	if err != nil {
+		t.Fatalf("dial the session's socket: %v", err)
+	}
+	defer c.CloseNow()
+	wsSend(t, c, map[string]any{"id": 1, "op": "exec", "code": "x = 'before'"})
+	if r := wsReply(t, c, 1); !r.OK {
+		t.Fatalf("exec before the reload: %+v", r)
+	}
+	reloads := 0
+	hup := func() {
+		t.Helper()
+		reloads++
+		if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the reload's log line", func() bool { return strings.Count(s.stderr.String(), `"msg":"reloaded"`) >= reloads })
+	}
+	writeFile(t, tf, fmt.Sprintf("[tokens.beta]\ntoken = %q\n", randomToken("beta")), 0o600)
+	hup()
+	if code, _, _ := s.do(t, "GET", "/v1/sessions/"+id, "", as); code != 401 {
+		t.Errorf("REST with the revoked token: %d, want 401", code)
+	}
+	// The attack: the socket the revoked token opened goes on. A write may
+	// still land in the socket's buffer; what counts is what the server
+	// does with it.
+	_ = c.Write(ctx, websocket.MessageText, []byte(`{"id":2,"op":"exec","code":"x = 'after the revocation'\nprint('ran')"}`))
+	for {
+		_, msg, err := c.Read(ctx)
+		if err != nil {
+			if st := websocket.CloseStatus(err); st != websocket.StatusPolicyViolation {
+				t.Errorf("the socket ended with %v (status %d), want the server's close 1008", err, st)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Fatal("the socket of a revoked token stayed open")
+			}
+			break
+		}
+		if strings.Contains(string(msg), `"ran`) || strings.Contains(string(msg), `"id":2`) {
+			t.Errorf("the session answered a request on the socket of a revoked token: %s", msg)
+		}
+	}
+	// Let alpha back in: the session holds what it held before the reload.
+	writeFile(t, tf, fmt.Sprintf("[tokens.alpha]\ntoken = %q\n", alpha), 0o600)
+	hup()
+	code, b, _ = s.do(t, "POST", "/v1/sessions/"+id+"/exec", `{"code":"print(x)"}`, as)
+	if code != 200 || !strings.Contains(string(b), `"stdout":"before\n"`) {
+		t.Errorf("after alpha came back, x is not 'before' (a request on the revoked socket ran): %d %s", code, b)
+	}
+}
