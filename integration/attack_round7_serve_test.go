@@ -10,7 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -95,4 +98,50 @@ func attackServeReloadRevokedSocket(t *testing.T, m mode) {
 	if code != 200 || !strings.Contains(string(b), `"stdout":"before\n"`) {
 		t.Errorf("after alpha came back, x is not 'before' (a request on the revoked socket ran): %d %s", code, b)
 	}
+}
+
+func init() {
+	attackCases = append(attackCases, attackCase{name: "serve_ws_refused_upgrade_hold", group: groupDoS, modes: rootOnly,
+		mechanism: "a client with one session sends GET /v1/sessions/ID/ws on 20 connections in turn, none a WebSocket handshake, each with Content-Length: 4096 and no body, to hold the server's descriptors (the handler clears the connection's deadlines before the upgrade)",
+		layer:     "a refused upgrade gives the connection a deadline again, so net/http's read of the unread body ends and the server answers and closes it",
+		run:       attackServeWSRefusedUpgradeHold})
+}
+
+func attackServeWSRefusedUpgradeHold(t *testing.T, m mode) {
+	s := startServer(t, m, serveOpts{tcp: true, token: true})
+	defer s.stop(t)
+	id := createSession(t, s, `{}`)
+	addr := strings.TrimPrefix(s.base, "http://")
+	const n = 20
+	fds := func() int {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.cmd.Process.Pid))
+		return len(ents)
+	}
+	// One after the other (two at once would get 409, answered as any
+	// request: its unread body is bounded by the server's ReadTimeout).
+	// A generous hang bound, below that ReadTimeout (1 minute), which the
+	// handler cleared for the upgrade.
+	deadline := time.Now().Add(45 * time.Second)
+	for i := range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET /v1/sessions/%s/ws HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 4096\r\n\r\n", id, addr, s.token)
+		_ = c.SetReadDeadline(deadline)
+		b, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatalf("connection %d: the server neither answered nor closed it (%v; read %q); it holds %d descriptors", i, err, b, fds())
+		}
+		if !strings.HasPrefix(string(b), "HTTP/1.1 4") {
+			t.Errorf("connection %d: answer %q, want a 4xx refusal", i, b)
+		}
+	}
+	// The session is free for a real socket afterwards.
+	c, _, err := s.dialSession(context.Background(), id)
+	if err != nil {
+		t.Fatalf("a WebSocket after the refused upgrades: %v", err)
+	}
+	c.CloseNow()
 }

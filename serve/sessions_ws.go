@@ -45,6 +45,15 @@ func (s *Server) handleSessionWS(w http.ResponseWriter, r *http.Request) {
 		ls.mu.Lock()
 		ls.wsBusy = false
 		ls.mu.Unlock()
+		// The connection gets deadlines again: net/http reads what is left
+		// of the body once the handler returns, and with none a client
+		// that sent a Content-Length and no body would hold the connection
+		// (a descriptor and a goroutine of the server) for ever, as many
+		// times over as it likes. Nothing more is read (a refused upgrade
+		// has no body worth waiting for: the connection closes after the
+		// answer), and the answer has the time of a socket's write.
+		_ = rc.SetReadDeadline(time.Now())
+		_ = rc.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
 		return // Accept answered
 	}
 	// The bound is the session's own line cap, read here message by
