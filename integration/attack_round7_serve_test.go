@@ -8,6 +8,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -144,4 +145,53 @@ func attackServeWSRefusedUpgradeHold(t *testing.T, m mode) {
 		t.Fatalf("a WebSocket after the refused upgrades: %v", err)
 	}
 	c.CloseNow()
+}
+
+func init() {
+	attackCases = append(attackCases, attackCase{name: "serve_session_reach_own_server", group: groupNetwork, modes: rootOnly,
+		mechanism: "a session's cell (POST /v1/sessions/ID/exec) connects to the server that holds the session: its Unix socket's host path, the same path below /proc/1/root and /proc/self/root, the abstract name, and its loopback TCP port, and sends GET /MARKER on each connection it gets, to drive the server (other sessions, other runs) from inside",
+		layer:     "a session's jail is a jail as a run's is: a mount namespace without the host's paths, a network namespace with a loopback of its own, no descriptor of the server's but its session channel",
+		run:       attackServeSessionReachOwnServer})
+}
+
+func attackServeSessionReachOwnServer(t *testing.T, m mode) {
+	marker := randomToken("sessmarker")
+	for _, tcp := range []bool{false, true} {
+		s := startServer(t, m, serveOpts{tcp: tcp, insecure: tcp})
+		port := "0"
+		if tcp {
+			port = s.tcp[strings.LastIndex(s.tcp, ":")+1:]
+		}
+		id := createSession(t, s, `{}`)
+		code := fmt.Sprintf(`
+import os, socket
+req = b"GET /%[1]s HTTP/1.0\r\nHost: x\r\n\r\n"
+hits = []
+sock = %[2]q
+for p in [sock, "/proc/1/root" + sock, "/proc/self/root" + sock, "\0" + sock] if sock else []:
+    try:
+        name = p
+        if not p.startswith("\0"):
+            os.chdir(os.path.dirname(p)); name = os.path.basename(p)
+        s = socket.socket(socket.AF_UNIX); s.settimeout(1); s.connect(name); s.sendall(req); hits.append(p); s.recv(100)
+    except OSError as e:
+        print("unix", repr(p), e)
+for host in ["127.0.0.1", "::1", "localhost"]:
+    try:
+        s = socket.create_connection((host, %[3]s), timeout=1); s.sendall(req); hits.append(host); s.recv(100)
+    except OSError as e:
+        print("tcp", host, e)
+print("connected:", hits)
+`, marker, s.sock, port)
+		body, _ := json.Marshal(map[string]any{"code": code})
+		c, r := s.sessionOp(t, "POST", id, "exec", string(body))
+		if c != 200 || !r.OK || !strings.Contains(r.Stdout, "connected:") {
+			t.Fatalf("tcp=%v: the attack's cell: %d %+v", tcp, c, r)
+		}
+		s.stop(t)
+		if log := s.stderr.String(); strings.Contains(log, marker) {
+			t.Errorf("tcp=%v: the server saw the cell's request (its log holds the marker):\n%s\ncell said: %s", tcp, log, r.Stdout)
+		}
+		t.Logf("tcp=%v: cell said: %s", tcp, r.Stdout)
+	}
 }
