@@ -143,7 +143,9 @@ func (s *Server) conf() *Config { return s.policy.Load().cfg }
 // has none (a single --token-file, or none: the flags decide that), or
 // none where it has them. A client of the new file that has the name of
 // one of the old keeps its runs in flight, so its quota holds across the
-// reload. What Options fix (the socket, --max-concurrent, --warm and the
+// reload. A client it takes away, or whose token it changes, loses its
+// sessions' open WebSockets (1008): they were let in by the old token.
+// What Options fix (the socket, --max-concurrent, --warm and the
 // warm pool's jails, the callback client's timeout) does not change.
 func (s *Server) Reload(cfg Config, tokens *Tokens) error {
 	cfg = cfg.withDefaults()
@@ -163,6 +165,12 @@ func (s *Server) Reload(cfg Config, tokens *Tokens) error {
 		tokens.carryOver(old.tokens)
 	}
 	s.policy.Store(&policy{cfg: &cfg, tokens: tokens})
+	if tokens != nil {
+		// A socket was authenticated once, at its upgrade: one of a client
+		// the reload took away (or whose token it changed) would go on
+		// driving its session with a token that no longer opens anything.
+		s.sessions.closeSockets(old.tokens.revoked(tokens))
+	}
 	return nil
 }
 

@@ -45,6 +45,15 @@ func (s *Server) handleSessionWS(w http.ResponseWriter, r *http.Request) {
 		ls.mu.Lock()
 		ls.wsBusy = false
 		ls.mu.Unlock()
+		// The connection gets deadlines again: net/http reads what is left
+		// of the body once the handler returns, and with none a client
+		// that sent a Content-Length and no body would hold the connection
+		// (a descriptor and a goroutine of the server) for ever, as many
+		// times over as it likes. Nothing more is read (a refused upgrade
+		// has no body worth waiting for: the connection closes after the
+		// answer), and the answer has the time of a socket's write.
+		_ = rc.SetReadDeadline(time.Now())
+		_ = rc.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
 		return // Accept answered
 	}
 	// The bound is the session's own line cap, read here message by
@@ -61,6 +70,14 @@ func (s *Server) handleSessionWS(w http.ResponseWriter, r *http.Request) {
 	ls.mu.Unlock()
 	if ended {
 		c.Close(websocket.StatusNormalClosure, "the session ended")
+		return
+	}
+	// A reload that revoked this request's token while it was being
+	// upgraded found no socket to close (Reload stores the policy before
+	// it looks): this check, after ls.ws is set, sees the new policy.
+	if cl := requestClient(r); cl != nil && !s.policy.Load().tokens.holds(cl) {
+		ls.detachWS(c)
+		c.Close(websocket.StatusPolicyViolation, revokedMsg)
 		return
 	}
 	ls.readWS(c)
@@ -128,6 +145,12 @@ func (ls *liveSession) readWS(c *websocket.Conn) {
 				line[i] = ' '
 			}
 		}
+		ls.mu.Lock()
+		held := ls.ws == c
+		ls.mu.Unlock()
+		if !held {
+			return // let go (closeSockets): its messages are no longer the session's
+		}
 		if err := ls.feed(append(line, '\n')); err != nil {
 			return
 		}
@@ -151,3 +174,33 @@ func (ls *liveSession) refuseWS(typ, msg string) {
 // Unwrap gives http.ResponseController and the WebSocket's Accept the
 // connection's own ResponseWriter (its Hijacker and deadlines).
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+const revokedMsg = "a reload revoked this client's token"
+
+// closeSockets closes the WebSocket of every session owners holds, with
+// 1008 (policy violation); the sessions live on, for a client that comes
+// back with a token of the file now.
+func (ss *sessionSet) closeSockets(owners map[string]bool) {
+	if len(owners) == 0 {
+		return
+	}
+	ss.mu.Lock()
+	var held []*liveSession
+	for _, ls := range ss.byID {
+		if owners[ls.owner] {
+			held = append(held, ls)
+		}
+	}
+	ss.mu.Unlock()
+	for _, ls := range held {
+		ls.mu.Lock()
+		c := ls.ws
+		ls.mu.Unlock()
+		if c != nil {
+			ls.detachWS(c)
+			// Close waits for the peer's close frame: a client that reads
+			// nothing must not hold the reload.
+			go c.Close(websocket.StatusPolicyViolation, revokedMsg)
+		}
+	}
+}

@@ -170,3 +170,32 @@ func (c *Client) startRun() (done func(), err error) {
 	}
 	return func() { c.running.Add(-1) }, nil
 }
+
+// revoked are the owners (clientOf's "client:NAME") of old that next no
+// longer names with the same token: a client a reload took away, or one
+// whose token it changed. Their open sockets must not outlive the token.
+func (t *Tokens) revoked(next *Tokens) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range t.list {
+		kept := false
+		for _, c := range next.list {
+			if c.Name == o.Name && c.hash == o.hash {
+				kept = true
+			}
+		}
+		if !kept {
+			out["client:"+o.Name] = true
+		}
+	}
+	return out
+}
+
+// holds says whether c is still a client of t with the same token.
+func (t *Tokens) holds(c *Client) bool {
+	for _, n := range t.list {
+		if n.Name == c.Name && n.hash == c.hash {
+			return true
+		}
+	}
+	return false
+}

@@ -127,3 +127,27 @@ func TestReload(t *testing.T) {
 		t.Errorf("a refused reload changed the policy: max memory %d", got)
 	}
 }
+
+// TestTokensRevoked: a reload revokes a client it takes away and one
+// whose token it changes, not one it keeps as it was.
+func TestTokensRevoked(t *testing.T) {
+	parse := func(s string) *Tokens {
+		t.Helper()
+		tk, err := ParseTokens([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	old := parse("[tokens.kept]\ntoken = \"the-kept-token-123456\"\n[tokens.gone]\ntoken = \"the-gone-token-123456\"\n[tokens.rotated]\ntoken = \"the-old-token-1234567\"\n")
+	next := parse("[tokens.kept]\ntoken = \"the-kept-token-123456\"\n[tokens.rotated]\ntoken = \"the-new-token-1234567\"\n[tokens.added]\ntoken = \"the-added-token-12345\"\n")
+	got := old.revoked(next)
+	if len(got) != 2 || !got["client:gone"] || !got["client:rotated"] {
+		t.Errorf("revoked = %v, want client:gone and client:rotated", got)
+	}
+	for _, c := range old.list {
+		if want := c.Name == "kept"; next.holds(c) != want {
+			t.Errorf("holds(%s) = %v, want %v", c.Name, !want, want)
+		}
+	}
+}
