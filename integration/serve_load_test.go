@@ -498,6 +498,7 @@ func serveLoadDisconnect(t *testing.T, m mode) {
 		next <- i
 	}
 	close(next)
+	start := time.Now()
 	for c := 0; c < stayers; c++ {
 		wg.Add(1)
 		go func() {
@@ -531,6 +532,7 @@ func serveLoadDisconnect(t *testing.T, m mode) {
 		}()
 	}
 	wg.Wait()
+	t.Logf("%d runs from %d clients and %d runs whose %d clients went away, in %v", n, stayers, leavers*leaves, leavers, time.Since(start).Round(time.Millisecond))
 	for k, c := range bad {
 		t.Errorf("%d× %s", c, k)
 	}
