@@ -609,8 +609,9 @@ func TestServeQueueFull(t *testing.T) {
 // what this test made: no process below the server after, no cgroup
 // below the server's own --cgroup-parent (root), no mount naming the
 // test's directories or rljail's own paths, no file in the TMPDIR it
-// gave the server, no process of the server's binary; the server's RSS
-// after the load stated and bounded.
+// gave the server, no process of the server's binary, no process of a
+// host uid its jails were seen running as nor a file of one in its
+// directories; the server's RSS after the load stated and bounded.
 func TestServeLoad(t *testing.T) {
 	for _, m := range bothModes {
 		t.Run(string(m), func(t *testing.T) { serveLoad(t, m) })
@@ -655,6 +656,7 @@ func serveLoad(t *testing.T, m mode) {
 	s := startServer(t, m, opts)
 	watched = append(watched, filepath.Dir(s.sock))
 	hwm := watchHWM(s.cmd.Process.Pid, 100*time.Millisecond)
+	uids := watchJailUIDs(s.cmd.Process.Pid, 25*time.Millisecond)
 	// The cgroup check can work only if the runs' cgroups were below the
 	// parent: seen there at least once while the load ran.
 	placed := make(chan bool, 1)
@@ -764,6 +766,12 @@ func serveLoad(t *testing.T, m mode) {
 			t.Errorf("a process of this test's runs was left: %v", p)
 		}
 	}
+	seen := uids()
+	if m == asRoot && len(seen) == 0 {
+		t.Errorf("no run was ever seen running as a host uid of the jails' range: the uid check cannot work")
+	}
+	t.Logf("%d host uids seen in the runs", len(seen))
+	checkNoJailUIDs(t, seen, privTmp, filepath.Dir(s.sock))
 }
 
 // procStatusKiB is a field of /proc/PID/status in KiB (0 if absent).
