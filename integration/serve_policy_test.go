@@ -24,8 +24,10 @@ import (
 func TestServePolicyVolumes(t *testing.T) {
 	ro, rw := newDir(t), newDir(t)
 	writeFile(t, filepath.Join(ro, "corpus.txt"), "the corpus\n", 0o644)
+	auditPath := filepath.Join(newDir(t), "audit.jsonl")
 	s := startServer(t, asRoot, serveOpts{config: fmt.Sprintf(
-		"[volumes.corpus]\nsource = %q\ntarget = \"/data/corpus\"\n[volumes.out]\nsource = %q\ntarget = \"/out\"\nwritable = true\n", ro, rw)})
+		"[volumes.corpus]\nsource = %q\ntarget = \"/data/corpus\"\n[volumes.out]\nsource = %q\ntarget = \"/out\"\nwritable = true\n", ro, rw),
+		extraArgs: []string{"--audit-log", auditPath}})
 
 	// A read-only volume: read by the payload, a file fetched from it,
 	// and not writable from inside.
@@ -61,6 +63,16 @@ func TestServePolicyVolumes(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(rw, "made.txt")); err != nil || string(got) != "FROM THE REQUEST" {
 		t.Errorf("the host's %s/made.txt: %q %v", rw, got, err)
+	}
+	// The audit log names the host paths each run was granted.
+	logged, _ := os.ReadFile(auditPath)
+	for _, want := range []string{
+		fmt.Sprintf(`"volumes":[{"source":%q,"target":"/data/corpus","rw":false}]`, ro),
+		fmt.Sprintf(`"volumes":[{"source":%q,"target":"/results","rw":true}]`, rw),
+	} {
+		if !strings.Contains(string(logged), want) {
+			t.Errorf("the audit log has no %s:\n%s", want, logged)
+		}
 	}
 
 	// Refusals, each naming its field.

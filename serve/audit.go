@@ -40,8 +40,13 @@ type auditRecord struct {
 	StdinSHA256 string      `json:"stdin_sha256,omitempty"`
 	StdinBytes  int         `json:"stdin_bytes"`
 	Fetch       []string    `json:"fetch,omitempty"`
-	Result      jail.Result `json:"result"`
-	Error       string      `json:"error,omitempty"`
+	// Volumes and Egress are what the request was granted of the
+	// server's policy (the profile is the result's seccomp.profile):
+	// which host paths and hosts a run could reach is evidence too.
+	Volumes []auditVolume `json:"volumes,omitempty"`
+	Egress  []string      `json:"egress,omitempty"`
+	Result  jail.Result   `json:"result"`
+	Error   string        `json:"error,omitempty"`
 }
 
 // auditFile is a file the request put into the jail: its hash always,
@@ -52,6 +57,14 @@ type auditFile struct {
 	Bytes  int    `json:"bytes"`
 	SHA256 string `json:"sha256"`
 	Text   string `json:"text,omitempty"`
+}
+
+// auditVolume is a volume granted to the jail: the host path, where the
+// jail saw it, and whether it could write it.
+type auditVolume struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+	RW     bool   `json:"rw"`
 }
 
 func sha256Hex(b []byte) string {
@@ -70,7 +83,11 @@ func (a *auditLog) record(r *http.Request, client string, j *job, o outcome) err
 		Language: j.language,
 		Argv:     j.command,
 		Fetch:    j.asked,
+		Egress:   j.egress,
 		Result:   o.result,
+	}
+	for _, v := range j.volumes {
+		rec.Volumes = append(rec.Volumes, auditVolume{Source: v.Source, Target: v.Dest, RW: v.Writable})
 	}
 	if o.err != nil {
 		rec.Error = o.err.Error()
