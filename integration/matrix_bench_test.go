@@ -326,4 +326,3 @@ print(ts[len(ts) // 2])
 	}
 	return cell, bare, median(st)
 }
-

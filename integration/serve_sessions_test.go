@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,9 +254,20 @@ func TestServeSessionREST(t *testing.T) {
 		}
 	}))
 	defer cb.Close()
-	s := startServer(t, asRoot, serveOpts{config: "max_memory = \"1g\"\n[sessions]\nmax_cell_timeout = \"1m\"\nmax_llm_calls = 10"})
+	// Another service of the host, beside the runner's: callback_allow
+	// names only the runner's /calls, so no session may be aimed here.
+	var otherHits atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		otherHits.Add(1)
+		fmt.Fprint(w, `{"value":"the other service"}`)
+	}))
+	defer other.Close()
+	s := startServer(t, asRoot, serveOpts{config: fmt.Sprintf("max_memory = \"1g\"\n[sessions]\nmax_cell_timeout = \"1m\"\nmax_llm_calls = 10\ncallback_allow = [%q]", cb.URL+"/calls/")})
 	// Refused fields: each named.
 	for _, c := range []struct{ body, field string }{
+		{fmt.Sprintf(`{"callback_url":%q}`, other.URL+"/calls/"), "callback_allow"},
+		{fmt.Sprintf(`{"callback_url":%q}`, cb.URL+"/admin"), "callback_allow"},
+		{fmt.Sprintf(`{"callback_url":%q}`, cb.URL+"/calls/../admin"), "callback_url"},
 		{`{"limits":{"memory_bytes":4294967296}}`, "limits.memory_bytes"},
 		{`{"cell_timeout_seconds":600}`, "cell_timeout_seconds"},
 		{`{"max_llm_calls":11}`, "max_llm_calls"},
@@ -280,6 +292,9 @@ func TestServeSessionREST(t *testing.T) {
 	}
 	if strings.Join(seen, ",") != "llm_query,search" {
 		t.Errorf("the callback saw %v", seen)
+	}
+	if n := otherHits.Load(); n != 0 {
+		t.Errorf("the service callback_allow does not name got %d requests", n)
 	}
 	if code, r := s.sessionOp(t, "POST", id, "set", `{"name":"v","value":{"a":[1,2]}}`); code != 200 || !r.OK {
 		t.Errorf("set: %d %+v", code, r)

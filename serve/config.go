@@ -300,6 +300,9 @@ type SessionPolicy struct {
 	// callback_url, CallbackMaxBytes its answer.
 	CallbackTimeout  time.Duration
 	CallbackMaxBytes int64
+	// CallbackAllow, when not empty, are the only places a callback_url
+	// may lie below (callback.go).
+	CallbackAllow []callbackPrefix
 }
 
 // DefaultSessionPolicy is the [sessions] policy without the table.
@@ -346,17 +349,18 @@ func (p SessionPolicy) withDefaults() SessionPolicy {
 
 // sessionsFile is the [sessions] table's shape (docs/api.md).
 type sessionsFile struct {
-	IdleTimeout      string `toml:"idle_timeout"`
-	MaxTimeout       string `toml:"max_timeout"`
-	DefaultTimeout   string `toml:"default_timeout"`
-	MaxCellTimeout   string `toml:"max_cell_timeout"`
-	MaxSessions      int    `toml:"max_sessions"`
-	MaxPerClient     int    `toml:"max_per_client"`
-	MaxLLMCalls      int    `toml:"max_llm_calls"`
-	MaxToolCalls     int    `toml:"max_tool_calls"`
-	MaxCallTimeout   string `toml:"max_call_timeout"`
-	CallbackTimeout  string `toml:"callback_timeout"`
-	CallbackMaxBytes string `toml:"callback_max_bytes"`
+	IdleTimeout      string   `toml:"idle_timeout"`
+	MaxTimeout       string   `toml:"max_timeout"`
+	DefaultTimeout   string   `toml:"default_timeout"`
+	MaxCellTimeout   string   `toml:"max_cell_timeout"`
+	MaxSessions      int      `toml:"max_sessions"`
+	MaxPerClient     int      `toml:"max_per_client"`
+	MaxLLMCalls      int      `toml:"max_llm_calls"`
+	MaxToolCalls     int      `toml:"max_tool_calls"`
+	MaxCallTimeout   string   `toml:"max_call_timeout"`
+	CallbackTimeout  string   `toml:"callback_timeout"`
+	CallbackMaxBytes string   `toml:"callback_max_bytes"`
+	CallbackAllow    []string `toml:"callback_allow"`
 }
 
 func (f sessionsFile) policy() (SessionPolicy, error) {
@@ -393,6 +397,13 @@ func (f sessionsFile) policy() (SessionPolicy, error) {
 			return p, fmt.Errorf("callback_max_bytes: %w", err)
 		}
 		p.CallbackMaxBytes = v
+	}
+	for i, e := range f.CallbackAllow {
+		c, err := parseCallbackPrefix(e)
+		if err != nil {
+			return p, fmt.Errorf("callback_allow[%d]: %w", i, err)
+		}
+		p.CallbackAllow = append(p.CallbackAllow, c)
 	}
 	p = p.withDefaults()
 	if p.DefaultTimeout > p.MaxTimeout {

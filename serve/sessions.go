@@ -887,6 +887,9 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 		if err := checkCallbackURL(req.CallbackURL); err != nil {
 			return cfg, fmt.Errorf("callback_url: %w", err)
 		}
+		if err := allowedCallback(req.CallbackURL, conf.Sessions.CallbackAllow); err != nil {
+			return cfg, fmt.Errorf("callback_url: %w", err)
+		}
 	}
 	vols, err := s.volumes(req.Volumes)
 	if err != nil {
