@@ -22,10 +22,29 @@ import (
 )
 
 func TestServePolicyVolumes(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) { servePolicyVolumes(t, m) })
+	}
+}
+
+func servePolicyVolumes(t *testing.T, m mode) {
 	ro, rw := newDir(t), newDir(t)
 	writeFile(t, filepath.Join(ro, "corpus.txt"), "the corpus\n", 0o644)
-	auditPath := filepath.Join(newDir(t), "audit.jsonl")
-	s := startServer(t, asRoot, serveOpts{config: fmt.Sprintf(
+	if m == asRootless {
+		// The rw volume is the invoking user's, as a rootless user's
+		// own directory would be.
+		if err := os.Chown(rw, testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	auditDir := newDir(t)
+	if m == asRootless {
+		if err := os.Chown(auditDir, testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	auditPath := filepath.Join(auditDir, "audit.jsonl")
+	s := startServer(t, m, serveOpts{config: fmt.Sprintf(
 		"[volumes.corpus]\nsource = %q\ntarget = \"/data/corpus\"\n[volumes.out]\nsource = %q\ntarget = \"/out\"\nwritable = true\n", ro, rw),
 		extraArgs: []string{"--audit-log", auditPath}})
 
