@@ -103,11 +103,30 @@ func faultSnapshot(t *testing.T) faultHostState {
 func faultLeftovers(t *testing.T, before faultHostState, privTmp, marker string) []string {
 	t.Helper()
 	var left []string
+	// A new cgroup counts only if it is still there 3 s later: another
+	// test's root run, in parallel, makes one below the same cgroup for a
+	// moment, empty before its init joins and after it ends (seen in CI:
+	// an empty rljail-RUNID at the cpu hierarchy's root beside a rootless
+	// fault case, which cannot make one there). One this run left stays.
+	var fresh []string
 	for p := range faultCgroups() {
 		if !before.cgroups[p] && !foreignCgroup(p) {
-			procs, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-			left = append(left, fmt.Sprintf("cgroup %s (processes %q)", p, strings.Fields(string(procs))))
+			fresh = append(fresh, p)
 		}
+	}
+	for deadline := time.Now().Add(3 * time.Second); len(fresh) > 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		var still []string
+		for _, p := range fresh {
+			if _, err := os.Stat(p); err == nil {
+				still = append(still, p)
+			}
+		}
+		fresh = still
+	}
+	for _, p := range fresh {
+		procs, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		left = append(left, fmt.Sprintf("cgroup %s (processes %q)", p, strings.Fields(string(procs))))
 	}
 	for k, n := range attackHostMounts(t) {
 		if point, _, _ := strings.Cut(k, " "); faultOwnMounts[point] {

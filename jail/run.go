@@ -1203,6 +1203,15 @@ func (j *jailRun) verdict(ctx context.Context, spec *Spec, res Result, got []ini
 		case m.Exited:
 			res.setExit(m.Code, m.Signal)
 			return res, nil, false
+		case m.Error != "" && ctx.Err() != nil:
+			// Killed in its setup because ctx ended (a client gone, a
+			// drain's grace over): the stage's own failure (its init gone
+			// before the id maps were written, say) is the kill's effect,
+			// not a fault of the host.
+			res.Status = StatusSetupError
+			res.ExitCode = ExitSetupError
+			res.Error = "run canceled: " + ctx.Err().Error() + " (the setup then failed: " + m.Error + ")"
+			return res, ctx.Err(), false
 		case m.Error != "":
 			res.Status = StatusSetupError
 			res.ExitCode = m.ExitCode
