@@ -26,6 +26,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -686,6 +687,8 @@ class Session:
         rljail's exit status.  Safe to call more than once and from any thread.
         ``ask=False`` skips the close request (the end of stdin ends the session too,
         once the request in flight is answered)."""
+        if sys.is_finalizing():
+            return self._close_at_exit()
         with self._state_lock:
             first = not self._closed
             self._closed = True
@@ -733,6 +736,20 @@ class Session:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._finalizer()  # rljail has ended: this removes the temp_dirs
         return status
+
+    def _close_at_exit(self):
+        """close() at the interpreter's exit (a ``__del__`` run by its last
+        collection, as an adapter's is): the reader threads, daemons, were stopped
+        where they stood, perhaps in a read that holds their pipe's lock (or this
+        Session's locks), and their thread states are gone, so ``is_alive()`` says
+        False.  Asking rljail, joining them or closing a pipe would wait for a lock
+        no thread will release: at shutdown a fatal error.  Only the finalizer runs
+        (it stops rljail and removes the temp_dirs, once); the pipes go with the
+        process."""
+        self._closed = True
+        self._finalizer()
+        proc = self._proc
+        return proc.returncode if proc is not None else None
 
     def restart(self):
         """Ends this session's jail, if it still runs, and starts a fresh one with the

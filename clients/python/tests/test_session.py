@@ -358,5 +358,27 @@ class HostFilesTest(unittest.TestCase):
         self.assertEqual(self.left(), [])
 
 
+    def test_adapter_closed_at_exit_while_reader_waits(self):
+        # An adapter's __del__ runs at the interpreter's last collection, after the
+        # daemon reader threads were stopped.  Here the reader is still blocked in a
+        # read (holding its pipe's lock), because a child of "rljail" keeps the
+        # stdout pipe open after rljail is stopped: closing that pipe then was a
+        # fatal error (CI saw it with the real binary, as a race).
+        code = textwrap.dedent("""
+            import sys
+            sys.path.insert(0, %r)
+            import rljail
+            from rljail.adapters.rlm import RljailREPL
+            fake = ["sh", "-c", 'sleep 2 & exec "$0" "$@"'] + %r
+            keep = [RljailREPL(rljail={"binary": fake}), rljail.Session(fake)]
+            print(len(keep), flush=True)
+        """) % (PACKAGE_ROOT, FAKE[:2] + ["--fake-tmp", self.outside])
+        env = dict(os.environ, TMPDIR=self.tmp)
+        out = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, timeout=120)
+        self.assertEqual((out.returncode, out.stdout), (0, b"2\n"), out.stderr.decode())
+        self.assertEqual(self.left(), [])
+
+
 if __name__ == "__main__":
     unittest.main()
