@@ -54,7 +54,7 @@ func DataDir() (string, error) { return dataDir(os.Geteuid(), os.Getenv) }
 func StableDataDir() (string, error) {
 	euid := os.Geteuid()
 	if euid == 0 {
-		return rootDataDir, nil
+		return RootDataDir, nil
 	}
 	u, err := user.LookupId(strconv.Itoa(euid))
 	if err != nil {
