@@ -208,6 +208,102 @@ func attackDataDirOtherEnv(t *testing.T, m mode) {
 	}
 }
 
+// Issue 33, a root run over a user's data directory: a root-run jail
+// writes a writable volume of another user's as that user (an idmapped
+// mount), so through -v /home/USER:/w:rw, or a directory in USER's data
+// directory, it could plant a sitecustomize.py in a rootfs there, which
+// USER's own next run takes after a look at its top directory only. A
+// root run refuses such a volume as that user's runs do (their stable
+// data directory, by inode and through the mount table).
+func init() {
+	attackCases = append(attackCases, attackCase{
+		name: "rw_volume_into_users_data_dir", group: groupFilesystem, modes: rootOnly,
+		mechanism: "as root, grant a user's home, a directory in a rootfs of the user's data directory, or a bind mount of it writable (the jail writes as that user: an idmapped mount) and plant a sitecustomize.py there for the user's next run, which takes the rootfs after a look at its top only",
+		layer:     "checkDataDirVolumes: a root run also guards, for each writable volume of a user's, that user's stable data directory (rootfs.StableDataDirOf)",
+		run:       attackRootRunUsersDataDir,
+	})
+}
+
+func attackRootRunUsersDataDir(t *testing.T, m mode) {
+	base := filepath.Join(testHome, ".local", "share", "rljail", "rootfs")
+	var made []string
+	for p := base; p != testHome && p != "/"; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		made = append(made, p)
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range made {
+		if err := os.Chown(p, testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := "atk-" + strings.ToLower(randomToken("ud")[:12])
+	named := filepath.Join(base, name)
+	t.Cleanup(func() {
+		_ = os.RemoveAll(named)
+		for _, p := range made { // innermost first
+			_ = os.Remove(p)
+		}
+	})
+	if out, err := exec.Command("cp", "-a", builtRootfs(t), named).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v: %s", err, out)
+	}
+	if out, err := exec.Command("chown", "-R", "--", strconv.Itoa(testUID)+":"+strconv.Itoa(testGID), named).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v: %s", err, out)
+	}
+	// Taken back as the user would: the user's runs then take it after a
+	// look at its top only.
+	update := exec.Command(testBin, "rootfs", "verify", "--update-fingerprint", name)
+	update.Env = modeEnv(asRootless)
+	update.Dir = baseDir
+	if stdout, stderr, exit := attackExec(t, asRootless, update); exit != 0 {
+		t.Fatalf("update the copy's fingerprint as the user: exit %d: %s %s", exit, stdout, stderr)
+	}
+	libs, _ := filepath.Glob(filepath.Join(named, "usr", "lib", "python3*"))
+	if len(libs) != 1 {
+		t.Fatalf("no one usr/lib/python3* in %s: %v", named, libs)
+	}
+	lib := libs[0]
+	planted := filepath.Join(lib, "sitecustomize.py")
+	alias := filepath.Join(newDir(t), "alias")
+	if err := os.Mkdir(alias, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(lib, alias, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind %s on %s: %v", lib, alias, err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(alias, syscall.MNT_DETACH) })
+	for _, grant := range []string{lib, alias, named, testHome} {
+		rel, _ := filepath.Rel(grant, planted)
+		if grant == alias {
+			rel = "sitecustomize.py"
+		}
+		cmd := exec.Command(testBin, "-q", "--rootfs", builtRootfs(t), "--no-workspace", "-v", grant+":/w:rw", "--", "python3", "-c",
+			"import sys; open(sys.argv[1], 'w').write('print(\"PLANTED\")\\n')", "/w/"+rel)
+		cmd.Env = modeEnv(m)
+		cmd.Dir = baseDir
+		_, stderr, exit := attackExec(t, m, cmd)
+		if _, err := os.Lstat(planted); err == nil {
+			t.Errorf("-v %s:/w:rw: the root run's payload wrote %s in the user's data directory (exit %d)", grant, planted, exit)
+		}
+		if exit != 125 || !strings.Contains(stderr, "rljail's root filesystems") {
+			t.Errorf("-v %s:/w:rw: exit %d, stderr %q; want 125 and the refusal", grant, exit, stderr)
+		}
+		next := exec.Command(testBin, "-q", "--rootfs", name, "--no-workspace", "--", "python3", "-c", "print('CLEAN')")
+		next.Env = modeEnv(asRootless)
+		next.Dir = baseDir
+		stdout, stderr, exit := attackExec(t, asRootless, next)
+		if strings.Contains(stdout, "PLANTED") || exit != 0 || strings.TrimSpace(stdout) != "CLEAN" {
+			t.Errorf("-v %s:/w:rw: the user's next run: exit %d, stdout %q, stderr %q; want CLEAN alone", grant, exit, stdout, attackClip(stderr))
+		}
+		_ = os.Remove(planted)
+	}
+}
+
 // Issue 33, root's rootfs run rootless: a rootless run takes a rootfs in
 // root's data directory (/var/lib/rljail/rootfs, root's and writable by
 // root alone) after a look at its top directory only too, on the claim

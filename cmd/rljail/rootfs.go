@@ -613,12 +613,38 @@ func (p topOnlyPlace) owner() (uint32, bool) {
 // inside it: through it the jail would write a rootfs that later runs
 // take unchecked (unwritableByJails). Both are judged by inode, so that
 // another name of the same directory (a bind mount, a link) is caught too.
+//
+// A root run's jail writes a volume of another user's as that user (an
+// idmapped mount, or the ACL fallback's files given to that owner after
+// the run), so such a volume must not reach that user's stable data
+// directory either: the user's own runs take a rootfs there unchecked,
+// and through -v /home/USER:...:rw a jail of root's could have planted a
+// sitecustomize.py in it (rw_volume_into_users_data_dir). Its files of
+// other owners it writes as nobody it is mapped to, with no right there.
 func checkDataDirVolumes(writable []string) error {
 	if len(writable) == 0 {
 		return nil
 	}
 	for _, base := range rootfs.GuardedDataDirs() {
 		if err := checkDataDirVolumesOver(base, writable); err != nil {
+			return err
+		}
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	for _, w := range writable {
+		var st unix.Stat_t
+		if unix.Stat(w, &st) != nil || st.Uid == 0 {
+			continue // refused where the volume is checked; root's: above
+		}
+		// A uid without a passwd entry (a jail's host id) has no stable
+		// data directory, and its runs take no rootfs unchecked.
+		base, err := rootfs.StableDataDirOf(int(st.Uid))
+		if err != nil {
+			continue
+		}
+		if err := checkDataDirVolumesOver(base, []string{w}); err != nil {
 			return err
 		}
 	}
