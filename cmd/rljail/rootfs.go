@@ -530,7 +530,9 @@ func ensureRootfs(ctx context.Context, choice rootfsChoice, guard *hostfile.Guar
 //     user's and neither group- nor other-writable: no run of this user
 //     grants a writable volume that covers that directory or lies in it
 //     (checkDataDirVolumes refuses one, by inode, whatever the run's HOME
-//     and XDG_DATA_HOME), and a build writes no entry others may write.
+//     and XDG_DATA_HOME), nor any root run one of this user's that reaches
+//     it (its jail would write it as this user, idmapped), and a build
+//     writes no entry others may write.
 //     A rootfs elsewhere (--rootfs DIR, or a data directory that only
 //     XDG_DATA_HOME names: a run with another XDG_DATA_HOME does not guard
 //     it) is walked, as any path a writable volume of an earlier run might
