@@ -13,9 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rootDataDir is where root keeps its root filesystems, one directory per name: shared by
-// every root-run jail, outside any home directory.
-const rootDataDir = "/var/lib/rljail/rootfs"
+// RootDataDir is where root keeps its root filesystems, one directory per name: shared by
+// every root-run jail, outside any home directory, and what DataDir and StableDataDir are
+// for root whatever the environment.
+const RootDataDir = "/var/lib/rljail/rootfs"
 
 // DefaultDir says where the Python rootfs lives when the user did not choose: $RLJAIL_ROOTFS
 // if set, else the rootfs named DefaultName in rljail's data directory:
@@ -60,7 +61,7 @@ func dataDir(euid int, getenv func(string) string) (string, error) {
 	}
 	switch xdg := getenv("XDG_DATA_HOME"); {
 	case euid == 0:
-		return rootDataDir, nil
+		return RootDataDir, nil
 	case filepath.IsAbs(xdg): // the XDG spec says to ignore a relative value
 		return filepath.Join(xdg, "rljail", "rootfs"), nil
 	}

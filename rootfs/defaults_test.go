@@ -66,7 +66,7 @@ func TestDefaultDir(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", "")
 	want := home + "/.local/share/rljail/rootfs/python"
 	if os.Geteuid() == 0 {
-		want = filepath.Join(rootDataDir, DefaultName)
+		want = filepath.Join(RootDataDir, DefaultName)
 	}
 	if got, err := DefaultDir(); err != nil || got != want {
 		t.Errorf("DefaultDir() = %q, %v; want %q", got, err, want)

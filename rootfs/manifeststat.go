@@ -397,26 +397,62 @@ func openFingerprint(dir string) (int, []byte, error) {
 }
 
 // CheckFingerprintTop is CheckFingerprint for a rootfs that no jail can
-// have written (cmd/rljail: one in rljail's data directory, which no run
-// may grant writable): only the top directory's entries are compared
-// with the fingerprint, a dozen fstatat calls rather than one an entry,
-// which still catches a tree copied or moved in (every inode is new) and
-// a chown, chmod or touch of it all (every ctime is). A difference there
-// gets CheckFingerprint's full verdict, which names the change.
-func CheckFingerprintTop(dir string) error {
+// have written (cmd/rljail: one in a data directory that no run may grant
+// writable, or root's, which no jail has the right to write): only the top
+// directory's entries are compared with the fingerprint, a dozen fstatat
+// calls rather than one an entry, which still catches a tree copied or
+// moved in (every inode is new) and a chown, chmod or touch of it all
+// (every ctime is). The claim rests on the kernel's permissions too, so it
+// is taken only where the fingerprint records every entry as owner's and
+// writable by no one else (links aside: their mode means nothing), as a
+// build leaves it: a tree copied in with another user's files (cp -a as
+// root, then verify --update-fingerprint) is walked, since that user's
+// jails may write those files. A difference at the top, or a record that
+// says otherwise, gets CheckFingerprint's full verdict, which names the
+// change.
+func CheckFingerprintTop(dir string, owner uint32) error {
 	root, data, err := openFingerprint(dir)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(root)
 	spans, err := indexFingerprint(data)
-	if err != nil || len(spans) == 0 {
+	if err != nil || len(spans) == 0 || !writableOnlyBy(data, spans, owner) {
 		return CheckFingerprint(dir)
 	}
 	if compareSpans(root, data, spans[:1], true) {
 		return nil
 	}
 	return CheckFingerprint(dir)
+}
+
+// writableOnlyBy reports whether every entry the fingerprint records is
+// owned by uid and writable by neither its group nor others (a symlink's
+// mode aside). An ACL's named entries are bounded by its mask, which a
+// stat shows as the group bits, so no ACL makes such an entry writable
+// to anyone but its owner. It reads the record only: no system call.
+func writableOnlyBy(data []byte, spans []fpSpan, uid uint32) bool {
+	le := binary.LittleEndian
+	for _, span := range spans {
+		r := fpReader{data: data[:span.end], i: span.start}
+		if _, _, _, err := r.section(); err != nil {
+			return false
+		}
+		for k := 0; k < span.entries; k++ {
+			_, tuple, err := r.entry()
+			if err != nil {
+				return false
+			}
+			mode := le.Uint32(tuple[32:])
+			if mode&unix.S_IFMT == unix.S_IFLNK {
+				continue
+			}
+			if le.Uint32(tuple[36:]) != uid || mode&0o022 != 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // readFingerprintAt reads the fingerprint file of the tree at root.

@@ -284,6 +284,33 @@ func TestFingerprintTop(t *testing.T) {
 			write(t, filepath.Join(root, "evil"), "x")
 			return root
 		}, "/evil: added"},
+		// The record says another user may write an entry deep inside (a
+		// tree copied in with its owner's files, taken back by
+		// UpdateFingerprint): that user's jails may have, so it is walked.
+		{"an entry recorded as another user's", func(t *testing.T, root string) string {
+			p := filepath.Join(root, "usr/d00/s00/f002.py")
+			if err := os.Lchown(p, 4242, 4242); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := UpdateFingerprint(root); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(root, "usr/d00/s00/f001.py"), "x = 9\n")
+			return root
+		}, "/usr/d00/s00/f001.py"},
+		{"an entry recorded as group-writable", func(t *testing.T, root string) string {
+			if err := os.Chmod(filepath.Join(root, "usr/d00/s01"), 0o775); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(root, fingerprintName)); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeFingerprint(root); err != nil { // as it is now
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(root, "usr/d00/s00/f001.py"), "x = 9\n")
+			return root
+		}, "/usr/d00/s00/f001.py"},
 		{"top directory's entry changed", func(t *testing.T, root string) string {
 			if err := os.Chmod(filepath.Join(root, "usr"), 0o700); err != nil {
 				t.Fatal(err)
@@ -294,7 +321,7 @@ func TestFingerprintTop(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "r")
 			makeTree(t, root, 200)
-			err := CheckFingerprintTop(c.change(t, root))
+			err := CheckFingerprintTop(c.change(t, root), uint32(os.Geteuid()))
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("CheckFingerprintTop = %v, want nil", err)

@@ -51,10 +51,13 @@ func DataDir() (string, error) { return dataDir(os.Geteuid(), os.Getenv) }
 // data directory that only the environment names is not: a run with
 // another XDG_DATA_HOME protects another directory, and may grant this
 // one writable.
-func StableDataDir() (string, error) {
-	euid := os.Geteuid()
+func StableDataDir() (string, error) { return StableDataDirOf(os.Geteuid()) }
+
+// StableDataDirOf is StableDataDir for the user euid: what a run of that
+// user would take as its own.
+func StableDataDirOf(euid int) (string, error) {
 	if euid == 0 {
-		return rootDataDir, nil
+		return RootDataDir, nil
 	}
 	u, err := user.LookupId(strconv.Itoa(euid))
 	if err != nil {

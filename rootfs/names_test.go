@@ -44,7 +44,7 @@ func TestResolve(t *testing.T) {
 	t.Setenv("RLJAIL_ROOTFS", "/elsewhere/py") // names one rootfs; never moves the names
 	base := filepath.Join(home, "xdg", "rljail", "rootfs")
 	if os.Geteuid() == 0 {
-		base = rootDataDir
+		base = RootDataDir
 	}
 	wd, _ := os.Getwd()
 	tests := []struct {

@@ -404,8 +404,8 @@ type rootfsCheck struct {
 func startRootfsCheck(dir string) *rootfsCheck {
 	c := &rootfsCheck{dir: dir, verdict: make(chan error, 1)}
 	check := rootfs.CheckFingerprint
-	if unwritableByJails(dir) {
-		check = rootfs.CheckFingerprintTop
+	if owner, ok := unwritableByJails(dir); ok {
+		check = func(dir string) error { return rootfs.CheckFingerprintTop(dir, owner) }
 	}
 	go func() { c.verdict <- check(dir) }()
 	return c
@@ -516,33 +516,97 @@ func ensureRootfs(ctx context.Context, choice rootfsChoice, guard *hostfile.Guar
 // unwritableByJails reports whether no jail can ever have written the
 // rootfs at dir, so that a run needs no walk of it, only a look at its top
 // directory (rootfs.CheckFingerprintTop; issue 33: the walk cost every run
-// one fstatat per entry, 20 ms on a rootfs of 16,000). It
-// holds for a rootfs in rljail's stable data directory
-// (rootfs.StableDataDir: root's, or the one below the passwd entry's home,
-// which no environment variable moves) that is this user's and
-// that neither its group nor others may write: a build writes no entry
-// others may write (every mode is the build's), root-run jails are host
-// ids of their own, which own nothing there and have no right in it, and
-// no run grants a writable volume that covers that directory or lies
-// in it (checkDataDirVolumes refuses one, by inode, whatever the run's
-// HOME and XDG_DATA_HOME) — the only way a jail writes host files. A
-// rootfs elsewhere (--rootfs DIR, or a data directory that only
-// XDG_DATA_HOME names: a run with another XDG_DATA_HOME does not guard
-// it) is walked, as any path a writable volume of an earlier run might
-// have reached.
-func unwritableByJails(dir string) bool {
-	base, err := rootfs.StableDataDir()
-	if err != nil {
-		return false
+// one fstatat per entry, 20 ms on a rootfs of 16,000), and whose every
+// entry the fingerprint must then record as owned by owner and writable by
+// no one else (CheckFingerprintTop walks where it does not: a tree copied
+// in with cp -a keeps its files' owners). A jail writes host files only
+// through a writable volume (the rootfs is mounted read-only), as its
+// host uid: root-run jails as host ids of their own, which own nothing in
+// a rootfs, rootless ones as the invoking user. It holds in two places:
+//
+//   - rljail's stable data directory of this user (rootfs.StableDataDir:
+//     root's, or the one below the passwd entry's home, which no
+//     environment variable moves), the rootfs and that directory this
+//     user's and neither group- nor other-writable: no run of this user
+//     grants a writable volume that covers that directory or lies in it
+//     (checkDataDirVolumes refuses one, by inode, whatever the run's HOME
+//     and XDG_DATA_HOME), nor any root run one of this user's that reaches
+//     it (its jail would write it as this user, idmapped), and a build
+//     writes no entry others may write.
+//     A rootfs elsewhere (--rootfs DIR, or a data directory that only
+//     XDG_DATA_HOME names: a run with another XDG_DATA_HOME does not guard
+//     it) is walked, as any path a writable volume of an earlier run might
+//     have reached.
+//   - root's data directory (rootfs.RootDataDir), for every user: the
+//     rootfs and that directory root's and neither group- nor
+//     other-writable, and every entry root's and writable by root alone
+//     (the fingerprint's record). Root's runs refuse a writable volume
+//     over or in that directory whatever their environment (it is both of
+//     root's GuardedDataDirs), and so does rljail serve's configuration
+//     (checkServeVolumes), so no root-run jail reaches it writable, nor
+//     gets the ACL entry a volume of root's gives the jail's host uid. A
+//     rootless run may grant it (it guards only its own user's data
+//     directories), but its jail is that user, and in its user namespace
+//     its capabilities do not reach files whose owner is unmapped, as
+//     host root is: every write, create, rename, chmod, utime or setxattr
+//     there fails with EACCES or EPERM (rootless_rw_volume_roots_rootfs).
+//     Group membership grants nothing (no entry is group-writable), nor
+//     does an ACL (its mask shows as the group bits). Only root can make
+//     an entry there writable by another user; a change root makes below
+//     the top is not noticed by a run (as for root's own runs), and
+//     rljail rootfs verify still finds it.
+func unwritableByJails(dir string) (owner uint32, ok bool) {
+	p := topOnlyPlace{euid: uint32(os.Geteuid())}
+	if unix.Lstat(dir, &p.top) != nil || unix.Stat(filepath.Dir(dir), &p.parent) != nil {
+		return 0, false
 	}
-	var top, parent, data unix.Stat_t
-	if unix.Lstat(dir, &top) != nil || unix.Stat(filepath.Dir(dir), &parent) != nil || unix.Stat(base, &data) != nil {
-		return false
+	same := func(base string) bool {
+		var st unix.Stat_t
+		return unix.Stat(base, &st) == nil && st.Dev == p.parent.Dev && st.Ino == p.parent.Ino
 	}
-	euid := uint32(os.Geteuid())
-	mine := func(st *unix.Stat_t) bool { return st.Uid == euid && st.Mode&0o022 == 0 }
-	return top.Mode&unix.S_IFMT == unix.S_IFDIR && parent.Dev == data.Dev && parent.Ino == data.Ino &&
-		mine(&top) && mine(&parent)
+	// Root's data directory first: a rootless run of root's rootfs then
+	// needs no look-up of its passwd entry.
+	if p.inRoots = same(rootfs.RootDataDir); p.inRoots {
+		if owner, ok := p.owner(); ok {
+			return owner, true
+		}
+	}
+	if base, err := rootfs.StableDataDir(); err == nil {
+		p.inStable = same(base)
+	}
+	return p.owner()
+}
+
+// topOnlyPlace is what unwritableByJails decides from.
+type topOnlyPlace struct {
+	euid     uint32
+	top      unix.Stat_t // the rootfs's (lstat)
+	parent   unix.Stat_t // the directory that holds it
+	inStable bool        // parent is this user's rootfs.StableDataDir
+	inRoots  bool        // parent is rootfs.RootDataDir
+}
+
+// owner is unwritableByJails's verdict on p: the uid every entry must be
+// recorded as, and whether the place allows the top-only check at all.
+func (p topOnlyPlace) owner() (uint32, bool) {
+	if p.top.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return 0, false
+	}
+	onlyBy := func(uid uint32) bool {
+		for _, st := range []*unix.Stat_t{&p.top, &p.parent} {
+			if st.Uid != uid || st.Mode&0o022 != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case p.inStable && onlyBy(p.euid):
+		return p.euid, true
+	case p.inRoots && onlyBy(0):
+		return 0, true
+	}
+	return 0, false
 }
 
 // checkDataDirVolumes refuses a writable volume that covers one of
@@ -551,12 +615,38 @@ func unwritableByJails(dir string) bool {
 // inside it: through it the jail would write a rootfs that later runs
 // take unchecked (unwritableByJails). Both are judged by inode, so that
 // another name of the same directory (a bind mount, a link) is caught too.
+//
+// A root run's jail writes a volume of another user's as that user (an
+// idmapped mount, or the ACL fallback's files given to that owner after
+// the run), so such a volume must not reach that user's stable data
+// directory either: the user's own runs take a rootfs there unchecked,
+// and through -v /home/USER:...:rw a jail of root's could have planted a
+// sitecustomize.py in it (rw_volume_into_users_data_dir). Its files of
+// other owners it writes as nobody it is mapped to, with no right there.
 func checkDataDirVolumes(writable []string) error {
 	if len(writable) == 0 {
 		return nil
 	}
 	for _, base := range rootfs.GuardedDataDirs() {
 		if err := checkDataDirVolumesOver(base, writable); err != nil {
+			return err
+		}
+	}
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	for _, w := range writable {
+		var st unix.Stat_t
+		if unix.Stat(w, &st) != nil || st.Uid == 0 {
+			continue // refused where the volume is checked; root's: above
+		}
+		// A uid without a passwd entry (a jail's host id) has no stable
+		// data directory, and its runs take no rootfs unchecked.
+		base, err := rootfs.StableDataDirOf(int(st.Uid))
+		if err != nil {
+			continue
+		}
+		if err := checkDataDirVolumesOver(base, []string{w}); err != nil {
 			return err
 		}
 	}

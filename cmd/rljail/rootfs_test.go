@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestRootfsFlagsInArgs(t *testing.T) {
@@ -68,6 +70,49 @@ func TestLocateRootfs(t *testing.T) {
 		}
 		if err != nil || dir != tc.want || by != tc.by {
 			t.Errorf("locateRootfs(%q, %q) with RLJAIL_ROOTFS=%q = %q, %q, %v; want %q, %q", tc.flag, tc.profile, tc.env, dir, by, err, tc.want, tc.by)
+		}
+	}
+}
+
+// TestTopOnlyPlace: the top-only rootfs check is taken for a rootfs in
+// the user's own stable data directory that only the user may write, and
+// for any user on one in root's data directory that only root may write;
+// anywhere else, or with a group- or other-writable bit, an owner who is
+// neither, or a top that is not a directory, the rootfs is walked.
+func TestTopOnlyPlace(t *testing.T) {
+	dir := func(uid, perm uint32) unix.Stat_t { return unix.Stat_t{Uid: uid, Mode: unix.S_IFDIR | perm} }
+	const user = 1000
+	tests := []struct {
+		name              string
+		euid              uint32
+		top, parent       unix.Stat_t
+		inStable, inRoots bool
+		owner             uint32
+		ok                bool
+	}{
+		{"root, its own data directory", 0, dir(0, 0o755), dir(0, 0o755), true, true, 0, true},
+		{"user, own stable data directory", user, dir(user, 0o755), dir(user, 0o755), true, false, user, true},
+		{"user, root's rootfs in root's data directory", user, dir(0, 0o755), dir(0, 0o755), false, true, 0, true},
+		{"user, root's rootfs elsewhere", user, dir(0, 0o755), dir(0, 0o755), false, false, 0, false},
+		{"user, own rootfs elsewhere", user, dir(user, 0o755), dir(user, 0o755), false, false, 0, false},
+		{"user, own rootfs in root's data directory", user, dir(user, 0o755), dir(0, 0o755), false, true, 0, false},
+		{"user, another user's rootfs in root's data directory", user, dir(1001, 0o755), dir(0, 0o755), false, true, 0, false},
+		{"user, root's rootfs group-writable", user, dir(0, 0o775), dir(0, 0o755), false, true, 0, false},
+		{"user, root's rootfs other-writable", user, dir(0, 0o757), dir(0, 0o755), false, true, 0, false},
+		{"user, root's data directory group-writable", user, dir(0, 0o755), dir(0, 0o775), false, true, 0, false},
+		{"user, root's data directory sticky and other-writable", user, dir(0, 0o755), dir(0, 0o1777), false, true, 0, false},
+		{"user, root's data directory another user's", user, dir(0, 0o755), dir(1001, 0o755), false, true, 0, false},
+		{"user, root's rootfs a link", user, unix.Stat_t{Uid: 0, Mode: unix.S_IFLNK | 0o777}, dir(0, 0o755), false, true, 0, false},
+		{"user, own rootfs group-writable", user, dir(user, 0o775), dir(user, 0o755), true, false, 0, false},
+		{"user, own data directory root's", user, dir(user, 0o755), dir(0, 0o755), true, false, 0, false},
+		{"root, a user's rootfs in root's data directory", 0, dir(user, 0o755), dir(0, 0o755), true, true, 0, false},
+		{"root, its rootfs elsewhere", 0, dir(0, 0o755), dir(0, 0o755), false, false, 0, false},
+	}
+	for _, tc := range tests {
+		p := topOnlyPlace{euid: tc.euid, top: tc.top, parent: tc.parent, inStable: tc.inStable, inRoots: tc.inRoots}
+		owner, ok := p.owner()
+		if owner != tc.owner || ok != tc.ok {
+			t.Errorf("%s: owner() = %d, %v; want %d, %v", tc.name, owner, ok, tc.owner, tc.ok)
 		}
 	}
 }
