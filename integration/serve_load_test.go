@@ -347,7 +347,7 @@ func (a answer) status() string {
 // outside: every request answered got 200 with a report (ok, or, answered
 // after the grace, killed: signaled, or canceled in its setup) or the
 // drain's 503 naming it (docs/api.md: no new
-// run starts once draining; it sends no Retry-After); one that got no
+// run starts once draining; it sends Retry-After); one that got no
 // answer failed only after SIGTERM, at the closed socket, never by
 // hanging; the run seen under way at SIGTERM was answered; the server
 // exits 0 within its grace and a margin; nothing is left.
@@ -612,4 +612,97 @@ func leaveMidRun(t *testing.T, s *server, e *loadEnv, mk string, bound time.Dura
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestServeDrainQueued: with one slot held by a long run and two requests
+// queued for it, SIGTERM answers the queued two at once with the drain's
+// 503 and Retry-After (before the long run's answer, which comes only
+// when its sleep ends: no queued request is started in the slot it then
+// frees), the long run finishes within the grace and is answered ok, the
+// server exits 0 and nothing is left.
+func TestServeDrainQueued(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) { serveDrainQueued(t, m) })
+	}
+}
+
+func serveDrainQueued(t *testing.T, m mode) {
+	s, e := startLoadServer(t, m, serveOpts{maxConc: 1, config: "queue = 8\nqueue_wait = \"5m\"", extraArgs: []string{"--drain-grace", "90s"}})
+	type got struct {
+		name string
+		code int
+		body []byte
+		hdr  http.Header
+		err  error
+	}
+	answers := make(chan got, 3)
+	send := func(name, body string) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), requestBound)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", s.base+"/v1/run", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := s.client.Do(req)
+			if err != nil {
+				answers <- got{name: name, err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			answers <- got{name, resp.StatusCode, b, resp.Header, err}
+		}()
+	}
+	send("long", fmt.Sprintf(`{"command":["python3","-c","import time; time.sleep(15); print('long done')","%slong"],"limits":{"timeout_seconds":60}}`, e.marker))
+	if _, ok := findPayload(e.marker+"long", s.cmd.Process.Pid, 30*time.Second); !ok {
+		t.Fatal("the long run was not seen running")
+	}
+	for i := range 2 {
+		send(fmt.Sprintf("queued%d", i), fmt.Sprintf(`{"command":["python3","-c","print('must not run')","%sq%d"]}`, e.marker, i))
+	}
+	waitFor(t, "two requests in the queue", func() bool {
+		_, b, _ := s.do(t, "GET", "/metrics", "", nil)
+		return strings.Contains(string(b), "\nrljail_queue_depth 2\n")
+	})
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for range 3 {
+		var a got
+		select {
+		case a = <-answers:
+		case <-time.After(requestBound + 10*time.Second):
+			t.Fatalf("a request hung after SIGTERM; answered so far: %v", order)
+		}
+		order = append(order, a.name)
+		switch {
+		case a.err != nil:
+			t.Errorf("%s: no answer: %v", a.name, a.err)
+		case a.name == "long":
+			if a.code != 200 || !bytes.Contains(a.body, []byte(`"status":"ok"`)) || !bytes.Contains(a.body, []byte("long done")) {
+				t.Errorf("the long run: %d %.300s, want 200 ok (it ends within the grace)", a.code, a.body)
+			}
+		default:
+			if a.code != 503 || a.hdr.Get("Retry-After") == "" || !bytes.Contains(a.body, []byte("the server is draining")) {
+				t.Errorf("%s: %d %s (Retry-After %q), want 503 naming the drain, with Retry-After", a.name, a.code, a.body, a.hdr.Get("Retry-After"))
+			}
+		}
+	}
+	if len(order) == 3 && order[2] != "long" {
+		t.Errorf("answers in the order %v: the queued requests must be answered at SIGTERM, before the long run ends", order)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the server did not end after its drain")
+	}
+	if st := s.cmd.ProcessState; !st.Success() {
+		t.Errorf("the server after its drain: %v\n%s", st, s.stderr.String())
+	}
+	for _, p := range allProcs() {
+		if strings.Contains(p.cmdline, "must not run") {
+			t.Errorf("a queued request was started: %v", p)
+		}
+	}
+	e.checkLeftovers(t, s)
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +83,10 @@ type Server struct {
 	kill     context.Context
 	killRuns context.CancelFunc
 	draining atomic.Bool
+	// drained closes at Drain: the requests queued for a slot are
+	// answered 503 at once rather than started during the drain.
+	drained   chan struct{}
+	drainOnce sync.Once
 
 	audit *auditLog
 
@@ -103,7 +108,7 @@ func New(opts Options) *Server {
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = 1
 	}
-	s := &Server{opts: opts, slots: make(chan struct{}, opts.MaxConcurrent)}
+	s := &Server{opts: opts, slots: make(chan struct{}, opts.MaxConcurrent), drained: make(chan struct{})}
 	cfg := opts.Config.withDefaults()
 	s.policy.Store(&policy{cfg: &cfg, tokens: opts.Tokens})
 	s.kill, s.killRuns = context.WithCancel(context.Background())
@@ -286,11 +291,14 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Drain refuses new work from now on (503 from /readyz, and the caller
-// stops accepting connections) and ends every session (their jails gone
+// stops accepting connections), answers the requests waiting in the
+// queue 503 at once (a slot a run frees during the drain starts nothing),
+// and ends every session (their jails gone
 // when it returns, 15 s at most); Kill ends every running jail.
 // The warm pool's waiting jails are destroyed before it returns.
 func (s *Server) Drain() {
 	s.draining.Store(true)
+	s.drainOnce.Do(func() { close(s.drained) })
 	s.pool.close()
 	s.sessions.closeAll(15 * time.Second)
 }
@@ -306,11 +314,13 @@ const (
 	admitted admission = iota
 	queueFull
 	gone
+	draining
 )
 
 // acquire waits for a jail slot: at once when one is free, else in the
 // bounded queue for at most QueueWait; queueFull when the queue is full
-// or the wait ran out, gone when ctx ended while it waited.
+// or the wait ran out, gone when ctx ended while it waited, draining when
+// the drain began while it waited.
 func (s *Server) acquire(ctx context.Context) admission {
 	select {
 	case s.slots <- struct{}{}:
@@ -335,6 +345,8 @@ func (s *Server) acquire(ctx context.Context) admission {
 		return queueFull
 	case <-ctx.Done():
 		return gone
+	case <-s.drained:
+		return draining
 	}
 }
 
@@ -348,7 +360,7 @@ func (s *Server) release() {
 // that goes away gets its jail killed) or at Kill.
 func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome, bool) {
 	if s.draining.Load() {
-		writeError(w, 503, "the server is draining: no new runs")
+		s.refuseDraining(w)
 		return outcome{}, false
 	}
 	done, err := requestClient(r).startRun()
@@ -369,6 +381,9 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 	case gone:
 		s.rejected.WithLabelValues("client_gone").Inc()
 		return outcome{}, false
+	case draining:
+		s.refuseDraining(w)
+		return outcome{}, false
 	}
 	defer s.release()
 	ctx, cancel := context.WithCancel(r.Context())
@@ -388,6 +403,15 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 		rec.runID = o.result.RunID
 	}
 	return o, true
+}
+
+// refuseDraining answers a run the drain keeps from starting: 503 with
+// Retry-After, for a client that retries (another replica behind the
+// same address, or the server once it is back).
+func (s *Server) refuseDraining(w http.ResponseWriter) {
+	s.rejected.WithLabelValues("draining").Inc()
+	w.Header().Set("Retry-After", "1")
+	writeError(w, 503, "the server is draining: no new runs")
 }
 
 // statusRecorder notes a response's code and run id for the log.
