@@ -149,7 +149,8 @@ func (s *Server) conf() *Config { return s.policy.Load().cfg }
 // none where it has them. A client of the new file that has the name of
 // one of the old keeps its runs in flight, so its quota holds across the
 // reload. A client it takes away, or whose token it changes, loses its
-// sessions' open WebSockets (1008): they were let in by the old token.
+// sessions: their sockets closed (1008), their jails killed, the sessions
+// removed (rljail_sessions_ended_total{reason="revoked"}).
 // What Options fix (the socket, --max-concurrent, --warm and the
 // warm pool's jails, the callback client's timeout) does not change.
 func (s *Server) Reload(cfg Config, tokens *Tokens) error {
@@ -171,10 +172,10 @@ func (s *Server) Reload(cfg Config, tokens *Tokens) error {
 	}
 	s.policy.Store(&policy{cfg: &cfg, tokens: tokens})
 	if tokens != nil {
-		// A socket was authenticated once, at its upgrade: one of a client
-		// the reload took away (or whose token it changed) would go on
-		// driving its session with a token that no longer opens anything.
-		s.sessions.closeSockets(old.tokens.revoked(tokens))
+		// A socket was authenticated once, at its upgrade, and a session
+		// lives by the token that made it: a client the reload took away
+		// (or whose token it changed) keeps neither.
+		s.revokeSessions(old.tokens.revoked(tokens))
 	}
 	return nil
 }
