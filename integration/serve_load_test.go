@@ -8,6 +8,7 @@ package integration
 // as, and the files in its own directories.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -705,4 +707,117 @@ func serveDrainQueued(t *testing.T, m mode) {
 		}
 	}
 	e.checkLeftovers(t, s)
+}
+
+// TestServeMaxConnections: with max_connections = 8, eight connections
+// each holding a finished keep-alive request are the server's; ten more
+// opened then are closed at their accept (a request sent on one gets no
+// answer, only the connection's end, within a hang bound far below the
+// server's idle timeout); /metrics counts them; once the test closes
+// three of its eight, a normal request succeeds, and the server drains
+// cleanly. Over the Unix socket (both modes) and loopback TCP.
+func TestServeMaxConnections(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    mode
+		tcp  bool
+	}{{"root", asRoot, false}, {"rootless", asRootless, false}, {"root_tcp", asRoot, true}} {
+		t.Run(c.name, func(t *testing.T) { serveMaxConnections(t, c.m, c.tcp) })
+	}
+}
+
+func serveMaxConnections(t *testing.T, m mode, tcp bool) {
+	const most, extra = 8, 10
+	s := startServer(t, m, serveOpts{tcp: tcp, token: tcp, config: fmt.Sprintf("max_connections = %d", most)})
+	dial := func() net.Conn {
+		var c net.Conn
+		var err error
+		if tcp {
+			c, err = net.Dial("tcp", s.tcp)
+		} else {
+			c, err = net.Dial("unix", s.sock)
+		}
+		if err != nil {
+			t.Fatalf("dial the server: %v", err)
+		}
+		_ = c.SetDeadline(time.Now().Add(45 * time.Second)) // a hang bound, below the server's idle timeout
+		return c
+	}
+	// healthz sends GET /healthz on c and reads the answer: its status, or
+	// an error when the connection ended without one.
+	healthz := func(c net.Conn, br *bufio.Reader) (int, error) {
+		req := "GET /healthz HTTP/1.1\r\nHost: rljail\r\n\r\n"
+		if _, err := io.WriteString(c, req); err != nil {
+			return 0, err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	var held []net.Conn
+	for i := range most {
+		c := dial()
+		defer c.Close()
+		if code, err := healthz(c, bufio.NewReader(c)); code != 200 || err != nil {
+			t.Fatalf("held connection %d: %d %v", i, code, err)
+		}
+		held = append(held, c)
+	}
+	for i := range extra {
+		c := dial()
+		code, err := healthz(c, bufio.NewReader(c))
+		c.Close()
+		switch {
+		case err == nil:
+			t.Errorf("connection %d beyond max_connections %d was served: %d", i, most, code)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			t.Errorf("connection %d beyond max_connections %d was neither served nor closed", i, most)
+		}
+	}
+	for _, c := range held[:3] {
+		c.Close()
+	}
+	// A normal request: the server's place for it comes back once the
+	// three are closed on its side too (a close it sees at once).
+	var code int
+	var body []byte
+	waitFor(t, "a normal request to be served", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), requestBound)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/metrics", nil)
+		if s.token != "" {
+			req.Header.Set("Authorization", "Bearer "+s.token)
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{DialContext: s.client.Transport.(*http.Transport).DialContext, DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		code = resp.StatusCode
+		return true
+	})
+	// At least the ten (an attempt of waitFor's made before the server
+	// saw the three close is one more).
+	refused := -1
+	if sm := regexp.MustCompile(`rljail_rejected_total\{reason="connections"\} ([0-9]+)`).FindStringSubmatch(string(body)); sm != nil {
+		refused, _ = strconv.Atoi(sm[1])
+	}
+	if code != 200 || refused < extra {
+		t.Errorf("/metrics after the refused connections: %d\n%s", code, grepLines(string(body), "connections"))
+	}
+	if code, _, _ := s.do(t, "POST", "/v1/run", `{"command":["python3","-c","print(7)"]}`, nil); code != 200 {
+		t.Errorf("a run after the refused connections: %d", code)
+	}
+	for _, c := range held[3:] {
+		c.Close()
+	}
+	s.stop(t)
+	if !s.cmd.ProcessState.Success() {
+		t.Errorf("the server after its drain: %v\n%s", s.cmd.ProcessState, s.stderr.String())
+	}
 }

@@ -98,6 +98,7 @@ type Server struct {
 	latency  *histogramVec
 	inFlight *gauge
 	queue    *gauge
+	conns    *gauge
 	rejected *counterVec
 	requests *counterVec
 	pool     *pool
@@ -120,9 +121,10 @@ func New(opts Options) *Server {
 	s.latency = newHistogramVec("rljail_run_seconds", "Wall time of a run from its slot to its report.", []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "language")
 	s.inFlight = &gauge{name: "rljail_runs_in_flight", help: "Jails running now."}
 	s.queue = &gauge{name: "rljail_queue_depth", help: "Requests waiting for a jail slot."}
+	s.conns = &gauge{name: "rljail_connections_open", help: "Connections the server holds now (max_connections at most)."}
 	s.rejected = newCounterVec("rljail_rejected_total", "Requests refused before a jail, by reason.", "reason")
 	s.requests = newCounterVec("rljail_http_requests_total", "HTTP requests by route and status code.", "route", "code")
-	for _, f := range []family{s.runs, s.latency, s.inFlight, s.queue, s.rejected, s.requests} {
+	for _, f := range []family{s.runs, s.latency, s.inFlight, s.queue, s.conns, s.rejected, s.requests} {
 		s.reg.add(f)
 	}
 	s.pool = newPool(opts.Warm, s.poolTemplates(), opts.Log, s.reg)

@@ -517,7 +517,7 @@ type peerKey struct{}
 // the peer's uid (SO_PEERCRED), which owns the sessions it makes when the
 // server has no token.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := unwrapConn(c).(*net.UnixConn)
 	if !ok {
 		return ctx
 	}
