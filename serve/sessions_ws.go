@@ -181,7 +181,8 @@ const revokedMsg = "a reload revoked this client's token"
 // revokeSessions ends every session owners hold (a reload took their
 // client away or changed its token): each socket is closed with 1008 at
 // once, each jail killed and the session removed (reason "revoked"), one
-// audit line and one log line each. A session lives by the token that
+// audit line and one log line each; the session is out of the set when
+// it returns. A session lives by the token that
 // made it; none may outlive it, holding a jail for a client that can no
 // longer reach or end it. It does not wait for the jails: the caller
 // (a reload) goes on serving while they go.
@@ -209,6 +210,9 @@ func (s *Server) revokeSessions(owners map[string]bool) {
 			go c.Close(websocket.StatusPolicyViolation, revokedMsg)
 		}
 		ls.setReason("revoked")
+		// Removed now, not when its jail is gone: from the reload on no
+		// route finds it (remove is once; run's own is then a no-op).
+		ss.remove(ls, "revoked")
 		go ls.end()
 		if s.opts.Log != nil {
 			s.opts.Log.Info("session revoked", "session", ls.id, "client", strings.TrimPrefix(ls.owner, "client:"))
