@@ -8,6 +8,7 @@ package integration
 // as, and the files in its own directories.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -347,7 +349,7 @@ func (a answer) status() string {
 // outside: every request answered got 200 with a report (ok, or, answered
 // after the grace, killed: signaled, or canceled in its setup) or the
 // drain's 503 naming it (docs/api.md: no new
-// run starts once draining; it sends no Retry-After); one that got no
+// run starts once draining; it sends Retry-After); one that got no
 // answer failed only after SIGTERM, at the closed socket, never by
 // hanging; the run seen under way at SIGTERM was answered; the server
 // exits 0 within its grace and a margin; nothing is left.
@@ -611,5 +613,211 @@ func leaveMidRun(t *testing.T, s *server, e *loadEnv, mk string, bound time.Dura
 			return false
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServeDrainQueued: with one slot held by a long run and two requests
+// queued for it, SIGTERM answers the queued two at once with the drain's
+// 503 and Retry-After (before the long run's answer, which comes only
+// when its sleep ends: no queued request is started in the slot it then
+// frees), the long run finishes within the grace and is answered ok, the
+// server exits 0 and nothing is left.
+func TestServeDrainQueued(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) { serveDrainQueued(t, m) })
+	}
+}
+
+func serveDrainQueued(t *testing.T, m mode) {
+	s, e := startLoadServer(t, m, serveOpts{maxConc: 1, config: "queue = 8\nqueue_wait = \"5m\"", extraArgs: []string{"--drain-grace", "90s"}})
+	type got struct {
+		name string
+		code int
+		body []byte
+		hdr  http.Header
+		err  error
+	}
+	answers := make(chan got, 3)
+	send := func(name, body string) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), requestBound)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "POST", s.base+"/v1/run", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := s.client.Do(req)
+			if err != nil {
+				answers <- got{name: name, err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			answers <- got{name, resp.StatusCode, b, resp.Header, err}
+		}()
+	}
+	send("long", fmt.Sprintf(`{"command":["python3","-c","import time; time.sleep(15); print('long done')","%slong"],"limits":{"timeout_seconds":60}}`, e.marker))
+	if _, ok := findPayload(e.marker+"long", s.cmd.Process.Pid, 30*time.Second); !ok {
+		t.Fatal("the long run was not seen running")
+	}
+	for i := range 2 {
+		send(fmt.Sprintf("queued%d", i), fmt.Sprintf(`{"command":["python3","-c","print('must not run')","%sq%d"]}`, e.marker, i))
+	}
+	waitFor(t, "two requests in the queue", func() bool {
+		_, b, _ := s.do(t, "GET", "/metrics", "", nil)
+		return strings.Contains(string(b), "\nrljail_queue_depth 2\n")
+	})
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for range 3 {
+		var a got
+		select {
+		case a = <-answers:
+		case <-time.After(requestBound + 10*time.Second):
+			t.Fatalf("a request hung after SIGTERM; answered so far: %v", order)
+		}
+		order = append(order, a.name)
+		switch {
+		case a.err != nil:
+			t.Errorf("%s: no answer: %v", a.name, a.err)
+		case a.name == "long":
+			if a.code != 200 || !bytes.Contains(a.body, []byte(`"status":"ok"`)) || !bytes.Contains(a.body, []byte("long done")) {
+				t.Errorf("the long run: %d %.300s, want 200 ok (it ends within the grace)", a.code, a.body)
+			}
+		default:
+			if a.code != 503 || a.hdr.Get("Retry-After") == "" || !bytes.Contains(a.body, []byte("the server is draining")) {
+				t.Errorf("%s: %d %s (Retry-After %q), want 503 naming the drain, with Retry-After", a.name, a.code, a.body, a.hdr.Get("Retry-After"))
+			}
+		}
+	}
+	if len(order) == 3 && order[2] != "long" {
+		t.Errorf("answers in the order %v: the queued requests must be answered at SIGTERM, before the long run ends", order)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the server did not end after its drain")
+	}
+	if st := s.cmd.ProcessState; !st.Success() {
+		t.Errorf("the server after its drain: %v\n%s", st, s.stderr.String())
+	}
+	for _, p := range allProcs() {
+		if strings.Contains(p.cmdline, "must not run") {
+			t.Errorf("a queued request was started: %v", p)
+		}
+	}
+	e.checkLeftovers(t, s)
+}
+
+// TestServeMaxConnections: with max_connections = 8, eight connections
+// each holding a finished keep-alive request are the server's; ten more
+// opened then are closed at their accept (a request sent on one gets no
+// answer, only the connection's end, within a hang bound far below the
+// server's idle timeout); /metrics counts them; once the test closes
+// three of its eight, a normal request succeeds, and the server drains
+// cleanly. Over the Unix socket (both modes) and loopback TCP.
+func TestServeMaxConnections(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    mode
+		tcp  bool
+	}{{"root", asRoot, false}, {"rootless", asRootless, false}, {"root_tcp", asRoot, true}} {
+		t.Run(c.name, func(t *testing.T) { serveMaxConnections(t, c.m, c.tcp) })
+	}
+}
+
+func serveMaxConnections(t *testing.T, m mode, tcp bool) {
+	const most, extra = 8, 10
+	s := startServer(t, m, serveOpts{tcp: tcp, token: tcp, config: fmt.Sprintf("max_connections = %d", most)})
+	dial := func() net.Conn {
+		var c net.Conn
+		var err error
+		if tcp {
+			c, err = net.Dial("tcp", s.tcp)
+		} else {
+			c, err = net.Dial("unix", s.sock)
+		}
+		if err != nil {
+			t.Fatalf("dial the server: %v", err)
+		}
+		_ = c.SetDeadline(time.Now().Add(45 * time.Second)) // a hang bound, below the server's idle timeout
+		return c
+	}
+	// healthz sends GET /healthz on c and reads the answer: its status, or
+	// an error when the connection ended without one.
+	healthz := func(c net.Conn, br *bufio.Reader) (int, error) {
+		req := "GET /healthz HTTP/1.1\r\nHost: rljail\r\n\r\n"
+		if _, err := io.WriteString(c, req); err != nil {
+			return 0, err
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	var held []net.Conn
+	for i := range most {
+		c := dial()
+		defer c.Close()
+		if code, err := healthz(c, bufio.NewReader(c)); code != 200 || err != nil {
+			t.Fatalf("held connection %d: %d %v", i, code, err)
+		}
+		held = append(held, c)
+	}
+	for i := range extra {
+		c := dial()
+		code, err := healthz(c, bufio.NewReader(c))
+		c.Close()
+		switch {
+		case err == nil:
+			t.Errorf("connection %d beyond max_connections %d was served: %d", i, most, code)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			t.Errorf("connection %d beyond max_connections %d was neither served nor closed", i, most)
+		}
+	}
+	for _, c := range held[:3] {
+		c.Close()
+	}
+	// A normal request: the server's place for it comes back once the
+	// three are closed on its side too (a close it sees at once).
+	var code int
+	var body []byte
+	waitFor(t, "a normal request to be served", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), requestBound)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/metrics", nil)
+		if s.token != "" {
+			req.Header.Set("Authorization", "Bearer "+s.token)
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{DialContext: s.client.Transport.(*http.Transport).DialContext, DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		code = resp.StatusCode
+		return true
+	})
+	// At least the ten (an attempt of waitFor's made before the server
+	// saw the three close is one more).
+	refused := -1
+	if sm := regexp.MustCompile(`rljail_rejected_total\{reason="connections"\} ([0-9]+)`).FindStringSubmatch(string(body)); sm != nil {
+		refused, _ = strconv.Atoi(sm[1])
+	}
+	if code != 200 || refused < extra {
+		t.Errorf("/metrics after the refused connections: %d\n%s", code, grepLines(string(body), "connections"))
+	}
+	if code, _, _ := s.do(t, "POST", "/v1/run", `{"command":["python3","-c","print(7)"]}`, nil); code != 200 {
+		t.Errorf("a run after the refused connections: %d", code)
+	}
+	for _, c := range held[3:] {
+		c.Close()
+	}
+	s.stop(t)
+	if !s.cmd.ProcessState.Success() {
+		t.Errorf("the server after its drain: %v\n%s", s.cmd.ProcessState, s.stderr.String())
 	}
 }

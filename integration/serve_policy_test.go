@@ -8,9 +8,11 @@ package integration
 // a connection, the server's refusal to start.
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +117,122 @@ func servePolicyVolumes(t *testing.T, m mode) {
 	code, body, _ := s.do(t, "POST", "/v1/sessions", `{"volumes":[{"name":"corpus","rw":true}]}`, nil)
 	if code != 400 || !strings.Contains(string(body), "volumes[0].rw") {
 		t.Errorf("session with rw on a ro volume: %d %s", code, body)
+	}
+	sessionVolumeFiles(t, s, ro, rw)
+}
+
+// sessionVolumeFiles: a session's put_file and get_file reach the
+// volumes it was granted as /v1/run's files and fetch_files do, over
+// REST and the WebSocket: a put into the rw volume is seen on the host, a
+// get of a file the host placed in the ro volume returns its bytes; a put
+// into the ro volume and paths outside every granted place are 400
+// BadPath naming the path, and leave no file.
+func sessionVolumeFiles(t *testing.T, s *server, ro, rw string) {
+	placed := []byte("placed by the host\x00\xff\n")
+	writeFile(t, filepath.Join(ro, "placed.bin"), string(placed), 0o644)
+	id := createSession(t, s, `{"volumes":[{"name":"corpus"},{"name":"out","target":"/results","rw":true}]}`)
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	put := func(path, data string) (int, []byte) {
+		body, _ := json.Marshal(map[string]string{"path": path, "data": b64(data)})
+		code, b, _ := s.do(t, "POST", "/v1/sessions/"+id+"/files", string(body), nil)
+		return code, b
+	}
+	get := func(path string) (int, []byte) {
+		code, b, _ := s.do(t, "GET", "/v1/sessions/"+id+"/files?path="+url.QueryEscape(path), "", nil)
+		return code, b
+	}
+	if code, b := put("/results/from-rest.txt", "put over REST"); code != 200 || !strings.Contains(string(b), `"ok":true`) {
+		t.Errorf("REST put into the rw volume: %d %s", code, b)
+	}
+	if got, err := os.ReadFile(filepath.Join(rw, "from-rest.txt")); err != nil || string(got) != "put over REST" {
+		t.Errorf("the host's %s/from-rest.txt after the session's put: %q %v", rw, got, err)
+	}
+	var fr struct {
+		OK   bool   `json:"ok"`
+		Data string `json:"data"`
+	}
+	code, b := get("/data/corpus/placed.bin")
+	if err := json.Unmarshal(b, &fr); code != 200 || err != nil || !fr.OK {
+		t.Errorf("REST get from the ro volume: %d %s", code, b)
+	} else if got, _ := base64.StdEncoding.DecodeString(fr.Data); !slices.Equal(got, placed) {
+		t.Errorf("REST get from the ro volume: %q, want %q", got, placed)
+	}
+	// What the session's code wrote in the rw volume comes out too.
+	if code, r := s.sessionOp(t, "POST", id, "exec", `{"code":"open('/results/made-in-cell.txt','w').write('made in the cell')"}`); code != 200 || !r.OK || r.Error != nil {
+		t.Errorf("exec: %d %+v", code, r)
+	}
+	code, b = get("/results/made-in-cell.txt")
+	fr = struct {
+		OK   bool   `json:"ok"`
+		Data string `json:"data"`
+	}{}
+	if err := json.Unmarshal(b, &fr); code != 200 || err != nil || fr.Data != b64("made in the cell") {
+		t.Errorf("REST get from the rw volume: %d %s", code, b)
+	}
+	for _, c := range []struct {
+		op, path, want string
+	}{
+		{"put", "/data/corpus/x", "read-only volume /data/corpus"},
+		{"put", "/data/x", "path /data/x is outside"},
+		{"put", "/etc/x", "path /etc/x is outside"},
+		{"put", "/results/../etc/x", "absolute, clean"},
+		{"get", "/etc/passwd", "path /etc/passwd is outside the places get_file reads"},
+		{"get", "/data/corpus", "is outside"},
+	} {
+		var code int
+		var b []byte
+		if c.op == "put" {
+			code, b = put(c.path, "refused")
+		} else {
+			code, b = get(c.path)
+		}
+		if code != 400 || !strings.Contains(string(b), `"BadPath"`) || !strings.Contains(string(b), c.want) {
+			t.Errorf("REST %s %s: %d %s, want 400 BadPath saying %q", c.op, c.path, code, b, c.want)
+		}
+	}
+	if fileExists(filepath.Join(ro, "x")) || fileExists(filepath.Join(rootfsDir, "etc", "x")) {
+		t.Errorf("a refused put left a file")
+	}
+
+	// The same over the WebSocket.
+	ctx := context.Background()
+	c, _, err := s.dialSession(ctx, id)
+	if err != nil {
+		t.Fatalf("dial the session's socket: %v\n%s", err, s.stderr.String())
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(16 << 20)
+	wsSend(t, c, map[string]any{"id": 1, "op": "put_file", "path": "/results/from-ws.txt", "data": b64("put over the socket")})
+	if r := wsReply(t, c, 1); !r.OK {
+		t.Errorf("socket put into the rw volume: %+v", r)
+	}
+	if got, err := os.ReadFile(filepath.Join(rw, "from-ws.txt")); err != nil || string(got) != "put over the socket" {
+		t.Errorf("the host's %s/from-ws.txt after the socket's put: %q %v", rw, got, err)
+	}
+	wsSend(t, c, map[string]any{"id": 2, "op": "get_file", "path": "/data/corpus/corpus.txt"})
+	ctxR, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, msg, err := c.Read(ctxR)
+	cancel()
+	fr = struct {
+		OK   bool   `json:"ok"`
+		Data string `json:"data"`
+	}{}
+	if err != nil || json.Unmarshal(msg, &fr) != nil || !fr.OK || fr.Data != b64("the corpus\n") {
+		t.Errorf("socket get from the ro volume: %v %s", err, msg)
+	}
+	wsSend(t, c, map[string]any{"id": 3, "op": "put_file", "path": "/data/corpus/y", "data": b64("refused")})
+	if r := wsReply(t, c, 3); r.OK || r.Error["type"] != "BadPath" || !strings.Contains(fmt.Sprint(r.Error["message"]), "read-only volume /data/corpus") {
+		t.Errorf("socket put into the ro volume: %+v", r)
+	}
+	wsSend(t, c, map[string]any{"id": 4, "op": "get_file", "path": "/proc/1/environ"})
+	if r := wsReply(t, c, 4); r.OK || r.Error["type"] != "BadPath" {
+		t.Errorf("socket get outside the granted places: %+v", r)
+	}
+	if fileExists(filepath.Join(ro, "y")) {
+		t.Errorf("a refused put left a file in the ro volume")
+	}
+	if code, r := s.sessionOp(t, "DELETE", id, "", ""); code != 200 {
+		t.Errorf("DELETE the session: %d %+v", code, r)
 	}
 }
 

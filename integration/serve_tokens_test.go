@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // TestServeTokensFile: --tokens-file names clients, each with its token
@@ -191,4 +196,125 @@ func TestServeReload(t *testing.T) {
 	if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"]}`, as(beta)); code != 200 {
 		t.Errorf("after a refused reload: %d %s", code, body)
 	}
+}
+
+// TestServeReloadRevokesSessions: a reload that takes a client's token
+// away ends that client's sessions: its socket is closed with 1008, its
+// jail's processes (a marked one its cell started) and, as root, its
+// cgroup below the server's --cgroup-parent are gone, the session is
+// 404 to the client's new token, rljail_sessions_ended_total counts it
+// revoked and the audit log has its line; another client's session
+// survives and still runs cells. Nothing is left once the server ends.
+func TestServeReloadRevokesSessions(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) { serveReloadRevokesSessions(t, m) })
+	}
+}
+
+func serveReloadRevokesSessions(t *testing.T, m mode) {
+	alpha, beta := randomToken("alpha"), randomToken("beta")
+	dir := newDir(t)
+	if m == asRootless {
+		if err := os.Chown(dir, testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tf, auditPath := filepath.Join(dir, "tokens.toml"), filepath.Join(dir, "audit.jsonl")
+	writeTokens := func(body string) {
+		writeFile(t, tf, body, 0o600)
+		if m == asRootless {
+			_ = os.Chown(tf, testUID, testGID)
+		}
+	}
+	writeTokens(fmt.Sprintf("[tokens.alpha]\ntoken = %q\n[tokens.beta]\ntoken = %q\n", alpha, beta))
+	s, e := startLoadServer(t, m, serveOpts{extraArgs: []string{"--tokens-file", tf, "--audit-log", auditPath}})
+	as := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	ids := map[string]string{}
+	procs := map[string]proc{}
+	for name, tok := range map[string]string{"alpha": alpha, "beta": beta} {
+		code, b, _ := s.do(t, "POST", "/v1/sessions", `{}`, as(tok))
+		var r struct{ ID string }
+		if code != 200 || json.Unmarshal(b, &r) != nil || r.ID == "" {
+			t.Fatalf("%s: POST /v1/sessions: %d %s", name, code, b)
+		}
+		ids[name] = r.ID
+		mk := e.marker + name
+		cell := fmt.Sprintf(`{"code":"import subprocess, sys\np = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '%s'])"}`, mk)
+		if code, b, _ := s.do(t, "POST", "/v1/sessions/"+r.ID+"/exec", cell, as(tok)); code != 200 || !strings.Contains(string(b), `"ok":true`) {
+			t.Fatalf("%s: exec: %d %s", name, code, b)
+		}
+		p, ok := findPayload(mk, s.cmd.Process.Pid, 30*time.Second)
+		if !ok {
+			t.Fatalf("%s: the session's marked process was not seen", name)
+		}
+		procs[name] = p
+	}
+	// As root: the session's cgroups (one per hierarchy the server's
+	// --cgroup-parent is in: v2's, or v1's controllers).
+	var alphaCgroups []string
+	if m == asRoot {
+		cg, err := procCgroup(procs["alpha"].pid)
+		if err != nil {
+			t.Fatalf("the cgroups of alpha's session: %v", err)
+		}
+		for ctl, p := range cg {
+			d := filepath.Join("/sys/fs/cgroup", ctl, p)
+			for _, parent := range e.cgDirs {
+				if strings.HasPrefix(d, parent+"/") {
+					alphaCgroups = append(alphaCgroups, d)
+				}
+			}
+		}
+		if len(alphaCgroups) == 0 {
+			t.Fatalf("alpha's session's cgroups %v: none below the server's --cgroup-parent %v", cg, e.cgDirs)
+		}
+	}
+	c, _, err := websocket.Dial(context.Background(), strings.Replace(s.base, "http://", "ws://", 1)+"/v1/sessions/"+ids["alpha"]+"/ws",
+		&websocket.DialOptions{HTTPClient: &http.Client{Transport: s.client.Transport}, HTTPHeader: http.Header{"Authorization": {"Bearer " + alpha}}})
+	if err != nil {
+		t.Fatalf("dial alpha's session's socket: %v", err)
+	}
+	defer c.CloseNow()
+
+	// The reload changes alpha's token and keeps beta's.
+	alpha2 := randomToken("alpha2")
+	writeTokens(fmt.Sprintf("[tokens.alpha]\ntoken = %q\n[tokens.beta]\ntoken = %q\n", alpha2, beta))
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload's log line", func() bool { return strings.Contains(s.stderr.String(), `"msg":"reloaded"`) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			if st := websocket.CloseStatus(err); st != websocket.StatusPolicyViolation {
+				t.Errorf("alpha's socket ended with %v (status %d), want 1008", err, st)
+			}
+			break
+		}
+	}
+	waitFor(t, "alpha's session's marked process to go", func() bool { return !alive(procs["alpha"]) })
+	for _, d := range alphaCgroups {
+		waitFor(t, "alpha's session's cgroup "+d+" to go", func() bool { return !fileExists(d) })
+	}
+	if code, b, _ := s.do(t, "GET", "/v1/sessions/"+ids["alpha"], "", as(alpha2)); code != 404 {
+		t.Errorf("alpha's old session, with alpha's new token: %d %s, want 404 (it ended at the reload)", code, b)
+	}
+	// beta's session is as it was.
+	if !alive(procs["beta"]) {
+		t.Errorf("beta's session's process went at a reload that kept beta's token")
+	}
+	if code, b, _ := s.do(t, "POST", "/v1/sessions/"+ids["beta"]+"/exec", `{"code":"print(p.poll())"}`, as(beta)); code != 200 || !strings.Contains(string(b), `"stdout":"None\n"`) {
+		t.Errorf("beta's session after the reload: %d %s", code, b)
+	}
+	_, metrics, _ := s.do(t, "GET", "/metrics", "", as(beta))
+	if !strings.Contains(string(metrics), `rljail_sessions_ended_total{reason="revoked"} 1`) || !strings.Contains(string(metrics), "\nrljail_sessions_open 1\n") {
+		t.Errorf("the metrics after the revocation:\n%s", grepLines(string(metrics), "rljail_sessions"))
+	}
+	logged, _ := os.ReadFile(auditPath)
+	if want := fmt.Sprintf(`"event":"session_ended","session":%q,"client":"alpha","reason":"revoked"`, ids["alpha"]); !strings.Contains(string(logged), want) {
+		t.Errorf("the audit log has no %s:\n%s", want, logged)
+	}
+	s.stop(t)
+	e.checkLeftovers(t, s)
 }

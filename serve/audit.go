@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -125,4 +126,29 @@ func auditClient(r *http.Request) string {
 		return c.Name + "@" + peer
 	}
 	return peer
+}
+
+// sessionEndRecord is the audit log's line for a session the server
+// ended of its own accord (a reload that revoked its client's token):
+// runs have their records, and this says why a session's jail went.
+type sessionEndRecord struct {
+	Time    string `json:"time"`
+	Event   string `json:"event"` // "session_ended"
+	Session string `json:"session"`
+	Client  string `json:"client"`
+	Reason  string `json:"reason"`
+}
+
+func (a *auditLog) sessionEnded(id, owner, reason string) error {
+	line, err := json.Marshal(sessionEndRecord{Time: time.Now().UTC().Format(time.RFC3339Nano), Event: "session_ended",
+		Session: id, Client: strings.TrimPrefix(owner, "client:"), Reason: reason})
+	if err != nil {
+		return fmt.Errorf("encode the audit record: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.w.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("write the audit log: %w", err)
+	}
+	return nil
 }

@@ -53,6 +53,11 @@ type Config struct {
 	// how long each may wait; beyond either a request gets 429.
 	Queue     int
 	QueueWait time.Duration
+	// MaxConnections is how many connections (TCP or Unix, idle,
+	// mid-request or a session's WebSocket) the server holds at once; one
+	// beyond it is closed as soon as it is accepted (LimitListener), so
+	// that idle connections cannot take the server's descriptors.
+	MaxConnections int
 
 	// Languages are the runtimes a request's language names (languages.go), by
 	// name; their rootfs join Rootfs. Empty: python, python3 on the default
@@ -90,6 +95,7 @@ var DefaultConfig = Config{
 	Profiles:       []string{profiles.Default},
 	Queue:          64,
 	QueueWait:      30 * time.Second,
+	MaxConnections: 1024,
 }
 
 // withDefaults fills c's zero fields from DefaultConfig.
@@ -143,6 +149,9 @@ func (c Config) withDefaults() Config {
 	if c.Queue == 0 {
 		c.Queue = d.Queue
 	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = d.MaxConnections
+	}
 	if c.QueueWait == 0 {
 		c.QueueWait = d.QueueWait
 	}
@@ -170,6 +179,7 @@ type configFile struct {
 	BodyBudget     string   `toml:"body_budget"`
 	Rootfs         []string `toml:"rootfs"`
 	Queue          int      `toml:"queue"`
+	MaxConnections int      `toml:"max_connections"`
 	QueueWait      string   `toml:"queue_wait"`
 
 	Languages map[string]languageFile `toml:"languages"`
@@ -233,7 +243,10 @@ func ParseConfig(data []byte) (Config, error) {
 	if f.MaxPids < 0 || f.Queue < 0 {
 		return Config{}, errors.New("max_pids and queue must be positive")
 	}
-	c.MaxCPUs, c.MaxPids, c.Rootfs, c.Queue = f.MaxCPUs, f.MaxPids, f.Rootfs, f.Queue
+	if f.MaxConnections < 0 {
+		return Config{}, fmt.Errorf("max_connections %d must be positive", f.MaxConnections)
+	}
+	c.MaxCPUs, c.MaxPids, c.Rootfs, c.Queue, c.MaxConnections = f.MaxCPUs, f.MaxPids, f.Rootfs, f.Queue, f.MaxConnections
 	defaultRootfs := DefaultConfig.Rootfs[0]
 	if len(c.Rootfs) > 0 {
 		defaultRootfs = c.Rootfs[0]

@@ -154,6 +154,30 @@ func TestAdmission(t *testing.T) {
 	_ = http.StatusOK
 }
 
+// TestAdmissionDrain: a request waiting in the queue when the drain
+// begins is told draining at once, though a slot then frees.
+func TestAdmissionDrain(t *testing.T) {
+	s := New(Options{MaxConcurrent: 1, Config: Config{Queue: 4, QueueWait: time.Hour}})
+	if s.acquire(context.Background()) != admitted {
+		t.Fatal("the first request waits")
+	}
+	got := make(chan admission, 2)
+	for range 2 {
+		go func() { got <- s.acquire(context.Background()) }()
+	}
+	for s.waiting.Load() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	s.Drain()
+	s.release()
+	for range 2 {
+		if a := <-got; a != draining {
+			t.Errorf("a waiter at the drain: %v, want draining", a)
+		}
+	}
+	s.Drain() // a second Drain (the caller's deferred one) is harmless
+}
+
 // TestBodyBudget: while one body holds the budget, another is 429; a
 // body over max_body is 413 from its Content-Length, unread.
 func TestBodyBudget(t *testing.T) {

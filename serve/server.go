@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -82,6 +83,10 @@ type Server struct {
 	kill     context.Context
 	killRuns context.CancelFunc
 	draining atomic.Bool
+	// drained closes at Drain: the requests queued for a slot are
+	// answered 503 at once rather than started during the drain.
+	drained   chan struct{}
+	drainOnce sync.Once
 
 	audit *auditLog
 
@@ -93,6 +98,7 @@ type Server struct {
 	latency  *histogramVec
 	inFlight *gauge
 	queue    *gauge
+	conns    *gauge
 	rejected *counterVec
 	requests *counterVec
 	pool     *pool
@@ -103,7 +109,7 @@ func New(opts Options) *Server {
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = 1
 	}
-	s := &Server{opts: opts, slots: make(chan struct{}, opts.MaxConcurrent)}
+	s := &Server{opts: opts, slots: make(chan struct{}, opts.MaxConcurrent), drained: make(chan struct{})}
 	cfg := opts.Config.withDefaults()
 	s.policy.Store(&policy{cfg: &cfg, tokens: opts.Tokens})
 	s.kill, s.killRuns = context.WithCancel(context.Background())
@@ -115,9 +121,10 @@ func New(opts Options) *Server {
 	s.latency = newHistogramVec("rljail_run_seconds", "Wall time of a run from its slot to its report.", []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "language")
 	s.inFlight = &gauge{name: "rljail_runs_in_flight", help: "Jails running now."}
 	s.queue = &gauge{name: "rljail_queue_depth", help: "Requests waiting for a jail slot."}
+	s.conns = &gauge{name: "rljail_connections_open", help: "Connections the server holds now (max_connections at most)."}
 	s.rejected = newCounterVec("rljail_rejected_total", "Requests refused before a jail, by reason.", "reason")
 	s.requests = newCounterVec("rljail_http_requests_total", "HTTP requests by route and status code.", "route", "code")
-	for _, f := range []family{s.runs, s.latency, s.inFlight, s.queue, s.rejected, s.requests} {
+	for _, f := range []family{s.runs, s.latency, s.inFlight, s.queue, s.conns, s.rejected, s.requests} {
 		s.reg.add(f)
 	}
 	s.pool = newPool(opts.Warm, s.poolTemplates(), opts.Log, s.reg)
@@ -144,7 +151,8 @@ func (s *Server) conf() *Config { return s.policy.Load().cfg }
 // none where it has them. A client of the new file that has the name of
 // one of the old keeps its runs in flight, so its quota holds across the
 // reload. A client it takes away, or whose token it changes, loses its
-// sessions' open WebSockets (1008): they were let in by the old token.
+// sessions: their sockets closed (1008), their jails killed, the sessions
+// removed (rljail_sessions_ended_total{reason="revoked"}).
 // What Options fix (the socket, --max-concurrent, --warm and the
 // warm pool's jails, the callback client's timeout) does not change.
 func (s *Server) Reload(cfg Config, tokens *Tokens) error {
@@ -166,10 +174,10 @@ func (s *Server) Reload(cfg Config, tokens *Tokens) error {
 	}
 	s.policy.Store(&policy{cfg: &cfg, tokens: tokens})
 	if tokens != nil {
-		// A socket was authenticated once, at its upgrade: one of a client
-		// the reload took away (or whose token it changed) would go on
-		// driving its session with a token that no longer opens anything.
-		s.sessions.closeSockets(old.tokens.revoked(tokens))
+		// A socket was authenticated once, at its upgrade, and a session
+		// lives by the token that made it: a client the reload took away
+		// (or whose token it changed) keeps neither.
+		s.revokeSessions(old.tokens.revoked(tokens))
 	}
 	return nil
 }
@@ -286,11 +294,14 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // Drain refuses new work from now on (503 from /readyz, and the caller
-// stops accepting connections) and ends every session (their jails gone
+// stops accepting connections), answers the requests waiting in the
+// queue 503 at once (a slot a run frees during the drain starts nothing),
+// and ends every session (their jails gone
 // when it returns, 15 s at most); Kill ends every running jail.
 // The warm pool's waiting jails are destroyed before it returns.
 func (s *Server) Drain() {
 	s.draining.Store(true)
+	s.drainOnce.Do(func() { close(s.drained) })
 	s.pool.close()
 	s.sessions.closeAll(15 * time.Second)
 }
@@ -306,11 +317,13 @@ const (
 	admitted admission = iota
 	queueFull
 	gone
+	draining
 )
 
 // acquire waits for a jail slot: at once when one is free, else in the
 // bounded queue for at most QueueWait; queueFull when the queue is full
-// or the wait ran out, gone when ctx ended while it waited.
+// or the wait ran out, gone when ctx ended while it waited, draining when
+// the drain began while it waited.
 func (s *Server) acquire(ctx context.Context) admission {
 	select {
 	case s.slots <- struct{}{}:
@@ -335,6 +348,8 @@ func (s *Server) acquire(ctx context.Context) admission {
 		return queueFull
 	case <-ctx.Done():
 		return gone
+	case <-s.drained:
+		return draining
 	}
 }
 
@@ -348,7 +363,7 @@ func (s *Server) release() {
 // that goes away gets its jail killed) or at Kill.
 func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome, bool) {
 	if s.draining.Load() {
-		writeError(w, 503, "the server is draining: no new runs")
+		s.refuseDraining(w)
 		return outcome{}, false
 	}
 	done, err := requestClient(r).startRun()
@@ -369,6 +384,9 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 	case gone:
 		s.rejected.WithLabelValues("client_gone").Inc()
 		return outcome{}, false
+	case draining:
+		s.refuseDraining(w)
+		return outcome{}, false
 	}
 	defer s.release()
 	ctx, cancel := context.WithCancel(r.Context())
@@ -388,6 +406,15 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 		rec.runID = o.result.RunID
 	}
 	return o, true
+}
+
+// refuseDraining answers a run the drain keeps from starting: 503 with
+// Retry-After, for a client that retries (another replica behind the
+// same address, or the server once it is back).
+func (s *Server) refuseDraining(w http.ResponseWriter) {
+	s.rejected.WithLabelValues("draining").Inc()
+	w.Header().Set("Retry-After", "1")
+	writeError(w, 503, "the server is draining: no new runs")
 }
 
 // statusRecorder notes a response's code and run id for the log.

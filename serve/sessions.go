@@ -147,7 +147,7 @@ func newSessionSet(reg *metrics) *sessionSet {
 		open:    &gauge{name: "rljail_sessions_open", help: "Sessions open now."},
 		memory:  &gauge{name: "rljail_sessions_memory_bound_bytes", help: "The host memory the open sessions may hold at most by their own bounds (lines, queue, calls, output captures), not counting their jails."},
 		created: newCounterVec("rljail_sessions_created_total", "Sessions created."),
-		ended:   newCounterVec("rljail_sessions_ended_total", "Sessions ended, by reason: deleted, closed (the protocol's close), idle_timeout, drain.", "reason"),
+		ended:   newCounterVec("rljail_sessions_ended_total", "Sessions ended, by reason: deleted, closed (the protocol's close), idle_timeout, drain, revoked (a reload took the client's token away).", "reason"),
 	}
 	for _, f := range []family{ss.open, ss.memory, ss.created, ss.ended} {
 		reg.add(f)
@@ -274,8 +274,11 @@ func (ls *liveSession) run() {
 	ls.srv.sessions.remove(ls, reason)
 	if ws != nil {
 		code := websocket.StatusNormalClosure
-		if reason == "drain" {
+		switch reason {
+		case "drain":
 			code = websocket.StatusGoingAway
+		case "revoked":
+			code = websocket.StatusPolicyViolation
 		}
 		go ws.Close(code, "the session ended: "+reason)
 	}
@@ -514,7 +517,7 @@ type peerKey struct{}
 // the peer's uid (SO_PEERCRED), which owns the sessions it makes when the
 // server has no token.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := unwrapConn(c).(*net.UnixConn)
 	if !ok {
 		return ctx
 	}
@@ -759,6 +762,15 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) {
 		ls.setReason("drain")
 		ls.end()
 		writeError(w, 503, "the server is draining: no new sessions")
+		return
+	}
+	if cl := requestClient(r); cl != nil && !s.policy.Load().tokens.holds(cl) {
+		// A reload revoked this request's token while the jail started:
+		// revokeSessions missed it (Reload stores the policy before it
+		// looks; this check, after add, sees the new one).
+		ls.setReason("revoked")
+		ls.end()
+		writeError(w, 401, revokedMsg)
 		return
 	}
 	hello, err := ls.request(r.Context(), map[string]any{"op": "hello"})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -149,7 +150,7 @@ func (ls *liveSession) readWS(c *websocket.Conn) {
 		held := ls.ws == c
 		ls.mu.Unlock()
 		if !held {
-			return // let go (closeSockets): its messages are no longer the session's
+			return // let go (revokeSessions): its messages are no longer the session's
 		}
 		if err := ls.feed(append(line, '\n')); err != nil {
 			return
@@ -177,13 +178,19 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 
 const revokedMsg = "a reload revoked this client's token"
 
-// closeSockets closes the WebSocket of every session owners holds, with
-// 1008 (policy violation); the sessions live on, for a client that comes
-// back with a token of the file now.
-func (ss *sessionSet) closeSockets(owners map[string]bool) {
+// revokeSessions ends every session owners hold (a reload took their
+// client away or changed its token): each socket is closed with 1008 at
+// once, each jail killed and the session removed (reason "revoked"), one
+// audit line and one log line each; the session is out of the set when
+// it returns. A session lives by the token that
+// made it; none may outlive it, holding a jail for a client that can no
+// longer reach or end it. It does not wait for the jails: the caller
+// (a reload) goes on serving while they go.
+func (s *Server) revokeSessions(owners map[string]bool) {
 	if len(owners) == 0 {
 		return
 	}
+	ss := s.sessions
 	ss.mu.Lock()
 	var held []*liveSession
 	for _, ls := range ss.byID {
@@ -201,6 +208,19 @@ func (ss *sessionSet) closeSockets(owners map[string]bool) {
 			// Close waits for the peer's close frame: a client that reads
 			// nothing must not hold the reload.
 			go c.Close(websocket.StatusPolicyViolation, revokedMsg)
+		}
+		ls.setReason("revoked")
+		// Removed now, not when its jail is gone: from the reload on no
+		// route finds it (remove is once; run's own is then a no-op).
+		ss.remove(ls, "revoked")
+		go ls.end()
+		if s.opts.Log != nil {
+			s.opts.Log.Info("session revoked", "session", ls.id, "client", strings.TrimPrefix(ls.owner, "client:"))
+		}
+		if s.audit != nil {
+			if err := s.audit.sessionEnded(ls.id, ls.owner, "revoked"); err != nil && s.opts.Log != nil {
+				s.opts.Log.Warn("audit", "session", ls.id, "error", err.Error())
+			}
 		}
 	}
 }

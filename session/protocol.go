@@ -153,15 +153,50 @@ func checkName(name string) *protocolError {
 // checkJailPath refuses a path that is not absolute and clean, or that is
 // outside places, the jail's writable places.
 func checkJailPath(p string, places []string) *protocolError {
-	if p == "" || strings.IndexByte(p, 0) >= 0 || !path.IsAbs(p) || path.Clean(p) != p {
+	return checkPlace(p, places, "the jail's writable places")
+}
+
+// checkPlace refuses a path that is not absolute and clean, or that is
+// below none of places (what names them in the refusal).
+func checkPlace(p string, places []string, what string) *protocolError {
+	if !cleanAbs(p) {
 		return refuse(ErrBadPath, "path %q must be an absolute, clean path inside the jail", p)
 	}
+	if deepest(p, places) == "" {
+		return refuse(ErrBadPath, "path %s is outside %s (%s)", p, what, strings.Join(places, ", "))
+	}
+	return nil
+}
+
+func cleanAbs(p string) bool {
+	return p != "" && strings.IndexByte(p, 0) < 0 && path.IsAbs(p) && path.Clean(p) == p
+}
+
+// checkPutPath is put_file's check: below a writable place, and not in a
+// read-only volume (the deepest place p is below decides, so a read-only
+// volume inside a writable one is refused too).
+func checkPutPath(p string, fp filePlaces) *protocolError {
+	if ro := deepest(p, fp.Read); cleanAbs(p) && ro != "" && len(ro) > len(deepest(p, fp.Write)) {
+		return refuse(ErrBadPath, "path %s is in the read-only volume %s: put_file writes below %s only", p, ro, strings.Join(fp.Write, ", "))
+	}
+	return checkJailPath(p, fp.Write)
+}
+
+// checkGetPath is get_file's check: below a writable place or a
+// read-only volume.
+func checkGetPath(p string, fp filePlaces) *protocolError {
+	return checkPlace(p, append(append([]string(nil), fp.Write...), fp.Read...), "the places get_file reads")
+}
+
+// deepest is the longest of places that p is below, or "".
+func deepest(p string, places []string) string {
+	best := ""
 	for _, pl := range places {
-		if strings.HasPrefix(p, pl+"/") {
-			return nil
+		if strings.HasPrefix(p, pl+"/") && len(pl) > len(best) {
+			best = pl
 		}
 	}
-	return refuse(ErrBadPath, "path %s is outside the jail's writable places (%s)", p, strings.Join(places, ", "))
+	return best
 }
 
 // lineReader reads lines of at most max bytes; a longer line is read to

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rljail/rljail/bridge"
+	"github.com/rljail/rljail/jail"
 )
 
 func TestParseRequest(t *testing.T) {
@@ -45,6 +46,44 @@ func TestCheckJailPath(t *testing.T) {
 	} {
 		if got := checkJailPath(p, places) == nil; got != ok {
 			t.Errorf("%q: allowed %v, want %v", p, got, ok)
+		}
+	}
+}
+
+// TestFilePlaces: put_file writes below the writable places only (a
+// read-only volume, even one inside a writable place, refused by name),
+// get_file reads below those and the read-only volumes.
+func TestFilePlaces(t *testing.T) {
+	fp := placesOf(jail.Spec{Volumes: []jail.Volume{
+		{Source: "/srv/out", Dest: "/out", Writable: true},
+		{Source: "/srv/corpus", Dest: "/data/corpus"},
+		{Source: "/srv/ref", Dest: "/out/ref"},
+	}})
+	for _, c := range []struct {
+		p        string
+		put, get string // "" allowed, else a word of the refusal
+	}{
+		{"/tmp/a", "", ""},
+		{"/dev/shm/a", "", ""},
+		{"/out/a", "", ""},
+		{"/data/corpus/a.txt", "read-only volume /data/corpus", ""},
+		{"/out/ref/a", "read-only volume /out/ref", ""},
+		{"/data/corpus", "outside", "outside"},
+		{"/data/x", "outside", "outside"},
+		{"/etc/passwd", "outside the jail's writable places", "outside the places get_file reads"},
+		{"/data/corpus/../../etc/passwd", "absolute, clean", "absolute, clean"},
+		{"data/corpus/a", "absolute, clean", "absolute, clean"},
+	} {
+		for _, op := range []struct {
+			name, want string
+			err        *protocolError
+		}{{"put_file", c.put, checkPutPath(c.p, fp)}, {"get_file", c.get, checkGetPath(c.p, fp)}} {
+			switch {
+			case op.want == "" && op.err != nil:
+				t.Errorf("%s %s: refused (%s), want allowed", op.name, c.p, op.err.msg)
+			case op.want != "" && (op.err == nil || op.err.typ != ErrBadPath || !strings.Contains(op.err.msg, op.want)):
+				t.Errorf("%s %s: %v, want BadPath saying %q", op.name, c.p, op.err, op.want)
+			}
 		}
 	}
 }

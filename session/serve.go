@@ -330,7 +330,7 @@ func (s *Session) check(req Request) *protocolError {
 			return refuse(ErrBadRequest, "load_context needs a value or a path, one of them")
 		}
 	case "put_file":
-		if err := checkJailPath(req.Path, s.places); err != nil {
+		if err := checkPutPath(req.Path, s.places); err != nil {
 			return err
 		}
 		if base64.StdEncoding.DecodedLen(len(req.Data)) > s.cfg.MaxFileBytes+2 {
@@ -345,7 +345,7 @@ func (s *Session) check(req Request) *protocolError {
 			return refuse(ErrFileTooLarge, "the file is %d bytes, over the cap of %d bytes", len(data), s.cfg.MaxFileBytes)
 		}
 	case "get_file":
-		return checkJailPath(req.Path, s.places)
+		return checkGetPath(req.Path, s.places)
 	}
 	return nil
 }

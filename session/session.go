@@ -171,7 +171,7 @@ type Session struct {
 	out     *capture
 	errs    *capture
 	handle  *jail.Handle
-	places  []string // the jail's writable places (put_file, get_file)
+	places  filePlaces // where put_file may write and get_file read
 
 	runDone chan struct{}
 	result  jail.Result // valid once runDone is closed
@@ -242,7 +242,7 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 		s.handle = h
 		close(startedCh)
 	}
-	s.places = writablePlaces(spec)
+	s.places = placesOf(spec)
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() {
@@ -283,16 +283,25 @@ func New(ctx context.Context, cfg Config) (*Session, error) {
 	return s, nil
 }
 
-// writablePlaces are the jail directories put_file and get_file may use:
-// /tmp, /dev/shm and the writable volumes.
-func writablePlaces(spec jail.Spec) []string {
-	places := []string{"/tmp", "/dev/shm"}
+// filePlaces are the jail directories the file requests may use:
+// put_file writes below Write (/tmp, /dev/shm and the volumes granted
+// rw), get_file reads below Write and Read (the read-only volumes, which
+// the jail's code reads as well). The worker in the jail does the I/O,
+// so no place gives a request more than the jail's own code has.
+type filePlaces struct {
+	Write, Read []string
+}
+
+func placesOf(spec jail.Spec) filePlaces {
+	p := filePlaces{Write: []string{"/tmp", "/dev/shm"}}
 	for _, v := range spec.Volumes {
 		if v.Writable {
-			places = append(places, v.Dest)
+			p.Write = append(p.Write, v.Dest)
+		} else {
+			p.Read = append(p.Read, v.Dest)
 		}
 	}
-	return places
+	return p
 }
 
 // ID is the session's id (in hello, the audit log and diagnostics).

@@ -200,7 +200,9 @@ func serveAction(c *cli.Context) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	// At most max_connections connections at once: one beyond is closed
+	// at its accept (serve.LimitListener).
+	go func() { served <- hs.Serve(srv.LimitListener(ln)) }()
 	notifySystemd(log, readyStatus(where, ready))
 	log.Info("serving", "listen", where, "max_concurrent", maxConc, "warm", warm, "queue", cfg.Queue, "rootfs", cfg.Rootfs, "version", version)
 wait:
