@@ -653,12 +653,23 @@ func allProcs() []proc {
 }
 
 // findPayload waits until a process whose cmdline holds marker, other than
-// rljail itself, shows up in the host's /proc.
+// rljail itself, shows up in the host's /proc in a PID namespace other than
+// the test's own, as every payload runs in its jail's. The cmdline alone also
+// matches a fork of a launcher on its way to another program: the sh of a
+// hosts-file launch (or TestIDRangeFromSubuid's) forks mount with its own
+// cmdline, the marker in it, and that child is mount, then gone, a moment
+// later (CI: /proc/PID/ns/net of such a pid was gone). An exiting process can
+// show its cmdline and then no exe or namespace: it is passed over too.
 func findPayload(marker string, supervisor int, timeout time.Duration) (proc, bool) {
+	ownNS, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return proc{}, false
+	}
 	deadline := time.Now().Add(timeout)
 	for {
 		for _, p := range allProcs() {
-			if p.pid != supervisor && p.exe != testBin && strings.Contains(p.cmdline, marker) {
+			if p.pid != supervisor && p.exe != "" && p.exe != testBin && strings.Contains(p.cmdline, marker) &&
+				p.pidNS != "" && p.pidNS != ownNS {
 				return p, true
 			}
 		}
