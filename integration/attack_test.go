@@ -250,10 +250,11 @@ func attackWatch(t *testing.T, m mode, o runOpts, w attackWatchOpts, args ...str
 			}
 		}
 	}
-	hostNS := ""
-	if init, ok := readProc(1); ok {
-		hostNS = init.pidNS
-	}
+	// The test's own PID namespace, which launchers and rljail's first step
+	// share: /proc/1 may be unreadable here (a sandbox's init), and an empty
+	// hostNS would let a launcher's fork (a hosts-file launch's sh, on its way
+	// to mount, the marker in its cmdline) pass for the payload.
+	hostNS, _ := os.Readlink("/proc/self/ns/pid")
 watch:
 	for {
 		track(descendants(p.cmd.Process.Pid)...)
@@ -2858,13 +2859,19 @@ time.sleep(0.5)
 func attackNestedUserns(t *testing.T, m mode) {
 	marker := randomToken("atk")
 	var nsSeen map[string][]int
-	hostUserNS, _ := os.Readlink("/proc/1/ns/user")
+	hostUserNS, err := os.Readlink("/proc/self/ns/user") // /proc/1 may be unreadable here
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := attackWatch(t, m, runOpts{}, attackWatchOpts{marker: marker, ready: "READY", during: func(pl proc) {
 		nsSeen = map[string][]int{}
 		for _, q := range allProcs() {
 			if q.pidNS == pl.pidNS {
-				u, _ := os.Readlink("/proc/" + strconv.Itoa(q.pid) + "/ns/user")
-				nsSeen[u] = append(nsSeen[u], q.pid)
+				// A process that ends between the two readlinks has no
+				// namespace left to count (it would show as "").
+				if u, err := os.Readlink("/proc/" + strconv.Itoa(q.pid) + "/ns/user"); err == nil {
+					nsSeen[u] = append(nsSeen[u], q.pid)
+				}
 			}
 		}
 	}}, attackPython(nil, attackPyLib+`
