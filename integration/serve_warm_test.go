@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -219,5 +220,108 @@ func TestServeWarmDrainLeavesNothing(t *testing.T) {
 			t.Errorf("host uid %s's lock is still held: %v", u, err)
 		}
 		f.Close()
+	}
+}
+
+// TestServeWarmLikeCold: a request answered by a jail of the pool, whose
+// launcher runs a Python program in its own child rather than start an
+// interpreter, gets the answer a one-shot jail gives it: the same status,
+// exit code, error, stdout, stderr and files, for programs that look at
+// what a fresh interpreter would differ in (argv, __main__, __file__,
+// sys.path, the environment, uncaught exceptions, SystemExit, signals,
+// atexit, threads, stdin, descriptors, rlimits, a missing command); and
+// the host sees the request's own command line and environment in /proc.
+func TestServeWarmLikeCold(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			warm := startServer(t, m, serveOpts{maxConc: 2, extraArgs: []string{"--warm", "2"}})
+			cold := startServer(t, m, serveOpts{maxConc: 2})
+			waitReady(t, warm)
+			cases := []map[string]any{
+				{"command": []string{"python3", "-c", "import sys; print(sys.argv, __name__, sorted(globals()), sys.orig_argv)", "x", "-y"}},
+				{"code": "import sys, os; print(sys.argv, __file__, __cached__, sys.path[0], os.getcwd(), os.environ.get('FOO'), sorted(globals()))", "env": map[string]string{"FOO": "bar"}},
+				{"code": "def f():\n  1/0\nf()"},
+				{"code": "import sys; sys.exit(3)"},
+				{"code": "import sys; sys.exit('bye')"},
+				{"code": "raise KeyboardInterrupt"},
+				{"code": "1 +"},
+				{"code": "import os; os.kill(os.getpid(), 9)"},
+				{"command": []string{"nonexistent-program"}},
+				{"command": []string{"/etc/passwd"}},
+				{"command": []string{"/tmp/nope"}},
+				{"command": []string{"sh", "-c", "echo hi; echo err >&2; exit 4"}},
+				{"command": []string{"python3", "-I", "-c", "import sys; print(sys.flags.isolated)"}},
+				{"command": []string{"python3", "-c", "import sys; print(sys.flags.safe_path)"}, "env": map[string]string{"PYTHONSAFEPATH": "1"}},
+				{"code": "print(input())", "stdin": "abc\n"},
+				{"code": "open('o.txt', 'w').write('zz')", "fetch_files": []string{"o.txt", "nope"}},
+				{"code": "import os; print(sorted(os.environ.items()))"},
+				{"code": "import sys; print('json' in sys.modules, 'resource' in sys.modules, '_signal' in sys.modules, '__main__' in sys.modules)"},
+				{"code": "import atexit; atexit.register(print, 'atexit ran'); print('x', end='')"},
+				{"code": "import threading, time; threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()"},
+				{"code": "import resource as r; print([r.getrlimit(x) for x in (r.RLIMIT_CPU, r.RLIMIT_NOFILE, r.RLIMIT_FSIZE, r.RLIMIT_CORE)])", "limits": map[string]any{"timeout_seconds": 3}},
+				{"code": "import os; print(os.getcwd(), sorted(os.listdir('/tmp')), sorted(os.listdir('/proc/self/fd')))"},
+				{"code": "import signal; print([signal.getsignal(s) for s in (signal.SIGPIPE, signal.SIGINT, signal.SIGXFSZ, signal.SIGTERM)])"},
+				{"code": "import sys, io; print(sys.stdout.isatty(), sys.stdin.encoding, sys.getfilesystemencoding(), type(sys.stdout.buffer))"},
+				{"code": "import subprocess; print(subprocess.run(['python3', '-c', 'import os; print(os.environ.get(\"K\"))'], capture_output=True, text=True).stdout)", "env": map[string]string{"K": "v"}},
+			}
+			drop := map[string]bool{"run_id": true, "wall_ms": true, "cpu_user_ms": true, "cpu_system_ms": true, "memory_peak_bytes": true, "pids_peak": true}
+			norm := func(r warmResponse) string {
+				res := map[string]any{}
+				for k, v := range r.Result {
+					if !drop[k] {
+						res[k] = v
+					}
+				}
+				return fmt.Sprintf("result %v\nstdout %q\nstderr %q\nfiles %+v", res, r.Stdout.Text, r.Stderr.Text, r.Files)
+			}
+			pools := map[string]int{}
+			for i, c := range cases {
+				var a, b warmResponse
+				ca := warm.postJSON(t, "/v1/run", c, &a)
+				cb := cold.postJSON(t, "/v1/run", c, &b)
+				pools[a.Pool]++
+				if ca != cb || norm(a) != norm(b) {
+					t.Errorf("case %d %v:\nwarm (%d, pool %s %s):\n%s\ncold (%d):\n%s", i, c, ca, a.Pool, a.PoolReason, norm(a), cb, norm(b))
+				}
+			}
+			if pools["warm"] != len(cases) {
+				t.Errorf("answers by pool %v: want all %d warm", pools, len(cases))
+			}
+
+			// From the host: the command line and environment of a
+			// program the launcher runs itself are the request's.
+			done := warm.postWarm(t, map[string]any{"command": []string{"python3", "-c", "import time; time.sleep(2)", "marker-like-cold"}, "env": map[string]string{"LIKE_COLD": "v1"}})
+			pid := findMarked(t, warm.cmd.Process.Pid, "marker-like-cold")
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			if got := strings.TrimRight(string(cmdline), "\x00"); got != "python3\x00-c\x00import time; time.sleep(2)\x00marker-like-cold" {
+				t.Errorf("/proc/%d/cmdline %q: want the request's argv", pid, got)
+			}
+			if env := strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00"); !slices.Contains(env, "LIKE_COLD=v1") || strings.Contains(string(environ), "RLJAIL_LAUNCHER_ROOM") {
+				t.Errorf("/proc/%d/environ %q: want the request's environment", pid, env)
+			}
+			if g := <-done; g.code != 200 || g.r.Pool != "warm" || g.r.Result["status"] != "ok" {
+				t.Errorf("the marked request: %d pool %q %v", g.code, g.r.Pool, g.r.Result)
+			}
+		})
+	}
+}
+
+// TestServeWarmOutlivesSweep: a jail of the pool that waited 31 s (past
+// the age at which a run's sweep removes an empty rljail cgroup as
+// abandoned), while another run started below the same cgroup parent,
+// still serves its request warm. On cgroup v1 a waiting init used to sit
+// outside its cgroup, which the sweep then took: the request failed with
+// a setup error ("place the jail in its cgroup").
+func TestServeWarmOutlivesSweep(t *testing.T) {
+	s := startServer(t, asRoot, serveOpts{extraArgs: []string{"--warm", "1"}})
+	waitReady(t, s)
+	time.Sleep(31 * time.Second)
+	if _, stderr, exit, _ := runJail(t, asRoot, runOpts{}, "--no-workspace", "--", "true"); exit != 0 {
+		t.Fatalf("the sweeping run: exit %d: %s", exit, stderr)
+	}
+	var r warmResponse
+	if code := s.postJSON(t, "/v1/run", map[string]any{"command": []string{"python3", "-c", "print('after')"}}, &r); code != 200 || r.Result["status"] != "ok" || r.Stdout.Text != "after\n" || r.Pool != "warm" {
+		t.Fatalf("after 31 s and a sweep: %d pool %q %v stdout %q\nserver stderr:\n%s", code, r.Pool, r.Result, r.Stdout.Text, s.stderr.String())
 	}
 }

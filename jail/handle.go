@@ -24,6 +24,8 @@ type Handle struct {
 	lim     *jailLimits
 	limits  Limits
 	initPid int // the jail's init in the host's PID namespace, 0 if unknown
+	// handover: the request for a payload started ahead (PrepareStarted).
+	handover *Handover
 	// proc keeps the /proc files treeCPUTime reads open between readings;
 	// Run closes them as it returns (release).
 	proc procFiles
@@ -32,6 +34,10 @@ type Handle struct {
 // release closes what the handle keeps open; CPUTime then reads /proc
 // afresh, as long as the jail's init is there.
 func (h *Handle) release() { h.proc.close() }
+
+// Handover is the request a payload started ahead (PrepareStarted) is to
+// apply; nil for any other jail.
+func (h *Handle) Handover() *Handover { return h.handover }
 
 // Limits are the limits in force and their mechanisms, as the report
 // gives them.

@@ -41,6 +41,10 @@ type jailLimits struct {
 	env       []string // entries for the payload's environment (see setupLimits)
 	warnings  []string
 	cpuKilled atomic.Bool
+	// base and cpuBase are the cgroup's counts when the request of a
+	// payload started ahead arrived: not the request's (Prepared.Start).
+	base    cgroup.Stats
+	cpuBase time.Duration
 }
 
 // setupLimits creates the jail's cgroup and decides every mechanism. Each
@@ -217,7 +221,7 @@ func (l *jailLimits) watchCPU(kill func(), stop <-chan struct{}) {
 			return
 		case <-tick.C:
 			used, err := l.cg.CPUUsage()
-			if err == nil && used >= l.res.CPUTime {
+			if err == nil && used-l.cpuBase >= l.res.CPUTime {
 				l.cpuKilled.Store(true)
 				kill()
 				return
@@ -245,12 +249,14 @@ func (l *jailLimits) stats() *jailStats {
 func (l *jailLimits) collect(res *Result, usage *syscall.Rusage, vanished bool, stats *jailStats) bool {
 	st, err := stats.st, stats.err
 	if err == nil {
-		res.CPUUserMS, res.CPUSystemMS = st.CPUUserMS, st.CPUSystemMS
+		res.CPUUserMS, res.CPUSystemMS = max(st.CPUUserMS-l.base.CPUUserMS, 0), max(st.CPUSystemMS-l.base.CPUSystemMS, 0)
 		res.MemoryPeakBytes, res.PidsPeak, res.OOMKills = st.MemoryPeakBytes, st.PidsPeak, st.OOMKills
 	}
 	// Without a cgroup the init's rusage covers every process it reaped,
 	// which is every process of the jail.
-	if res.CPUUserMS+res.CPUSystemMS == 0 && usage != nil {
+	// (Not where the cgroup counted a payload started ahead: the rusage
+	// holds that payload's own start.)
+	if res.CPUUserMS+res.CPUSystemMS == 0 && usage != nil && l.base.CPUUserMS+l.base.CPUSystemMS == 0 {
 		res.CPUUserMS = usage.Utime.Nano() / 1e6
 		res.CPUSystemMS = usage.Stime.Nano() / 1e6
 	}

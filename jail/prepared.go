@@ -42,6 +42,12 @@ type Prepared struct {
 	mu       sync.Mutex
 	used     bool // Start or Destroy took it
 	warnings []string
+
+	// ahead: the payload was started by PrepareStarted (aheadRlimits and
+	// aheadNice are what init gave it; a request may only lower them).
+	ahead        bool
+	aheadRlimits []rlimit
+	aheadNice    int
 }
 
 // ErrNotStarted wraps the reason a Prepared jail was not given a payload
@@ -54,21 +60,42 @@ var ErrNotStarted = errors.New("the prepared jail was not started")
 // and the output writers are the payload's, given to Start; here they
 // are ignored. spec.BeforePayload (the rootfs check) runs here, before
 // Prepare returns: a rootfs that changed since its build ends it.
-func Prepare(spec Spec) (*Prepared, error) {
+func Prepare(spec Spec) (*Prepared, error) { return prepare(spec, false) }
+
+// PrepareStarted is Prepare, and it starts spec's payload at once, with
+// spec's command, environment, working directory and limits (the most
+// any request of the jail may ask: a request can only lower them), and
+// spec.Channel as its descriptor 3. It is for a payload of the caller's
+// own that waits on the channel for its request and applies it: a
+// launcher whose interpreter then no request waits for (rljail serve's
+// warm pool). Start hands the request's environment, working directory
+// and limits to the caller's Spec.Started (Handle.Handover) instead of
+// to init; the caller passes them over the channel. The caller closes
+// its spec.Channel once PrepareStarted returns.
+func PrepareStarted(spec Spec) (*Prepared, error) {
+	if spec.Channel == nil || len(spec.Command) == 0 {
+		return nil, errors.New("prepare a started jail: its payload needs a command and a channel")
+	}
+	return prepare(spec, true)
+}
+
+func prepare(spec Spec, ahead bool) (*Prepared, error) {
 	spec = spec.withDefaults()
 	if err := CheckBinary(); err != nil {
 		return nil, err
 	}
 	check := spec
-	check.Command = []string{"true"} // the payload's come with Start
+	if !ahead {
+		check.Command = []string{"true"} // the payload's come with Start
+	}
 	if err := check.Validate(); err != nil {
 		return nil, err
 	}
 	spec.Rootfs = check.Rootfs
-	if spec.Egress != nil || len(spec.Volumes) > 0 || spec.Workspace != "" || spec.Channel != nil || spec.Early != nil {
+	if spec.Egress != nil || len(spec.Volumes) > 0 || spec.Workspace != "" || (spec.Channel != nil && !ahead) || spec.Early != nil {
 		return nil, errors.New("prepare a jail: egress, volumes, a workspace, a channel or an early init stage need a one-shot run")
 	}
-	p := &Prepared{spec: spec, root: os.Geteuid() == 0, runID: newRunID(), created: time.Now()}
+	p := &Prepared{spec: spec, root: os.Geteuid() == 0, runID: newRunID(), created: time.Now(), ahead: ahead}
 	warn := func(msg string) { p.warnings = append(p.warnings, msg) }
 	unified := cgroup.Unified()
 	j, err := spawnInit(p.root, unified, spec.Seccomp != nil && spec.Seccomp.Notify, false)
@@ -151,6 +178,14 @@ func Prepare(spec Spec) (*Prepared, error) {
 		}
 		return fail(errors.New("prepare a jail: its init ended before its payload"))
 	}
+	if ahead {
+		spec.threadEnv, _ = threadHints(spec.Resources.CPUs, usableCPUs(), spec.Env)
+		if err := j.sendPayload(&spec, lim); err != nil {
+			return fail(err)
+		}
+		p.aheadRlimits = append([]rlimit(nil), lim.rlimits...)
+		p.aheadNice = lim.nice
+	}
 	return p, nil
 }
 
@@ -193,6 +228,8 @@ func (p *Prepared) Fits(spec Spec) error {
 		return fmt.Errorf("%w: a workspace needs a one-shot run", ErrNotStarted)
 	case spec.Early != nil || spec.TTYPassthrough || OutputMerged(spec.Stdout, spec.Stderr):
 		return fmt.Errorf("%w: a terminal or merged output needs a one-shot run", ErrNotStarted)
+	case p.ahead && spec.Channel != nil:
+		return fmt.Errorf("%w: the started payload has its channel already", ErrNotStarted)
 	case spec.TmpSize != t.TmpSize:
 		return fmt.Errorf("%w: a /tmp of %d bytes, not the prepared %d", ErrNotStarted, spec.TmpSize, t.TmpSize)
 	case !sameSeccomp(spec, t):
@@ -206,6 +243,13 @@ func (p *Prepared) Fits(spec Spec) error {
 		return fmt.Errorf("%w: --strict-limits differs", ErrNotStarted)
 	case (r.MemoryBytes > 0) != (q.MemoryBytes > 0) || (r.PidsMax > 0) != (q.PidsMax > 0) || (r.CPUs > 0) != (q.CPUs > 0):
 		return fmt.Errorf("%w: a cgroup limit the prepared jail's cgroup was made without", ErrNotStarted)
+	}
+	if p.ahead {
+		l := &jailLimits{cg: p.lim.cg}
+		l.decide(&spec)
+		if err := p.lowersOnly(l); err != nil {
+			return fmt.Errorf("%w: %v", ErrNotStarted, err)
+		}
 	}
 	return nil
 }
@@ -245,6 +289,9 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, start time.Time) (resul
 	if !p.Alive() {
 		return notStarted(errors.New("its init had ended while it waited"))
 	}
+	if p.ahead && spec.Started == nil {
+		return notStarted(errors.New("a payload started ahead takes its request through Started, and spec has none"))
+	}
 	j, lim := p.j, p.lim
 	spec.threadEnv = nil
 	res := Result{
@@ -264,6 +311,14 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, start time.Time) (resul
 		}
 	}
 	lim.decide(&spec)
+	if p.ahead {
+		if err := p.lowersOnly(lim); err != nil {
+			return notStarted(err)
+		}
+		// What the payload used before the request is not the request's.
+		lim.base, _ = lim.cg.Stats()
+		lim.cpuBase, _ = lim.cg.CPUUsage()
+	}
 	warn := func(msg string) {
 		res.Warnings = append(res.Warnings, msg)
 		if spec.Warn != nil {
@@ -278,18 +333,62 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, start time.Time) (resul
 	}
 	lim.report(&res.Limits)
 	defer p.finishInto(&result, spec.Warn)
-	if err := j.sendPayload(&spec, lim); err != nil {
+	var handover *Handover
+	if p.ahead {
+		handover = &Handover{Env: append(payloadEnv(spec.threadEnv, spec.Env), lim.env...), Workdir: spec.Workdir, Nice: lim.nice}
+		for _, r := range lim.rlimits {
+			handover.Rlimits = append(handover.Rlimits, Rlimit(r))
+		}
+	} else if err := j.sendPayload(&spec, lim); err != nil {
 		j.abort()
 		res.Status, res.ExitCode, res.Error = StatusSetupError, ExitSetupError, err.Error()
 		res.WallMS = time.Since(start).Milliseconds()
 		return res, err
 	}
 	if spec.Started != nil {
-		h := &Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd)}
+		h := &Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd), handover: handover}
 		defer h.release()
 		spec.Started(h)
 	}
 	return j.wait(ctx, &spec, start, res, lim, func() *NetworkReport { return nil })
+}
+
+// lowersOnly says why lim's rlimits and nice (a request's) are not within
+// what the payload started ahead was given: a process may lower its
+// limits, never raise them.
+func (p *Prepared) lowersOnly(lim *jailLimits) error {
+	given := map[int]rlimit{}
+	for _, r := range p.aheadRlimits {
+		given[r.Resource] = r
+	}
+	for _, r := range lim.rlimits {
+		g, ok := given[r.Resource]
+		if !ok || r.Hard > g.Hard || r.Soft > r.Hard {
+			return fmt.Errorf("rlimit %d of %d/%d is beyond the started payload's", r.Resource, r.Soft, r.Hard)
+		}
+	}
+	if lim.nice < p.aheadNice {
+		return fmt.Errorf("nice %d is below the started payload's %d", lim.nice, p.aheadNice)
+	}
+	return nil
+}
+
+// Handover is what a payload started ahead (PrepareStarted) is to give the
+// request's program: its environment as Run would give it (the thread
+// pools' hints and the limits' entries included), its working directory,
+// its rlimits and its nice value.
+type Handover struct {
+	Env     []string
+	Workdir string
+	Rlimits []Rlimit
+	Nice    int
+}
+
+// Rlimit is one resource limit, as setrlimit(2) takes it.
+type Rlimit struct {
+	Resource int
+	Soft     uint64
+	Hard     uint64
 }
 
 // Destroy ends a jail that was not started: nothing of it is left when it

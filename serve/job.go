@@ -1,11 +1,9 @@
 package serve
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"sync"
@@ -101,39 +99,19 @@ func (s *Server) execute(ctx context.Context, j *job) outcome {
 	if len(j.stdin) > 0 {
 		spec.Stdin = strings.NewReader(j.stdin)
 	}
-	var fetched chan fetchResult
-	if j.usesLauncher() {
-		host, inJail, err := channelPair()
-		if err != nil {
-			o.err = err
-			return o
+	start := time.Now()
+	var ran bool
+	wj, why := s.pool.take(j.runtime.Name, spec)
+	if wj != nil {
+		ran = s.executeWarm(ctx, j, spec, wj, start, &o)
+		if !ran {
+			why = coldDied
 		}
-		defer host.Close()
-		var once sync.Once
-		closeJailEnd := func() { once.Do(func() { inJail.Close() }) }
-		defer closeJailEnd()
-		spec.Channel = inJail
-		spec.Started = func(*jail.Handle) { closeJailEnd() }
-		spec.Command = append([]string{"python3", "-I", "-S", "-c", launcherSource}, j.command...)
-		go func() {
-			if err := writeFiles(host, j); err != nil {
-				_ = err // the launcher says what it missed; the run reports
-			}
-		}()
-		fetched = make(chan fetchResult, 1)
-		go func() { fetched <- readFetched(host, len(j.fetch), j.fetchMax) }()
-		// Once the jail is gone the reader sees EOF; the writer, should
-		// the launcher never read, fails when host closes.
-		res, err := s.runSpec(ctx, spec, j.runtime.Name, &o)
-		closeJailEnd()
-		o.result, o.err = res, err
-		select {
-		case f := <-fetched:
-			o.files = f.files
-		case <-time.After(2 * time.Second):
-		}
-	} else {
-		o.result, o.err = s.runSpec(ctx, spec, j.runtime.Name, &o)
+	}
+	if !ran {
+		o.pool, o.poolReason = poolCold, why
+		s.pool.runs.WithLabelValues(poolCold, why).Inc()
+		s.executeCold(ctx, j, spec, &o)
 	}
 	o.stdout, o.stderr = out.finish(), errs.finish()
 	// The launcher answers for fetch in order; an entry that is not the
@@ -148,6 +126,97 @@ func (s *Server) execute(ctx context.Context, j *job) outcome {
 	}
 	o.files = named
 	return o
+}
+
+// executeWarm runs j in wj, a jail of the pool with its launcher started
+// ahead: the request goes to the launcher on the channel once the jail
+// hands it over (jail.Handover). It reports false when no payload ran
+// (wj had died or did not fit): the caller runs j cold.
+func (s *Server) executeWarm(ctx context.Context, j *job, spec jail.Spec, wj *warmJail, start time.Time, o *outcome) bool {
+	defer wj.ch.Close()
+	fetched := make(chan fetchResult, 1)
+	path := jail.DefaultPath
+	spec.Started = func(h *jail.Handle) {
+		for _, e := range h.Handover().Env {
+			if v, ok := strings.CutPrefix(e, "PATH="); ok {
+				path = v
+			}
+		}
+		go func() {
+			if err := writeHead(wj.ch, j, h.Handover()); err != nil {
+				_ = err // the launcher says what it missed; the run reports
+			}
+		}()
+		go func() { fetched <- readFetched(wj.ch, len(j.fetch), j.fetchMax) }()
+	}
+	res, err := wj.Start(ctx, spec, start)
+	if errors.Is(err, jail.ErrNotStarted) {
+		s.pool.failed.WithLabelValues(j.runtime.Name).Inc()
+		if s.opts.Log != nil {
+			s.opts.Log.Warn("warm pool: a waiting jail could not take its request; the request starts cold", "runtime", j.runtime.Name, "error", err.Error())
+		}
+		return false
+	}
+	o.pool = poolWarm
+	s.pool.runs.WithLabelValues(poolWarm, "").Inc()
+	o.result, o.err = res, err
+	// The jail is gone: the reader has its answer or EOF at once.
+	select {
+	case f := <-fetched:
+		o.files = f.files
+		// The launcher's word, taken only where the run ended as it says:
+		// the words are the server's (init's for a one-shot run).
+		if r := &o.result; f.notFound != 0 && r.Status == jail.StatusExitNonzero && r.ExitCode == f.notFound {
+			r.Status = jail.StatusSetupError
+			switch {
+			case f.errno != 0:
+				r.Error = fmt.Sprintf("cannot run %s: %s", j.command[0], f.errno.Error())
+			case f.notFound == 127:
+				r.Error = fmt.Sprintf("%s: command not found in the jail (PATH=%s)", j.command[0], path)
+			default:
+				r.Error = fmt.Sprintf("%s: found on PATH but not executable", j.command[0])
+			}
+		}
+	case <-time.After(2 * time.Second):
+	}
+	return true
+}
+
+// executeCold runs j one-shot (jail.Run): with the launcher when it has
+// files to put in or take out, else its command as the payload.
+func (s *Server) executeCold(ctx context.Context, j *job, spec jail.Spec, o *outcome) {
+	if !j.usesLauncher() {
+		o.result, o.err = jail.Run(ctx, spec)
+		return
+	}
+	host, inJail, err := channelPair()
+	if err != nil {
+		o.err = err
+		return
+	}
+	defer host.Close()
+	var once sync.Once
+	closeJailEnd := func() { once.Do(func() { inJail.Close() }) }
+	defer closeJailEnd()
+	spec.Channel = inJail
+	spec.Started = func(*jail.Handle) { closeJailEnd() }
+	spec.Command = append(append(append([]string(nil), launcherColdArgv...), launcherSource), j.command...)
+	go func() {
+		if err := writeHead(host, j, nil); err != nil {
+			_ = err // the launcher says what it missed; the run reports
+		}
+	}()
+	fetched := make(chan fetchResult, 1)
+	go func() { fetched <- readFetched(host, len(j.fetch), j.fetchMax) }()
+	// Once the jail is gone the reader sees EOF; the writer, should
+	// the launcher never read, fails when host closes.
+	o.result, o.err = jail.Run(ctx, spec)
+	closeJailEnd()
+	select {
+	case f := <-fetched:
+		o.files = f.files
+	case <-time.After(2 * time.Second):
+	}
 }
 
 // jobSpec is the jail.Spec of j, without its streams.
@@ -188,84 +257,6 @@ func channelPair() (host, inJail *os.File, err error) {
 		return nil, nil, fmt.Errorf("make the jail's channel: %w", err)
 	}
 	return os.NewFile(uintptr(fds[0]), "channel"), os.NewFile(uintptr(fds[1]), "channel-jail"), nil
-}
-
-type launcherFile struct {
-	Path string `json:"path"`
-	Size int    `json:"size"`
-	Mode uint32 `json:"mode"`
-}
-
-type launcherHead struct {
-	Files    []launcherFile `json:"files"`
-	Fetch    []string       `json:"fetch"`
-	FetchMax int64          `json:"fetch_max"`
-}
-
-// writeFiles sends the launcher its header and the files' bytes.
-func writeFiles(w io.Writer, j *job) error {
-	head := launcherHead{Files: []launcherFile{}, Fetch: j.fetch, FetchMax: j.fetchMax}
-	if head.Fetch == nil {
-		head.Fetch = []string{}
-	}
-	for _, f := range j.files {
-		head.Files = append(head.Files, launcherFile{Path: f.path, Size: len(f.data), Mode: f.mode})
-	}
-	b, err := json.Marshal(head)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(append(b, '\n')); err != nil {
-		return err
-	}
-	for _, f := range j.files {
-		if _, err := w.Write(f.data); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-type fetchResult struct{ files []outFile }
-
-// readFetched reads the launcher's answer as hostile data: a header of
-// at most want entries, then at most max bytes in all; anything else
-// ends the read with what was taken so far.
-func readFetched(r io.Reader, want int, max int64) fetchResult {
-	br := bufio.NewReaderSize(io.LimitReader(r, max+1<<20+int64(want)*4096), 64<<10)
-	line, err := br.ReadSlice('\n')
-	if err != nil {
-		return fetchResult{}
-	}
-	var head struct {
-		Files []struct {
-			Path  string `json:"path"`
-			Size  *int64 `json:"size"`
-			Error string `json:"error"`
-		} `json:"files"`
-	}
-	if json.Unmarshal(line, &head) != nil || len(head.Files) > want {
-		return fetchResult{}
-	}
-	var res fetchResult
-	left := max
-	for _, f := range head.Files {
-		o := outFile{Path: f.Path, Error: f.Error}
-		if f.Size != nil {
-			if *f.Size < 0 || *f.Size > left {
-				break
-			}
-			o.Data = make([]byte, *f.Size)
-			if _, err := io.ReadFull(br, o.Data); err != nil {
-				break
-			}
-			left -= *f.Size
-		} else if o.Error == "" {
-			o.Error = "not taken"
-		}
-		res.files = append(res.files, o)
-	}
-	return res
 }
 
 // stream keeps the head and the tail of one output stream within keep

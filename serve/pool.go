@@ -1,12 +1,13 @@
 package serve
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,14 +15,16 @@ import (
 )
 
 // The warm pool (rljail serve --warm N): per runtime, N jails made ahead
-// of their payload (jail.Prepare: namespaces, host uid, cgroup, mounts,
-// the rootfs checked, init waiting for its payload), refilled in the
-// background as requests take them. A request that fits a waiting jail
-// (the runtime's, the server's seccomp program, the /tmp size it was made
-// with; no volumes or egress, which this server never grants anyway)
-// pays only for handing its payload over; its timeout, CPU time and
-// cgroup limits are its own, written into the waiting jail before
-// release. Every other request, and every request while the pool is
+// of their request (jail.PrepareStarted: namespaces, host uid, cgroup,
+// mounts, the rootfs checked, and the launcher started as the payload,
+// its interpreter up and waiting on the channel: launcher.go), refilled
+// in the background as requests take them. A request that fits a waiting
+// jail (the runtime's, the server's seccomp program, the /tmp size it was
+// made with; no volumes or egress) pays only for handing its request
+// over: its command, environment, files and rlimits go to the launcher,
+// which runs a Python program in its own child without an interpreter's
+// start, and execs anything else; its timeout, CPU time and cgroup limits
+// are its own, written into the waiting jail before release. Every other request, and every request while the pool is
 // empty or its jail had died, starts one-shot (jail.Run), and the
 // response and the metrics say so ("pool": "cold" and why). Each jail
 // serves one request and is destroyed after it.
@@ -66,7 +69,7 @@ type runtimePool struct {
 	// slots holds a token per jail of the pool, waiting or being made;
 	// ready holds the waiting ones.
 	slots chan struct{}
-	ready chan *jail.Prepared
+	ready chan *warmJail
 	// filled is closed once the pool first had size jails waiting.
 	filled     chan struct{}
 	fillOnce   sync.Once
@@ -96,7 +99,7 @@ func newPool(size int, templates map[string]jail.Spec, log *slog.Logger, reg *me
 	sort.Strings(names)
 	for _, name := range names {
 		rp := &runtimePool{name: name, template: templates[name], slots: make(chan struct{}, size),
-			ready: make(chan *jail.Prepared, size), filled: make(chan struct{})}
+			ready: make(chan *warmJail, size), filled: make(chan struct{})}
 		p.pools[name] = rp
 		// Up to two makers: a 2-CPU host gains nothing from more, and
 		// the requests' own jails need the CPUs too.
@@ -117,7 +120,7 @@ func (p *pool) maker(rp *runtimePool) {
 			return
 		case rp.slots <- struct{}{}:
 		}
-		pj, err := jail.Prepare(rp.template)
+		pj, err := prepareWarm(rp.template)
 		if err != nil {
 			<-rp.slots
 			p.failed.WithLabelValues(rp.name).Inc()
@@ -137,7 +140,7 @@ func (p *pool) maker(rp *runtimePool) {
 		p.refills.WithLabelValues(rp.name).Inc()
 		select {
 		case <-p.stop:
-			pj.Destroy()
+			pj.destroy()
 			<-rp.slots
 			return
 		case rp.ready <- pj:
@@ -150,7 +153,7 @@ func (p *pool) maker(rp *runtimePool) {
 
 // take gives a waiting jail that spec fits, or nil and why not. The
 // jail's place is refilled at once.
-func (p *pool) take(runtime string, spec jail.Spec) (*jail.Prepared, string) {
+func (p *pool) take(runtime string, spec jail.Spec) (*warmJail, string) {
 	if p.size <= 0 {
 		return nil, coldOff
 	}
@@ -164,7 +167,7 @@ func (p *pool) take(runtime string, spec jail.Spec) (*jail.Prepared, string) {
 		return nil, coldNoRT
 	}
 	for {
-		var pj *jail.Prepared
+		var pj *warmJail
 		select {
 		case pj = <-rp.ready:
 		default:
@@ -173,7 +176,7 @@ func (p *pool) take(runtime string, spec jail.Spec) (*jail.Prepared, string) {
 		if !pj.Alive() {
 			// Its init ended while it waited (killed from outside, say):
 			// discarded and refilled, and the next waiting jail is tried.
-			pj.Destroy()
+			pj.destroy()
 			<-rp.slots
 			p.failed.WithLabelValues(rp.name).Inc()
 			if p.log != nil {
@@ -223,7 +226,7 @@ func (p *pool) close() {
 			for {
 				select {
 				case pj := <-rp.ready:
-					pj.Destroy()
+					pj.destroy()
 					<-rp.slots
 					continue
 				default:
@@ -249,27 +252,40 @@ func (g *poolGauge) write(w io.Writer) {
 	}
 }
 
-// runSpec runs spec for a request: in a waiting jail of the pool when one
-// fits, else one-shot; o.pool and o.poolReason say which and why.
-func (s *Server) runSpec(ctx context.Context, spec jail.Spec, runtime string, o *outcome) (jail.Result, error) {
-	start := time.Now()
-	pj, why := s.pool.take(runtime, spec)
-	if pj != nil {
-		res, err := pj.Start(ctx, spec, start)
-		if !errors.Is(err, jail.ErrNotStarted) {
-			o.pool = poolWarm
-			s.pool.runs.WithLabelValues(poolWarm, "").Inc()
-			return res, err
-		}
-		why = coldDied
-		s.pool.failed.WithLabelValues(runtime).Inc()
-		if s.opts.Log != nil {
-			s.opts.Log.Warn("warm pool: a waiting jail could not take its payload; the request starts cold", "runtime", runtime, "error", err.Error())
-		}
+// warmJail is a jail of the pool: its launcher started ahead, and the
+// server's end of its channel.
+type warmJail struct {
+	*jail.Prepared
+	ch *os.File
+}
+
+// prepareWarm makes a jail of t with the launcher started ahead.
+func prepareWarm(t jail.Spec) (*warmJail, error) {
+	host, inJail, err := channelPair()
+	if err != nil {
+		return nil, err
 	}
-	o.pool, o.poolReason = poolCold, why
-	s.pool.runs.WithLabelValues(poolCold, why).Inc()
-	return jail.Run(ctx, spec)
+	t.Command, t.Channel = launcherAheadCommand(), inJail
+	// Room for the request's environment, which the launcher writes
+	// over its own where it runs the program itself (retitle).
+	t.Env = append(append([]string(nil), t.Env...), launcherRoom)
+	pj, err := jail.PrepareStarted(t)
+	inJail.Close()
+	if err != nil {
+		host.Close()
+		return nil, err
+	}
+	return &warmJail{pj, host}, nil
+}
+
+// launcherRoom is the entry of the launcher's environment that holds the
+// room (launcher.py: retitle), never a request's.
+var launcherRoom = "RLJAIL_LAUNCHER_ROOM=" + strings.Repeat(".", 8192)
+
+// destroy ends a waiting jail and closes its channel.
+func (w *warmJail) destroy() {
+	w.Destroy()
+	w.ch.Close()
 }
 
 // poolTemplates are the specs the pool makes its jails for: a request's
@@ -280,7 +296,9 @@ func (s *Server) poolTemplates() map[string]jail.Spec {
 		return t
 	}
 	for name, rt := range s.opts.Runtimes {
-		j := &job{runtime: rt, timeout: s.conf().DefaultTimeout, memory: s.conf().DefaultMemory}
+		// The longest timeout a request may ask: the launcher's rlimits
+		// (RLIMIT_CPU follows the timeout) are the most a request's can be.
+		j := &job{runtime: rt, timeout: s.conf().MaxTimeout, memory: s.conf().DefaultMemory}
 		t[name] = s.jobSpec(j)
 	}
 	return t
