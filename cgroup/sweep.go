@@ -20,14 +20,20 @@ const jailPrefix = "rljail-"
 
 // sweepStale removes abandoned, empty jail cgroups directly below parent.
 // It never fails a run: what it cannot remove stays for the next one.
-func sweepStale(parent string, now time.Time) {
+// busy, when not nil, carries the names found holding processes from one
+// parent to the next: on cgroup v1 a jail has a cgroup of the same name in
+// each hierarchy, and one that holds processes in any of them is a live
+// jail, so its other hierarchies need neither the stat nor the read of
+// cgroup.procs (five system calls each; a run on a host with long-lived
+// jails, sessions or a warm pool, paid fifteen for each of them).
+func sweepStale(parent string, now time.Time, busy map[string]bool) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, jailPrefix) || name == supervisorLeaf {
+		if !e.IsDir() || !strings.HasPrefix(name, jailPrefix) || name == supervisorLeaf || busy[name] {
 			continue
 		}
 		dir := filepath.Join(parent, name)
@@ -37,6 +43,9 @@ func sweepStale(parent string, now time.Time) {
 		}
 		procs, err := readFile(filepath.Join(dir, "cgroup.procs"))
 		if err != nil || strings.TrimSpace(string(procs)) != "" {
+			if err == nil && busy != nil {
+				busy[name] = true
+			}
 			continue
 		}
 		// rmdir refuses a cgroup with processes or children: safe even if

@@ -24,8 +24,9 @@ func (c *Cgroup) setupV1(p *plan, name string, l Limits) ([]string, error) {
 	// Leftovers of earlier runs (sweepStale) are removed while the jail
 	// runs: nothing here needs them gone; Destroy waits for the sweep.
 	c.sweep(func(now time.Time) {
+		busy := make(map[string]bool)
 		for _, dir := range mk {
-			sweepStale(filepath.Dir(dir), now)
+			sweepStale(filepath.Dir(dir), now, busy)
 		}
 	})
 	if err := c.mkdirJail(mk...); err != nil {

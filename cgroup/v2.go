@@ -47,7 +47,7 @@ func (c *Cgroup) setupV2(h host, p *plan, name string, l Limits) ([]string, erro
 	}
 
 	if p.scope == nil { // a scope is new: nothing to sweep
-		c.sweep(func(now time.Time) { sweepStale(p.v2Parent, now) }) // as in setupV1
+		c.sweep(func(now time.Time) { sweepStale(p.v2Parent, now, nil) }) // as in setupV1
 	}
 	leaf := filepath.Join(p.v2Parent, name)
 	if err := c.mkdirJail(leaf); err != nil {

@@ -28,9 +28,9 @@ func runningAsItem(uid, euid int) Item {
 	it := Item{Name: "running as", OK: true}
 	switch {
 	case euid == 0 && uid == 0:
-		it.Detail = fmt.Sprintf("root: jail uid %d -> %s", jailUID, rootRange)
+		it.Detail = fmt.Sprintf("root: jail uid %d -> %s", jailUID, rootRange())
 	case euid == 0:
-		it.Detail = fmt.Sprintf("root (uid %d, euid 0): jail uid %d -> %s", uid, jailUID, rootRange)
+		it.Detail = fmt.Sprintf("root (uid %d, euid 0): jail uid %d -> %s", uid, jailUID, rootRange())
 	default:
 		it.Detail = fmt.Sprintf("rootless (uid %d): jail uid %d -> host uid %d", uid, jailUID, uid)
 	}
@@ -38,4 +38,7 @@ func runningAsItem(uid, euid int) Item {
 }
 
 // rootRange says which host uid a root-run jail's user is.
-var rootRange = fmt.Sprintf("a host uid of each jail's own, from %d (%d ids; rljail's entry in /etc/subuid when there is one)", idRangeBase, idRangeSize)
+// A function, not a package variable: formatted at init it cost every run.
+func rootRange() string {
+	return fmt.Sprintf("a host uid of each jail's own, from %d (%d ids; rljail's entry in /etc/subuid when there is one)", idRangeBase, idRangeSize)
+}

@@ -4,6 +4,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // A rootfs with CPython's own regression tests (BuildOptions.TestSuites,
@@ -23,10 +24,12 @@ import (
 // imports them.
 const testSuiteDirs = `/lib/python3[^/]*/(?:[^/]+/)*tests?/`
 
-var testSuiteDirsRE = regexp.MustCompile(testSuiteDirs)
+// testSuiteDirsRE is compiled at its first use, as namePattern: compiled
+// at package init it cost every run 54 allocations, 0.06 ms (inittrace).
+var testSuiteDirsRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(testSuiteDirs) })
 
 // inTestSuite reports whether the file at p is inside a test package.
-func inTestSuite(p string) bool { return testSuiteDirsRE.MatchString(p) }
+func inTestSuite(p string) bool { return testSuiteDirsRE().MatchString(p) }
 
 // stdlibFilter is what leaves the standard library: excludedFromStdlib,
 // or, with tests, the same less the test packages and test modules.
