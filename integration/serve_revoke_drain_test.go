@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,9 +23,13 @@ import (
 // background; the drain must wait for that jail as for the sessions it
 // ends itself. The session is busy in a cell (time.sleep), held by a
 // WebSocket, when it is revoked: no HTTP request of it is in flight for
-// the server's Shutdown to wait for. A drain that forgot it exited within
-// milliseconds, its jail still there (its init reparented, its cgroups
-// left; rootless, the payload's processes too).
+// the server's Shutdown to wait for. The cell has also replaced the
+// worker's os._exit, so the worker does not end at the channel's EOF and
+// the jail goes only by the kill Session.Close falls back to a second
+// later (a payload may do this; it must not shorten the drain's wait).
+// A drain that forgot the session exited within milliseconds, its jail
+// still there (its init reparented and running, its cgroups left;
+// rootless, the payload's processes too).
 // Judged from outside once the server process has exited, with no wait:
 // the jail's init (PID 1 of its PID namespace) and the payload's
 // processes gone, its cgroup directories gone (root), and then nothing
@@ -93,9 +98,10 @@ func serveDrainAfterRevoke(t *testing.T, m mode) {
 		t.Logf("the session's cgroups: %v", cgroups)
 	}
 
-	// A socket holds the session and keeps it busy: a cell that starts a
-	// second marked process, then sleeps. No HTTP request of the session
-	// is in flight (the server's Shutdown would wait for one anyway).
+	// A socket holds the session and keeps it busy: a cell that keeps the
+	// worker from ending at EOF, starts a second marked process, then
+	// sleeps. No HTTP request of the session is in flight (the server's
+	// Shutdown would wait for one anyway).
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, strings.Replace(s.base, "http://", "ws://", 1)+"/v1/sessions/"+r.ID+"/ws",
@@ -106,11 +112,17 @@ func serveDrainAfterRevoke(t *testing.T, m mode) {
 	defer c.CloseNow()
 	busy := e.marker + "busy"
 	wsSend(t, c, map[string]any{"id": 1, "op": "exec",
-		"code": fmt.Sprintf("import subprocess, sys, time\nq = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '%s'])\ntime.sleep(600)", busy)})
+		"code": fmt.Sprintf("import os, subprocess, sys, time\nos._exit = lambda *a: time.sleep(600)\nq = subprocess.Popen([sys.executable, '-c', 'import time; b = b\"x\" * (300 << 20); time.sleep(600)', '%s'])\ntime.sleep(600)", busy)})
 	busyProc, ok := findPayload(busy, s.cmd.Process.Pid, 30*time.Second)
 	if !ok {
 		t.Fatal("the busy cell's marked process was not seen")
 	}
+	waitFor(t, "the busy cell's process to hold its 300 MiB", func() bool {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", busyProc.pid))
+		v, _ := lineValue(string(st), "VmRSS:")
+		kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		return kb > 300<<10
+	})
 
 	// The reload changes alpha's token; SIGTERM the moment it has revoked
 	// the session.
@@ -133,16 +145,27 @@ func serveDrainAfterRevoke(t *testing.T, m mode) {
 		t.Fatalf("rljail serve did not end within 60 s of SIGTERM:\n%s", s.stderr.String())
 	}
 	t.Logf("the server exited %v after SIGTERM", time.Since(term).Round(time.Millisecond))
-	// The server has exited: its revoked session's jail must be gone now.
-	for what, p := range map[string]proc{"the jail's init": jinit, "the session's marked process": child, "the busy cell's marked process": busyProc} {
-		if alive(p) {
-			t.Errorf("%s outlived the server (it exited while the revoked session's jail was ending): %v", what, p)
+	// The server has exited: its revoked session's jail must be gone now,
+	// not a moment later. A server that exited without waiting leaves the
+	// jail to its init's parent-death signal and to the cgroup cleaner
+	// that outlives a supervisor (jail/stage/spawn.c), which finish within
+	// milliseconds: so the first look is at once, by PID and path, and
+	// the jail's processes hold memory, which makes their exit slower.
+	// (Meanwhile the server's lock on the jail's host uid is gone with the
+	// server, free for another jail while the old one's processes live.)
+	var left []string
+	for _, p := range []proc{jinit, child, busyProc} {
+		if q, ok := readProc(p.pid); ok && q.start == p.start && !q.zombie() {
+			left = append(left, q.String())
 		}
 	}
 	for _, d := range cgroups {
 		if fileExists(d) {
-			t.Errorf("the revoked session's cgroup %s outlived the server", d)
+			left = append(left, "cgroup "+d)
 		}
+	}
+	for _, l := range left {
+		t.Errorf("the revoked session's jail outlived the server (it exited while the jail was ending): %s", l)
 	}
 	if st := s.cmd.ProcessState; st == nil || st.ExitCode() != 0 {
 		t.Errorf("rljail serve ended with %v after SIGTERM, want exit 0:\n%s", st, s.stderr.String())
