@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -16,11 +17,18 @@ import (
 // bubblewrap's one-shot run (BenchmarkStartup's argv) and bare Python
 // (the rootfs's own interpreter), interleaved in one run so that all see
 // the same machine. Both servers start before the timer and take up to 8
-// jails at once. It reports each overhead over bare, the warm overhead
-// against bubblewrap's (target <= 0.5), and throughput at 8 concurrent
-// requests to the warm server against bubblewrap's 8 concurrent one-shot
-// runs (target >= 1.5). No assertion on speed: the numbers go to
-// docs/performance.md.
+// jails at once. SandboxFusion-style cost, in the same rounds:
+// SandboxFusion's `POST /run_code {"code": "pass", "language": "python"}`
+// to a minimal unisolated server that takes SandboxFusion's steps per
+// request (sfStyleServer: a temp dir, the code in a file, `python FILE`
+// through bash under a timeout; the rootfs's interpreter, as bare's), and
+// the same request to the warm server's /run_code (serve/sandboxfusion.go).
+// It reports each overhead over bare, the warm overhead against
+// bubblewrap's (target <= 0.5), the warm /run_code overhead against the
+// SandboxFusion-style one, and throughput at 8 concurrent requests to the
+// warm server against bubblewrap's 8 concurrent one-shot runs (target >=
+// 1.5) and against the SandboxFusion-style server's at 8 (/run_code both).
+// No assertion on speed: the numbers go to docs/performance.md.
 func BenchmarkServeWarm(b *testing.B) {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -46,6 +54,7 @@ func BenchmarkServeWarm(b *testing.B) {
 
 	warm := startServer(b, asRoot, serveOpts{maxConc: 8, extraArgs: []string{"--warm", "4"}})
 	cold := startServer(b, asRoot, serveOpts{maxConc: 8})
+	sf := startSFStyle(b, work, rootfsDir+"/usr/bin")
 	waitReady(b, warm)
 	var mu sync.Mutex
 	pools := map[string]int{} // the warm server's answers by pool
@@ -66,13 +75,18 @@ func BenchmarkServeWarm(b *testing.B) {
 		"rljail": func() { exe(argvs["rljail"]) },
 		"warm":   func() { post(warm, true) },
 		"cold":   func() { post(cold, false) },
+		// SandboxFusion's request, to the SandboxFusion-style server and
+		// to the warm server's /run_code.
+		"sf":      func() { postRunCode(b, sf.client, sf.base) },
+		"warm-rc": func() { postRunCode(b, warm.client, warm.base) },
 	}
-	order := []string{"bare", "bwrap", "rljail", "warm", "cold"}
+	order := []string{"bare", "bwrap", "rljail", "warm", "cold", "sf", "warm-rc"}
 	for _, k := range order { // the page cache, the servers' first requests
 		runs[k]()
 	}
 	waitReady(b, warm)
 	pools = map[string]int{}
+	before := poolRuns(b, warm)
 
 	samples := map[string][]time.Duration{}
 	b.ResetTimer()
@@ -85,18 +99,26 @@ func BenchmarkServeWarm(b *testing.B) {
 	}
 	b.StopTimer()
 	seqPools := pools
+	// The warm server's runs by pool, less its /v1/run answers': its
+	// /run_code runs (whose answers, SandboxFusion's shape, do not say).
+	seqRC := poolRuns(b, warm)
+	for k := range seqRC {
+		seqRC[k] -= before[k] + seqPools[k]
+	}
 	pools = map[string]int{}
 
-	// Throughput at 8: 32 runs by 8 workers, three rounds of bubblewrap
-	// and the warm server in turn (the pool refilled before each round).
+	// Throughput at 8: 32 runs by 8 workers, three rounds of bubblewrap,
+	// the warm server, the SandboxFusion-style server and the warm
+	// server's /run_code in turn (the pool refilled before each of the
+	// warm server's).
 	throughput := func(f func()) (int, time.Duration) {
 		const n, total = 8, 32
 		return total, concurrently(n, total, f)
 	}
 	count, took := map[string]int{}, map[string]time.Duration{}
 	for r := 0; r < 3; r++ {
-		for _, k := range []string{"bwrap", "warm"} {
-			if k == "warm" {
+		for _, k := range []string{"bwrap", "warm", "sf", "warm-rc"} {
+			if strings.HasPrefix(k, "warm") {
 				waitReady(b, warm)
 			}
 			c, d := throughput(runs[k])
@@ -107,6 +129,9 @@ func BenchmarkServeWarm(b *testing.B) {
 	tput := map[string]float64{}
 	for k, c := range count {
 		tput[k] = float64(c) / took[k].Seconds()
+	}
+	if left, _ := os.ReadDir(sf.tmp); len(left) > 0 {
+		b.Errorf("the SandboxFusion-style server left %d directories in its TMPDIR (%s): its runs did not take the steps asked", len(left), left[0].Name())
 	}
 	warm.stop(b)
 	cold.stop(b)
@@ -125,8 +150,11 @@ func BenchmarkServeWarm(b *testing.B) {
 		fmt.Fprintf(&t, "%-7s %8.2f %12.2f\n", k, p50[k], over(k))
 	}
 	fmt.Fprintf(&t, "warm overhead / bwrap overhead %.2f (target <= 0.5); sequential warm answers by pool %v\n", over("warm")/over("bwrap"), seqPools)
+	fmt.Fprintf(&t, "/run_code: warm-rc overhead / sf overhead %.2f; sequential warm-rc runs by pool %v\n", over("warm-rc")/over("sf"), seqRC)
 	fmt.Fprintf(&t, "throughput at 8: warm %.1f/s, bwrap %.1f/s, x%.2f (target >= 1.5); warm answers by pool %v\n",
 		tput["warm"], tput["bwrap"], tput["warm"]/tput["bwrap"], pools)
+	fmt.Fprintf(&t, "throughput at 8, /run_code: warm-rc %.1f/s, sf %.1f/s, x%.2f\n",
+		tput["warm-rc"], tput["sf"], tput["warm-rc"]/tput["sf"])
 	b.Log(t.String())
 	if b.N > 1 { // the runner's first, one-run round is only a probe
 		fmt.Print(t.String())
@@ -135,6 +163,10 @@ func BenchmarkServeWarm(b *testing.B) {
 	b.ReportMetric(over("rljail"), "rljail-overhead-ms")
 	b.ReportMetric(over("warm"), "warm-overhead-ms")
 	b.ReportMetric(over("cold"), "cold-overhead-ms")
+	b.ReportMetric(over("sf"), "sf-overhead-ms")
+	b.ReportMetric(over("warm-rc"), "warm-rc-overhead-ms")
+	b.ReportMetric(over("warm-rc")/over("sf"), "warm-rc-x-sf-overhead")
+	b.ReportMetric(tput["warm-rc"]/tput["sf"], "warm-rc8-x-sf8")
 	b.ReportMetric(over("warm")/over("bwrap"), "warm-x-bwrap-overhead")
 	b.ReportMetric(tput["warm"]/tput["bwrap"], "warm8-x-bwrap8")
 	b.ReportMetric(0, "ns/op")

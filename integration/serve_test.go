@@ -108,7 +108,10 @@ func startServer(t testing.TB, m mode, o serveOpts) *server {
 				s.tcp = m[1]
 			}
 		}
-		if s.tcp != "" || (s.sock != "" && fileExists(s.sock)) {
+		// A Unix socket's file is there from its bind, a moment before
+		// its listen (a connect then is refused): the "serving" line
+		// comes once the listener is open.
+		if s.tcp != "" || (s.sock != "" && fileExists(s.sock) && strings.Contains(s.stderr.String(), `"msg":"serving"`)) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -135,6 +135,11 @@ type sessionSet struct {
 	perOwner map[string]int
 	count    int // open and being made
 	closing  bool
+	// leaving holds the sessions a reload revoked whose jails are still
+	// ending: out of byID (no route finds them), but the drain waits for
+	// them as for the sessions it ends itself, so that the server never
+	// exits while one's jail is still being killed and cleaned up.
+	leaving map[*liveSession]struct{}
 
 	open    *gauge
 	memory  *gauge
@@ -143,7 +148,7 @@ type sessionSet struct {
 }
 
 func newSessionSet(reg *metrics) *sessionSet {
-	ss := &sessionSet{byID: map[string]*liveSession{}, perOwner: map[string]int{},
+	ss := &sessionSet{byID: map[string]*liveSession{}, perOwner: map[string]int{}, leaving: map[*liveSession]struct{}{},
 		open:    &gauge{name: "rljail_sessions_open", help: "Sessions open now."},
 		memory:  &gauge{name: "rljail_sessions_memory_bound_bytes", help: "The host memory the open sessions may hold at most by their own bounds (lines, queue, calls, output captures), not counting their jails."},
 		created: newCounterVec("rljail_sessions_created_total", "Sessions created."),
@@ -195,14 +200,43 @@ func (ss *sessionSet) add(ls *liveSession) {
 	ss.created.WithLabelValues().Inc()
 }
 
+// remove takes ls out of the set and counts its end; once is all it
+// counts (run's own remove of a session revoke took out is a no-op). It
+// also forgets ls as leaving: run calls it once ls's jail is gone.
 func (ss *sessionSet) remove(ls *liveSession, reason string) {
 	ss.mu.Lock()
+	delete(ss.leaving, ls)
 	if ss.byID[ls.id] != ls {
 		ss.mu.Unlock()
 		return
 	}
 	delete(ss.byID, ls.id)
 	ss.mu.Unlock()
+	ss.ended1(ls, reason)
+}
+
+// revoke takes ls out of the set as remove does, and holds it as leaving
+// until its jail is gone (run's remove), for the drain to wait for. False:
+// ls was no longer in the set (it had ended, or was revoked already).
+func (ss *sessionSet) revoke(ls *liveSession) bool {
+	ss.mu.Lock()
+	if ss.byID[ls.id] != ls {
+		ss.mu.Unlock()
+		return false
+	}
+	delete(ss.byID, ls.id)
+	select {
+	case <-ls.ended: // its jail is gone already: nothing to wait for
+	default:
+		ss.leaving[ls] = struct{}{}
+	}
+	ss.mu.Unlock()
+	ss.ended1(ls, "revoked")
+	return true
+}
+
+// ended1 counts the end of ls, which has just left byID.
+func (ss *sessionSet) ended1(ls *liveSession, reason string) {
 	ss.unreserve(ls.owner)
 	ss.open.Dec()
 	ss.memory.n.Add(-ls.memBound)
@@ -216,16 +250,21 @@ func (ss *sessionSet) get(id string) *liveSession {
 }
 
 // closeAll ends every session (the drain) and waits, at most wait, until
-// their jails are gone.
+// their jails are gone, and the jails of the sessions a reload revoked
+// that are still ending (leaving) too.
 func (ss *sessionSet) closeAll(wait time.Duration) {
 	ss.mu.Lock()
 	ss.closing = true
-	all := make([]*liveSession, 0, len(ss.byID))
+	open := make([]*liveSession, 0, len(ss.byID))
 	for _, ls := range ss.byID {
-		all = append(all, ls)
+		open = append(open, ls)
+	}
+	all := append(make([]*liveSession, 0, len(open)+len(ss.leaving)), open...)
+	for ls := range ss.leaving {
+		all = append(all, ls) // revokeSessions is ending it already
 	}
 	ss.mu.Unlock()
-	for _, ls := range all {
+	for _, ls := range open {
 		ls.setReason("drain")
 		go ls.end()
 	}

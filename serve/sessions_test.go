@@ -106,6 +106,57 @@ func TestSessionCaps(t *testing.T) {
 	}
 }
 
+// TestCloseAllWaitsForRevoked: a session revoke took out of the set is
+// held as leaving until its jail is gone, and closeAll (the drain) waits
+// for it; one whose jail had gone already is not held.
+func TestCloseAllWaitsForRevoked(t *testing.T) {
+	ss := newSessionSet(&metrics{})
+	p := SessionPolicy{MaxSessions: 3, MaxPerClient: 3}
+	mk := func(id string) *liveSession {
+		if err := ss.reserve("a", p, nil); err != nil {
+			t.Fatal(err)
+		}
+		ls := &liveSession{id: id, owner: "a", ended: make(chan struct{})}
+		ss.add(ls)
+		return ls
+	}
+	ending, gone := mk("ending"), mk("gone")
+	close(gone.ended)
+	if !ss.revoke(ending) || !ss.revoke(gone) {
+		t.Fatal("revoke: a session of the set was not found")
+	}
+	if ss.revoke(ending) {
+		t.Error("a session revoked twice was found in the set again")
+	}
+	if ss.get("ending") != nil || ss.get("gone") != nil {
+		t.Error("a revoked session is still in the set")
+	}
+	if _, held := ss.leaving[gone]; held || len(ss.leaving) != 1 {
+		t.Errorf("leaving holds %d sessions, want the one whose jail is still ending", len(ss.leaving))
+	}
+	const jailEnds = 200 * time.Millisecond
+	go func() { // what run does once the jail is gone
+		time.Sleep(jailEnds)
+		close(ending.ended)
+		ss.remove(ending, "closed")
+	}()
+	start := time.Now()
+	ss.closeAll(10 * time.Second)
+	if took := time.Since(start); took < jailEnds {
+		t.Errorf("closeAll returned after %v, before the revoked session's jail was gone (%v)", took, jailEnds)
+	}
+	time.Sleep(20 * time.Millisecond) // the remove after close(ended)
+	ss.mu.Lock()
+	n := len(ss.leaving)
+	ss.mu.Unlock()
+	if n != 0 {
+		t.Errorf("leaving still holds %d sessions after their jails were gone", n)
+	}
+	if err := ss.reserve("a", p, nil); err == nil {
+		t.Error("a session was reserved after closeAll")
+	}
+}
+
 // TestSessionRoutesNotFound: an unknown or another client's session is
 // 404 on every route; a wrong token is 401 before that.
 func TestSessionRoutesNotFound(t *testing.T) {

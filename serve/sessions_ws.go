@@ -185,7 +185,8 @@ const revokedMsg = "a reload revoked this client's token"
 // it returns. A session lives by the token that
 // made it; none may outlive it, holding a jail for a client that can no
 // longer reach or end it. It does not wait for the jails: the caller
-// (a reload) goes on serving while they go.
+// (a reload) goes on serving while they go; the drain waits for them
+// (sessionSet.leaving).
 func (s *Server) revokeSessions(owners map[string]bool) {
 	if len(owners) == 0 {
 		return
@@ -212,7 +213,12 @@ func (s *Server) revokeSessions(owners map[string]bool) {
 		ls.setReason("revoked")
 		// Removed now, not when its jail is gone: from the reload on no
 		// route finds it (remove is once; run's own is then a no-op).
-		ss.remove(ls, "revoked")
+		// It stays leaving until its jail is gone: a SIGTERM right after
+		// the reload waits for it (closeAll), else the server could exit
+		// with the jail half killed and its cgroup left behind.
+		if !ss.revoke(ls) {
+			continue // it ended by itself meanwhile, or was revoked already
+		}
 		go ls.end()
 		if s.opts.Log != nil {
 			s.opts.Log.Info("session revoked", "session", ls.id, "client", strings.TrimPrefix(ls.owner, "client:"))
