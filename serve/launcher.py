@@ -1,10 +1,30 @@
 _fresh = dict(globals())  # __main__ as `python3 -c` makes it, before any name of ours
 import sys
-ctypes = None
+memmove = None
 if not sys.flags.isolated:
+    # The retitle's memmove, from _ctypes itself (kept loaded: an extension
+    # module is not loaded twice): the ctypes package costs a waiting
+    # launcher 1.2 ms more of CPU. The three types are ctypes' own
+    # c_void_p, c_char_p and c_size_t.
     try:
-        import ctypes  # kept loaded: the retitle's (an extension module is not reloaded)
-    except ImportError:
+        import _ctypes
+
+        class _Ptr(_ctypes._SimpleCData):
+            _type_ = 'P'
+
+        class _Bytes(_ctypes._SimpleCData):
+            _type_ = 'z'
+
+        class _Size(_ctypes._SimpleCData):
+            _type_ = 'L'
+
+        class _Memmove(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+            _restype_ = _Ptr
+            _argtypes_ = (_Ptr, _Bytes, _Size)
+
+        memmove = _Memmove(_ctypes._memmove_addr)
+    except (ImportError, AttributeError, TypeError):
         pass
 _loaded = set(sys.modules)
 import os, _signal
@@ -31,6 +51,10 @@ import os, _signal
 AHEAD = not sys.flags.isolated
 if AHEAD:
     import resource
+    # What a request would otherwise wait for: the interpreter's path, and
+    # the compiler's first use (its tables are made lazily, 0.8 ms).
+    EXE = os.path.realpath(os.fsencode(sys.executable))
+    compile('import os\nx = [1]\ndef f(a, *b, **c):\n    return a\n', '<string>', 'exec', dont_inherit=True)
 ch = open(3, 'rb', buffering=1 << 16, closefd=False)
 
 
@@ -124,7 +148,7 @@ def plan_here(argv, env):
         if path is None:
             return None
     try:
-        if os.path.realpath(path) != os.path.realpath(os.fsencode(sys.executable)):
+        if os.path.realpath(path) != EXE:
             return None
     except (OSError, ValueError):
         return None
@@ -145,7 +169,7 @@ def retitle(argv, env):
     so that /proc/PID/cmdline and environ show the request's program as
     a fresh interpreter's would, as far as the launcher's fit (its argv
     is its source; the server gives it room in its environment)."""
-    if ctypes is None:
+    if memmove is None:
         return
     try:
         with open('/proc/self/stat', 'rb') as f:
@@ -155,7 +179,7 @@ def retitle(argv, env):
             n = hi - lo
             if n > 0:
                 b = (b'\0'.join(items) + b'\0')[:n - 1].ljust(n, b'\0')
-                ctypes.memmove(lo, b, n)
+                memmove(lo, b, n)
     except (OSError, ValueError, IndexError):
         pass
 
@@ -195,8 +219,8 @@ def run_here(plan, argv, env):
     retitle(argv, env)
     try:
         exec(code, main.__dict__)
-    except SystemExit:
-        raise
+    except SystemExit as e:
+        finish(exit_code(e))
     except BaseException as e:
         # As the interpreter ends on an uncaught exception: the hook's
         # traceback (from the program's own frames), status 1, or the
@@ -204,12 +228,51 @@ def run_here(plan, argv, env):
         tb = e.__traceback__.tb_next if e.__traceback__ else None
         e.__traceback__ = tb
         sys.excepthook(type(e), e, tb)
-        if isinstance(e, KeyboardInterrupt):
-            sys.stdout.flush()
-            _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
-            os.kill(os.getpid(), _signal.SIGINT)
-        raise SystemExit(1)
-    raise SystemExit(0)
+        kbd = isinstance(e, KeyboardInterrupt)
+        e = tb = None
+        finish(1, _signal.SIGINT if kbd else 0)
+    finish(0)
+
+
+def exit_code(e):
+    """The status the interpreter ends with for SystemExit e (its
+    handle_system_exit): None 0, an int itself, else printed and 1."""
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xff
+    try:
+        sys.stderr.write(str(code) + '\n')
+    except Exception:
+        pass
+    return 1
+
+
+def finish(code, sig=0):
+    """End as the interpreter's finalization would to any observer
+    (threads joined, atexit handlers run, the standard streams flushed;
+    status 120 where a flush fails), without its teardown of every
+    object, which in a forked child touches, and so copies, every page
+    of the launcher's interpreter."""
+    t = sys.modules.get('threading')
+    if t is not None:
+        try:
+            t._shutdown()
+        except BaseException:
+            pass
+    import atexit
+    atexit._run_exitfuncs()
+    for f in (sys.stdout, sys.stderr):
+        try:
+            if f is not None:
+                f.flush()
+        except Exception:
+            code = 120 if code == 0 else code
+    if sig:
+        _signal.signal(sig, _signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(code)
 
 
 def child(h, argv):
@@ -311,6 +374,11 @@ def main():
     argv = h['argv'] if AHEAD else [os.fsencode(a) for a in sys.argv[1:]]
     if not argv:
         fail('the server sent no command')
+    if AHEAD and not h['fetch']:
+        # Nothing to take out afterwards: the program runs, or is execed,
+        # in this process, as init's payload (pid 2, as in a one-shot run).
+        child(h, argv)
+        os._exit(126)
     pid = os.fork()
     if pid == 0:
         child(h, argv)
