@@ -164,19 +164,7 @@ func (s *Server) executeWarm(ctx context.Context, j *job, spec jail.Spec, wj *wa
 	select {
 	case f := <-fetched:
 		o.files = f.files
-		// The launcher's word, taken only where the run ended as it says:
-		// the words are the server's (init's for a one-shot run).
-		if r := &o.result; f.notFound != 0 && r.Status == jail.StatusExitNonzero && r.ExitCode == f.notFound {
-			r.Status = jail.StatusSetupError
-			switch {
-			case f.errno != 0:
-				r.Error = fmt.Sprintf("cannot run %s: %s", j.command[0], f.errno.Error())
-			case f.notFound == 127:
-				r.Error = fmt.Sprintf("%s: command not found in the jail (PATH=%s)", j.command[0], path)
-			default:
-				r.Error = fmt.Sprintf("%s: found on PATH but not executable", j.command[0])
-			}
-		}
+		refused(&o.result, f, j.command[0], path)
 	case <-time.After(2 * time.Second):
 	}
 	return true
@@ -215,7 +203,34 @@ func (s *Server) executeCold(ctx context.Context, j *job, spec jail.Spec, o *out
 	select {
 	case f := <-fetched:
 		o.files = f.files
+		path := jail.DefaultPath
+		for _, e := range j.env {
+			if v, ok := strings.CutPrefix(e, "PATH="); ok {
+				path = v
+			}
+		}
+		refused(&o.result, f, j.command[0], path)
 	case <-time.After(2 * time.Second):
+	}
+}
+
+// refused makes r, the report of a run whose launcher said it could not
+// run prog ("E"), the setup error init reports for a one-shot run's
+// payload. The launcher's word is taken only where the run ended as it
+// says, and the words are the server's (init's): a payload that forged it
+// changes no more than its own status.
+func refused(r *jail.Result, f fetchResult, prog, path string) {
+	if f.notFound == 0 || r.Status != jail.StatusExitNonzero || r.ExitCode != f.notFound {
+		return
+	}
+	r.Status = jail.StatusSetupError
+	switch {
+	case f.errno != 0:
+		r.Error = fmt.Sprintf("cannot run %s: %s", prog, f.errno.Error())
+	case f.notFound == 127:
+		r.Error = fmt.Sprintf("%s: command not found in the jail (PATH=%s)", prog, path)
+	default:
+		r.Error = fmt.Sprintf("%s: found on PATH but not executable", prog)
 	}
 }
 

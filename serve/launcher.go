@@ -56,11 +56,13 @@ import (
 //go:embed launcher.py
 var launcherSource string
 
-// launcherColdArgv is the cold launcher's command before the request's.
-var launcherColdArgv = []string{"python3", "-I", "-S", "-c"}
+// launcherColdArgv is the cold launcher's command before the request's:
+// the rootfs's interpreter by its path (every rootfs rljail builds has
+// it), as a request's PATH may leave /usr/bin out.
+var launcherColdArgv = []string{"/usr/bin/python3", "-I", "-S", "-c"}
 
 // launcherAheadCommand is the warm pool's payload started ahead.
-func launcherAheadCommand() []string { return []string{"python3", "-c", launcherSource} }
+func launcherAheadCommand() []string { return []string{"/usr/bin/python3", "-c", launcherSource} }
 
 // writeHead sends the launcher its records and the files' bytes; ho, for
 // a launcher started ahead, adds the request's command and what jail

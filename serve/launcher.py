@@ -291,13 +291,13 @@ def child(h, argv):
         plan = plan_here(argv, env)
         if plan:
             run_here(plan, argv, env)
-        # The channel closes at the exec; init's refusals of a command it
-        # cannot run are the server's to say (a setup error), as in a
-        # one-shot run: "E CODE ERRNO" (ERRNO 0: look_path's).
-        code = look_path(argv[0], env)
-        if code:
-            send(b'E %d 0\n' % code)
-            os._exit(code)
+    # The channel closes at the exec; init's refusals of a command it
+    # cannot run are the server's to say (a setup error), as in a one-shot
+    # run: "E CODE ERRNO" (ERRNO 0: look_path's).
+    code = look_path(argv[0], env if env is not None else os.environb)
+    if code:
+        send(b'E %d 0\n' % code)
+        os._exit(code)
     _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
     _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
     try:
@@ -306,10 +306,7 @@ def child(h, argv):
         os.execvpe(argv[0], argv, env)
     except OSError as e:
         code = 127 if isinstance(e, FileNotFoundError) else 126
-        if AHEAD:
-            send(b'E %d %d\n' % (code, e.errno or 0))
-        else:
-            os.write(2, b'rljail: %s: %s\n' % (argv[0], (e.strerror or str(e)).encode()))
+        send(b'E %d %d\n' % (code, e.errno or 0))
         os._exit(code)
 
 
