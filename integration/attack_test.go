@@ -403,22 +403,10 @@ func attackCgroupsNamed(name string) []string {
 	return out
 }
 
-// attackCgroupRoots are the mount points of the host's cgroup filesystems.
-func attackCgroupRoots() []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if ok && len(pf) >= 5 && len(qf) >= 1 && (qf[0] == "cgroup" || qf[0] == "cgroup2") {
-			out = append(out, pf[4])
-		}
-	}
-	return out
-}
+// attackCgroupRoots are the test process's own cgroup directories in
+// every hierarchy (ownCgroupDirs): where the jails it starts make their
+// cgroups, and what a check of what they left judges.
+func attackCgroupRoots() []string { return ownCgroupDirs() }
 
 // attackPlant writes a secret file at path (mode 0644: only the jail, not
 // the file's mode, may hide it), creating missing parents; everything it

@@ -149,7 +149,7 @@ func faultLeftovers(t *testing.T, before faultHostState, privTmp, marker string)
 	}
 	if marker != "" {
 		for _, q := range allProcs() {
-			if strings.Contains(q.cmdline, marker) && !q.zombie() {
+			if strings.Contains(q.cmdline, marker) && !q.zombie() && inOwnCgroups(q.pid) {
 				left = append(left, "process "+q.String())
 			}
 		}
@@ -531,8 +531,9 @@ var faultCases = []faultCase{
 	{name: "cgroup_parent_missing", run: func(t *testing.T, m mode, env faultEnv) faultOutcome {
 		missing := "/" + randomToken("rljail-it-missing-")
 		o := faultRun(t, m, "", env, append([]string{"--rootfs", rootfsDir, "--cgroup-parent", missing}, faultPayload(env)...)...)
-		for _, root := range attackCgroupRoots() {
-			if exists(filepath.Join(root, missing)) {
+		// An absolute --cgroup-parent is read from each hierarchy's root.
+		for _, cm := range cgroupMounts(t) {
+			if root := cm.point; exists(filepath.Join(root, missing)) {
 				t.Errorf("rljail created the missing --cgroup-parent %s", filepath.Join(root, missing))
 				_ = rmdirCgroup(filepath.Join(root, missing))
 			}

@@ -141,6 +141,13 @@ func testMain(m *testing.M) int {
 	if out, err := info.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "integration: warning: `rljail rootfs info` as %s fails (%v): %s", testUserName, err, out)
 	}
+	moved, err := enterOwnCgroups()
+	if moved != nil {
+		defer moved.leave()
+	}
+	if err != nil {
+		return fail("%v", err)
+	}
 	return m.Run()
 }
 

@@ -1,0 +1,182 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The test process's own cgroups. Other programs of a shared machine run
+// jails too (another test run, a service), below their own cgroups; on
+// cgroup v1 those are often the hierarchies' roots, where this process's
+// were too, so that a check of what rljail left below "the test's own
+// cgroup" saw their jails as well. testMain moves this process (and so
+// every rljail it starts: a jail's cgroup goes below its supervisor's)
+// into a cgroup of its own in each v1 hierarchy a jail uses, and the
+// checks judge only below it (ownCgroupDirs).
+
+// ownCgroupControllers are the v1 controllers whose hierarchies rljail
+// makes a jail's cgroups in.
+var ownCgroupControllers = []string{"memory", "pids", "cpu", "cpuacct"}
+
+// movedCgroups are the directories testMain made and moved this process
+// into, and where it was before, to go back at the end.
+type movedCgroups struct {
+	dirs, before []string
+}
+
+// enterOwnCgroups makes integration-PID below this process's cgroup in
+// each v1 hierarchy of ownCgroupControllers and moves the process there.
+// A hierarchy where that fails (none on this machine: cgroup v2 only, as
+// in the test VMs, where the tests run alone) is left as it was.
+func enterOwnCgroups() (*movedCgroups, error) {
+	own, err := procCgroup(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	m := &movedCgroups{}
+	done := map[string]bool{}
+	for _, ctl := range ownCgroupControllers {
+		mnt := v1Mount(ctl)
+		if mnt == "" || done[mnt] {
+			continue
+		}
+		done[mnt] = true
+		path, ok := own[ctl]
+		if !ok {
+			continue
+		}
+		parent := filepath.Join(mnt, path)
+		dir := filepath.Join(parent, fmt.Sprintf("integration-%d", os.Getpid()))
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			return m, fmt.Errorf("make the tests' cgroup %s: %w", dir, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			_ = syscall.Rmdir(dir)
+			return m, fmt.Errorf("move the tests into their cgroup %s: %w", dir, err)
+		}
+		m.dirs = append(m.dirs, dir)
+		m.before = append(m.before, parent)
+	}
+	return m, nil
+}
+
+// leave moves this process back and removes the cgroups it made, once
+// empty (a jail's left below them is a test's failure already).
+func (m *movedCgroups) leave() {
+	for i, dir := range m.dirs {
+		_ = os.WriteFile(filepath.Join(m.before[i], "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if err := syscall.Rmdir(dir); err == nil || os.IsNotExist(err) || time.Now().After(deadline) {
+				break
+			}
+		}
+	}
+}
+
+// v1Mount is where ctl's v1 hierarchy is mounted ("" if none).
+func v1Mount(ctl string) string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(pf) < 5 || len(qf) < 3 || qf[0] != "cgroup" {
+			continue
+		}
+		for _, o := range strings.Split(qf[2], ",") {
+			if o == ctl {
+				return pf[4]
+			}
+		}
+	}
+	return ""
+}
+
+// ownCgroupDirs are this process's cgroup directories in every mounted
+// hierarchy: where the jails it starts make their cgroups.
+func ownCgroupDirs() []string {
+	own, err := procCgroup(os.Getpid())
+	if err != nil {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		pf, qf := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(pf) < 5 || len(qf) < 3 {
+			continue
+		}
+		switch qf[0] {
+		case "cgroup2":
+			out = append(out, filepath.Join(pf[4], own[""]))
+		case "cgroup":
+			dir := pf[4]
+			for _, o := range strings.Split(qf[2], ",") {
+				if p, ok := own[o]; ok {
+					dir = filepath.Join(pf[4], p)
+					break
+				}
+				if name, ok := strings.CutPrefix(o, "name="); ok {
+					if p, ok := own["name="+name]; ok {
+						dir = filepath.Join(pf[4], p)
+						break
+					}
+				}
+			}
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// inOwnCgroups tells whether pid lives at or below this process's pids
+// cgroup (on a host without a v1 pids hierarchy, or where it could not be
+// entered: yes). Every process a test starts does, its jails' included,
+// and no jail can leave its cgroup; a marker shared by every run of a
+// kind (a session worker's source) is so told apart from another
+// program's.
+func inOwnCgroups(pid int) bool {
+	own, err := procCgroup(os.Getpid())
+	if err != nil || own["pids"] == "" || own["pids"] == "/" {
+		return true
+	}
+	their, err := procCgroup(pid)
+	if err != nil {
+		return true // gone, or unreadable: judged as the caller judges it
+	}
+	return their["pids"] == own["pids"] || strings.HasPrefix(their["pids"], own["pids"]+"/")
+}
+
+// flockHolder is the pid /proc/locks names as holding a flock of the file
+// at path (0: none found).
+func flockHolder(path string) int {
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) != nil {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	// 1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF
+	want := ":" + strconv.FormatUint(st.Ino, 10)
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 6 && f[1] == "FLOCK" && strings.HasSuffix(f[5], want) {
+			pid, _ := strconv.Atoi(f[4])
+			return pid
+		}
+	}
+	return 0
+}
