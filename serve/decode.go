@@ -13,33 +13,91 @@ import (
 	"github.com/rljail/rljail/jail"
 )
 
+// maxJSONValues bounds the JSON values (array elements, object members)
+// of a request's body that decodes into typed fields. A small value
+// decodes into many times its bytes (an empty string of 3 bytes, `,""`,
+// into a 16-byte string and its share of a slice that grows by doubling;
+// a short env entry into a map entry of about 100): a 60 MiB body of
+// them took the server from 70 MiB to 1.1 GiB, whatever body_budget held
+// it to as sent. No request needs more: a payload's argv and environment
+// together fit the kernel's 2 MiB (ARG_MAX), files and fetch_files are
+// at most 1000 each.
+const maxJSONValues = 1 << 18
+
 // decodeStrict reads r's body as one JSON value into v: an unknown field,
-// a value of the wrong type, trailing data or a body over the limit is an
-// error whose message names the field (status: 400, or 413 for size).
+// a value of the wrong type, trailing data, more than maxJSONValues
+// values or a body over the limit is an error whose message names the
+// field or the bound (status: 400, or 413 for size).
 func decodeStrict(r *http.Request, v any) (int, error) {
 	// A body of known length is read into a buffer of exactly that size
-	// (the decoder's own would grow by doubling, to twice a large body).
-	var body io.Reader = r.Body
+	// (the decoder's own would grow by doubling, to twice a large body);
+	// one of unknown length, as it comes, within max_body.
+	var buf []byte
 	if n := r.ContentLength; n > 0 {
-		buf := make([]byte, n)
+		buf = make([]byte, n)
 		if _, err := io.ReadFull(r.Body, buf); err != nil {
 			return badJSON(err)
 		}
-		body = bytes.NewReader(buf)
+	} else {
+		var err error
+		if buf, err = io.ReadAll(r.Body); err != nil {
+			return badJSON(err)
+		}
 	}
-	dec := json.NewDecoder(body)
+	if countsValues(v) && jsonValuesOver(buf, maxJSONValues) {
+		return 400, fmt.Errorf("the body holds more than %d JSON values (array elements and object members): no request needs so many", maxJSONValues)
+	}
+	dec := json.NewDecoder(bytes.NewReader(buf))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return badJSON(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return badJSON(err)
-		}
 		return 400, errors.New("the body holds more than one JSON value")
 	}
 	return 0, nil
+}
+
+// countsValues says whether v's body is held to maxJSONValues: not a
+// session's set or load_context, whose value is kept as the raw JSON it
+// was sent as (json.RawMessage: its bytes, once), however many values it
+// holds.
+func countsValues(v any) bool {
+	switch v.(type) {
+	case *SessionSetRequest, *SessionLoadContextRequest:
+		return false
+	}
+	return true
+}
+
+// jsonValuesOver says whether b, read as JSON, holds more than max values
+// in its arrays and objects: it counts the commas and the openings of
+// arrays and objects outside strings (a value each, or more), without
+// decoding. What is not JSON at all is left for the decoder to refuse.
+func jsonValuesOver(b []byte, max int) bool {
+	n := 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ',' || c == '[' || c == '{':
+			n++
+			if n > max {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func badJSON(err error) (int, error) {
