@@ -84,3 +84,53 @@ func itoa(i int) string {
 	}
 	return string(b)
 }
+
+// TestServeTinyDurationsRefused: a duration that rounds to nothing
+// (timeout_seconds 1e-10: time.Duration 0) was taken as "none given", so
+// the jail's default (10 s) or the session's (a cell's 30 s) applied
+// whatever the server's max_timeout or max_cell_timeout: with max_timeout
+// 2s, a payload sleeping 4 s ran to its end on /v1/run, /run_code and
+// /api/v2/execute, and a session's cells got 30 s. run_cpu_time 1e300 ms
+// overflowed past the check into a negative CPU time. cpus 0.001 was a
+// 200 setup_error rather than a 400. Each must be refused before a jail.
+func TestServeTinyDurationsRefused(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, m, serveOpts{maxConc: 2, config: "max_timeout = \"2s\"\n[sessions]\nmax_cell_timeout = \"2s\"\nmax_call_timeout = \"2s\"\n"})
+			sleep := `import time; time.sleep(4); print("ran")`
+			cases := []struct{ path, body string }{
+				{"/v1/run", `{"command":["sleep","4"],"limits":{"timeout_seconds":1e-10}}`},
+				{"/v1/run", `{"code":` + jsonString(sleep) + `,"limits":{"timeout_seconds":1e-300}}`},
+				{"/v1/run", `{"command":["true"],"limits":{"cpus":0.001}}`},
+				{"/run_code", `{"language":"python","code":` + jsonString(sleep) + `,"run_timeout":1e-10}`},
+				{"/api/v2/execute", `{"language":"python","version":"*","files":[{"content":` + jsonString(sleep) + `}],"run_timeout":1e-7}`},
+				{"/api/v2/execute", `{"language":"python","version":"*","files":[{"content":"while 1: pass"}],"run_cpu_time":1e300,"run_timeout":1500}`},
+				{"/v1/sessions", `{"cell_timeout_seconds":1e-10}`},
+				{"/v1/sessions", `{"call_timeout_seconds":1e-10}`},
+				{"/v1/sessions", `{"limits":{"timeout_seconds":1e-10}}`},
+			}
+			for _, c := range cases {
+				code, body, _ := s.do(t, "POST", c.path, c.body, nil)
+				if code < 400 || code >= 500 {
+					t.Errorf("POST %s %s: %d %.300s: want a 4xx", c.path, c.body, code, body)
+					if c.path == "/v1/sessions" && code == 200 {
+						var r struct{ ID string }
+						if json.Unmarshal(body, &r) == nil && r.ID != "" {
+							s.do(t, "DELETE", "/v1/sessions/"+r.ID, "", nil)
+						}
+					}
+					continue
+				}
+				if !strings.Contains(string(body), "at least") {
+					t.Errorf("POST %s %s: %d %.300s: want a sentence saying the least it may be", c.path, c.body, code, body)
+				}
+			}
+		})
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
