@@ -4,6 +4,8 @@ package integration
 // from outside the jail (the HTTP answers, the server's own memory).
 
 import (
+	"encoding/json"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -133,4 +135,29 @@ func TestServeTinyDurationsRefused(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestServeWrongTypesPlainSentence: a value of the wrong type was
+// answered in Go's words, naming Go's types and, for the body itself, no
+// field at all ("field : a JSON array cannot be serve.RunRequest",
+// "cannot be []serve.RunFile", "cannot be map[string]*string"). The
+// answer must be one sentence in JSON's terms naming the field.
+func TestServeWrongTypesPlainSentence(t *testing.T) {
+	s := startServer(t, asRoot, serveOpts{})
+	goType := regexp.MustCompile(`serve\.|map\[|\[\]|\*string|int64|float64`)
+	cases := []struct{ path, body, want string }{
+		{"/v1/run", `[]`, "the body must be a JSON object, not an array"},
+		{"/v1/run", `{"code":5}`, "field code must be a string"},
+		{"/v1/run", `{"code":"1","files":{"a":"b"}}`, "field files must be an array of objects"},
+		{"/v1/run", `{"command":["true"],"limits":{"memory_bytes":99999999999999999999999}}`, "field limits.memory_bytes must be an integer of 64 bits"},
+		{"/run_code", `{"language":"python","code":"1","files":[{"path":"a"}]}`, "field files must be an object of strings"},
+		{"/api/v2/execute", `{"language":"python","version":"*","files":{"a":1}}`, "field files must be an array of objects"},
+		{"/v1/sessions", `{"env":["A=1"]}`, "field env must be an object of strings"},
+	}
+	for _, c := range cases {
+		code, body, _ := s.do(t, "POST", c.path, c.body, nil)
+		if code < 400 || code >= 500 || !strings.Contains(string(body), c.want) || goType.Match(body) {
+			t.Errorf("POST %s %s: %d %s: want a 4xx saying %q, in no Go type's name", c.path, c.body, code, body, c.want)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"reflect"
 	"strings"
 
 	"github.com/rljail/rljail/jail"
@@ -112,11 +113,75 @@ func badJSON(err error) (int, error) {
 	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):
 		return 400, fmt.Errorf("the body is not JSON: %v", err)
 	case errors.As(err, &typ):
-		return 400, fmt.Errorf("field %s: a JSON %s cannot be %s", typ.Field, typ.Value, typ.Type)
+		if typ.Field == "" {
+			return 400, fmt.Errorf("the body must be a JSON object, not %s", jsonKind(typ.Value))
+		}
+		return 400, fmt.Errorf("field %s must be %s, not %s", typ.Field, goKind(typ.Type), jsonKind(typ.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return 400, fmt.Errorf("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
 	return 400, fmt.Errorf("the body is not the expected JSON: %v", err)
+}
+
+// jsonKind names what the decoder found ("array", "number 1e400") for
+// the client: "an array", "the number 1e400".
+func jsonKind(v string) string {
+	switch {
+	case v == "array", v == "object":
+		return "an " + v
+	case v == "bool":
+		return "true or false"
+	case strings.HasPrefix(v, "number "):
+		return "the number " + strings.TrimPrefix(v, "number ")
+	}
+	return "a " + v
+}
+
+// goKind names the JSON a field of type t takes, as a client reads it
+// (not Go's []serve.RunFile or map[string]*string).
+func goKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return fmt.Sprintf("an integer of %d bits", t.Bits())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("a non-negative integer of %d bits", t.Bits())
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array of " + plural(t.Elem())
+	case reflect.Map:
+		return "an object of " + plural(t.Elem())
+	case reflect.Struct:
+		return "an object"
+	}
+	return "another JSON value"
+}
+
+// plural names the values of type t, for goKind's arrays and objects.
+func plural(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "strings"
+	case reflect.Bool:
+		return "booleans"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integers"
+	case reflect.Float32, reflect.Float64:
+		return "numbers"
+	case reflect.Slice, reflect.Array:
+		return "arrays"
+	}
+	return "objects"
 }
 
 // jailPath turns a request's file path into the jail's: a relative one
