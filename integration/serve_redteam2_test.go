@@ -4,7 +4,10 @@ package integration
 // from outside the jail (the HTTP answers, the server's own memory).
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"sync"
@@ -159,5 +162,56 @@ func TestServeWrongTypesPlainSentence(t *testing.T) {
 		if code < 400 || code >= 500 || !strings.Contains(string(body), c.want) || goType.Match(body) {
 			t.Errorf("POST %s %s: %d %s: want a 4xx saying %q, in no Go type's name", c.path, c.body, code, body, c.want)
 		}
+	}
+}
+
+// TestServeHeadersAloneHoldNoBudget: a POST's declared length is held in
+// body_budget from its headers on, and its body had the request's whole
+// minute to arrive: two connections that sent the headers of a 64 MiB
+// body and nothing more held the 128 MiB budget, and every other POST was
+// answered 429 for that minute, again and again. A body must keep coming:
+// the idle ones are answered 408 within the grace, and the server serves.
+func TestServeHeadersAloneHoldNoBudget(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, m, serveOpts{maxConc: 2})
+			type answer struct {
+				status string
+				took   time.Duration
+			}
+			answers := make(chan answer, 2)
+			for i := 0; i < 2; i++ {
+				c, err := net.Dial("unix", s.sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				start := time.Now()
+				if _, err := fmt.Fprintf(c, "POST /v1/run HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", 64<<20); err != nil {
+					t.Fatal(err)
+				}
+				go func(c net.Conn) {
+					_ = c.SetReadDeadline(time.Now().Add(50 * time.Second))
+					line, _ := bufio.NewReader(c).ReadString('\n')
+					answers <- answer{strings.TrimSpace(line), time.Since(start)}
+				}(c)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if code, body, _ := s.do(t, "POST", "/v1/run", `{"command":["true"]}`, nil); code != 429 {
+				// The room is held while the bodies may still come.
+				t.Logf("while the two wait for their bodies: %d %s", code, body)
+			}
+			for i := 0; i < 2; i++ {
+				a := <-answers
+				if !strings.Contains(a.status, " 408 ") || a.took > 20*time.Second {
+					t.Errorf("a connection that sent the headers of a 64 MiB body and no more: %q after %v, want 408 within 20 s", a.status, a.took.Round(time.Millisecond))
+				}
+			}
+			var r v1Response
+			if code := s.postJSON(t, "/v1/run", map[string]any{"command": []string{"echo", "served"}}, &r); code != 200 || r.Stdout.Text != "served\n" {
+				t.Errorf("a POST after the idle bodies were refused: %d %q", code, r.Stdout.Text)
+			}
+		})
 	}
 }

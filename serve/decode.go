@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path"
 	"reflect"
 	"strings"
@@ -108,6 +109,8 @@ func badJSON(err error) (int, error) {
 	switch {
 	case errors.As(err, &mbe):
 		return 413, fmt.Errorf("the body is larger than the server's limit of %d bytes", mbe.Limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return 408, fmt.Errorf("the body came too slowly: the server takes a body at %d bytes a second at least, after its first %v, and whole within %v", bodyRate, bodyGrace, RequestReadTimeout)
 	case errors.Is(err, io.EOF):
 		return 400, errors.New("the body is empty: send a JSON object")
 	case errors.As(err, &syn), errors.Is(err, io.ErrUnexpectedEOF):

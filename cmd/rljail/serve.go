@@ -187,7 +187,7 @@ func serveAction(c *cli.Context) error {
 		// body within a minute; a slot is taken only once the body is
 		// read.
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
+		ReadTimeout:       serve.RequestReadTimeout,
 		// The queue's wait, the run, and a minute to write the answer.
 		WriteTimeout:   cfg.QueueWait + cfg.MaxTimeout + time.Minute,
 		IdleTimeout:    time.Minute,
