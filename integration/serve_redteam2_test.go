@@ -7,7 +7,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -213,5 +215,49 @@ func TestServeHeadersAloneHoldNoBudget(t *testing.T) {
 				t.Errorf("a POST after the idle bodies were refused: %d %q", code, r.Stdout.Text)
 			}
 		})
+	}
+}
+
+// TestServeLongStagedAnswerArrives: the server's write timeout (queue_wait
+// + max_timeout + a minute) counted from the request's headers, while a
+// compiled language's request takes its body, a compile stage and a run,
+// each up to max_timeout: the answer of one whose stages ran 58 s each
+// after an 8 s body was written past the deadline and lost (the client saw
+// the connection end, no answer). The answer must arrive.
+func TestServeLongStagedAnswerArrives(t *testing.T) {
+	cfg := `max_timeout = "60s"
+queue_wait = "1s"
+[languages.slowc]
+rootfs = ` + jsonString(rootfsDir) + `
+file = "main.sh"
+compile = ["sh", "-c", "sleep 58; cp {file} {out}"]
+run = ["sh", "-c", "sleep 58; echo ran"]
+`
+	s := startServer(t, asRoot, serveOpts{maxConc: 2, config: cfg})
+	c, err := net.Dial("unix", s.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"code":"true","language":"slowc","limits":{"timeout_seconds":60}}`
+	start := time.Now()
+	if _, err := fmt.Fprintf(c, "POST /v1/run HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body)); err != nil {
+		t.Fatal(err)
+	}
+	// The body within the server's grace for a body (10 s), slowly.
+	time.Sleep(8 * time.Second)
+	if _, err := io.WriteString(c, body); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer %v after the request: %v\nserver stderr:\n%s", time.Since(start).Round(time.Second), err, s.stderr.String())
+	}
+	b, _ := io.ReadAll(resp.Body)
+	var r v1Response
+	_ = json.Unmarshal(b, &r)
+	if resp.StatusCode != 200 || r.Result["status"] != "ok" || r.Stdout.Text != "ran\n" {
+		t.Errorf("after %v: %d %.400s", time.Since(start).Round(time.Second), resp.StatusCode, b)
 	}
 }

@@ -434,6 +434,11 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 	defer stop()
 	start := time.Now()
 	o := s.execute(ctx, j)
+	// The answer may come long after the request (the body, a wait in
+	// the queue, a compile stage and the run, each up to its maximum):
+	// the server's write timeout counts from the run's end, as a
+	// session's reply's does, so that the answer is not lost.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute))
 	s.latency.WithLabelValues(j.language).Observe(time.Since(start).Seconds())
 	s.runs.WithLabelValues(o.result.Status, j.language).Inc()
 	if s.audit != nil {

@@ -188,7 +188,9 @@ func serveAction(c *cli.Context) error {
 		// read.
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       serve.RequestReadTimeout,
-		// The queue's wait, the run, and a minute to write the answer.
+		// The queue's wait, the run, and a minute to write the answer;
+		// a run's end gives its answer a minute again (runJob), for a
+		// request of two stages or a slow body.
 		WriteTimeout:   cfg.QueueWait + cfg.MaxTimeout + time.Minute,
 		IdleTimeout:    time.Minute,
 		MaxHeaderBytes: 64 << 10,
