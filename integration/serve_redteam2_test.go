@@ -261,3 +261,23 @@ run = ["sh", "-c", "sleep 58; echo ran"]
 		t.Errorf("after %v: %d %.400s", time.Since(start).Round(time.Second), resp.StatusCode, b)
 	}
 }
+
+// TestServeLongPathRefused: a path of megabytes in fetch_files or files
+// went to the launcher: in fetch_files its answer for the path was over
+// what the server takes (4096 bytes), the server stopped reading, and the
+// launcher blocked on the channel until the run's timeout (10 s); in files
+// the run ended exit 1 (File name too long). Neither is a 400 naming the
+// field.
+func TestServeLongPathRefused(t *testing.T) {
+	s := startServer(t, asRoot, serveOpts{})
+	long := strings.Repeat("a", 20<<20)
+	for _, body := range []string{
+		`{"code":"1","fetch_files":["` + long + `"]}`,
+		`{"code":"1","files":[{"path":"` + long + `","content":"x"}]}`,
+	} {
+		code, resp, _ := s.do(t, "POST", "/v1/run", body, nil)
+		if code != 400 || !strings.Contains(string(resp), "longer than") {
+			t.Errorf("a path of 20 MiB: %d %.300s: want 400 naming its length", code, resp)
+		}
+	}
+}

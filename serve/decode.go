@@ -187,6 +187,12 @@ func plural(t reflect.Type) string {
 	return "objects"
 }
 
+// maxPathLen is the longest path a request may name: the kernel's
+// PATH_MAX less its NUL. A longer one could never be opened, and one in
+// fetch_files made the launcher's answer longer than the server takes
+// (maxFetchPath): the launcher, unread, then blocked until the timeout.
+const maxPathLen = 4095
+
 // jailPath turns a request's file path into the jail's: a relative one
 // is below the working directory (/tmp), an absolute one must be below
 // /tmp or /dev/shm, the jail's writable places; no "..", no NUL.
@@ -200,6 +206,9 @@ func jailPath(field, p string) (string, error) {
 func jailPathIn(field, p string, vols []jail.Volume, fetch bool) (string, error) {
 	if p == "" || strings.IndexByte(p, 0) >= 0 {
 		return "", fmt.Errorf("%s: a path must be a non-empty string without NUL", field)
+	}
+	if len(p) > maxPathLen {
+		return "", fmt.Errorf("%s: a path of %d bytes is longer than the %d a path in the jail may be", field, len(p), maxPathLen)
 	}
 	abs := p
 	if !path.IsAbs(p) {
