@@ -374,10 +374,11 @@ func pistonCompileLimits(req *PistonRequest, j *job, c Config) error {
 		return nil
 	}
 	if t := req.CompileTimeout; t != nil && *t != 0 {
-		if !(*t > 0) || *t*float64(time.Millisecond) > float64(c.MaxTimeout) {
-			return fmt.Errorf("compile_timeout must be above 0 and at most %d ms (the server's max_timeout)", c.MaxTimeout.Milliseconds())
+		d, ok := durationWithin(*t, time.Millisecond, c.MaxTimeout)
+		if !ok {
+			return fmt.Errorf("compile_timeout must be at least 1 and at most %d ms (the server's max_timeout)", c.MaxTimeout.Milliseconds())
 		}
-		j.compile.timeout = time.Duration(*t * float64(time.Millisecond))
+		j.compile.timeout = d
 	}
 	if m := req.CompileMemoryLimit; m != nil && *m > 0 {
 		if *m > c.MaxMemory {

@@ -177,10 +177,12 @@ func (s *Server) pistonJob(req *PistonRequest) (*job, *Runtime, error) {
 		return nil, nil, fmt.Errorf("%s", strings.NewReplacer("limits.timeout_seconds", "run_timeout (in seconds)", "limits.memory_bytes", "run_memory_limit").Replace(err.Error()))
 	}
 	if t := req.RunCPUTime; t != nil && *t != 0 {
-		if most := s.conf().MaxTimeout; *t < 0 || time.Duration(*t)*time.Millisecond > most {
-			return nil, nil, fmt.Errorf("run_cpu_time must be non-negative and at most %d ms", most.Milliseconds())
+		most := s.conf().MaxTimeout
+		d, ok := durationWithin(*t, time.Millisecond, most)
+		if !ok {
+			return nil, nil, fmt.Errorf("run_cpu_time must be at least 1 and at most %d ms", most.Milliseconds())
 		}
-		j.cpuTime = time.Duration(*t * float64(time.Millisecond))
+		j.cpuTime = d
 	}
 	seen := map[string]bool{}
 	for i, f := range req.Files {

@@ -151,10 +151,12 @@ func (s *Server) runCodeJob(req *RunCodeRequest) (*job, string, error) {
 		return nil, "language", err
 	}
 	if t := req.CompileTimeout; t != nil && j.compile != nil {
-		if most := s.conf().MaxTimeout; !(*t > 0) || *t*float64(time.Second) > float64(most) {
-			return nil, "compile_timeout", fmt.Errorf("compile_timeout %v must be above 0 and at most %v (the server's max_timeout)", *t, most.Seconds())
+		most := s.conf().MaxTimeout
+		d, ok := durationWithin(*t, time.Second, most)
+		if !ok {
+			return nil, "compile_timeout", fmt.Errorf("compile_timeout %v must be at least 0.001 and at most %v (the server's max_timeout)", *t, most.Seconds())
 		}
-		j.compile.timeout = time.Duration(*t * float64(time.Second))
+		j.compile.timeout = d
 	}
 	codeFile := j.files[0].path
 	if req.Stdin != nil {

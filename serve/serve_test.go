@@ -99,7 +99,7 @@ func TestRefusals(t *testing.T) {
 		{"/v1/run", `{"command":["true"],"files":[{"path":"a","content":"x","content_base64":"eA=="}]}`, 400, "not both"},
 		{"/v1/run", `{"command":["true"],"files":[{"path":"a"},{"path":"/tmp/a"}]}`, 400, "twice"},
 		{"/v1/run", `{"code":"x","files":[{"path":"main.py"}]}`, 400, "where code goes"},
-		{"/v1/run", `[1]`, 400, "cannot be"},
+		{"/v1/run", `[1]`, 400, "the body must be a JSON object, not an array"},
 		{"/run_code", `{"code":"x","language":"cobol"}`, 422, "language"},
 		{"/run_code", `{"code":"x"}`, 422, "language"},
 		{"/run_code", `{"code":"x","language":"python","bogus":1}`, 422, "bogus"},

@@ -243,10 +243,49 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 			defer s.bodies.Add(-n)
+			// Its room is held from now on: the body must come at
+			// bodyRate, or a client that sends headers alone (two of 64
+			// MiB) would hold body_budget, and every other POST get 429,
+			// for the whole request's minute.
+			r.Body = &pacedBody{ReadCloser: r.Body, rc: http.NewResponseController(rec), start: time.Now()}
 		}
 		r.Body = http.MaxBytesReader(rec, r.Body, cfg.MaxBody)
 		mux.ServeHTTP(rec, r)
 	})
+}
+
+// RequestReadTimeout is how long the whole of a request may take to
+// arrive (the http.Server's ReadTimeout; headers within 10 s of it).
+const RequestReadTimeout = time.Minute
+
+// A POST's body must arrive at bodyRate bytes a second after bodyGrace:
+// its length's room in body_budget is held from its headers on.
+const (
+	bodyGrace = 10 * time.Second
+	bodyRate  = 1 << 20
+)
+
+// pacedBody is a request body read against a deadline that moves with
+// what has arrived: bodyGrace, then a second per bodyRate bytes, and never
+// past RequestReadTimeout. Once the body is read the server clears the
+// connection's read deadline itself (its background read), so that the
+// run that follows is not cut short.
+type pacedBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	start time.Time
+	got   int64
+}
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	due := b.start.Add(bodyGrace + time.Duration(float64(b.got)/bodyRate*float64(time.Second)))
+	if last := b.start.Add(RequestReadTimeout); due.After(last) {
+		due = last
+	}
+	_ = b.rc.SetReadDeadline(due)
+	n, err := b.ReadCloser.Read(p)
+	b.got += int64(n)
+	return n, err
 }
 
 // route is one of the server's routes: "METHOD /path" and its handler.
@@ -395,6 +434,11 @@ func (s *Server) runJob(w http.ResponseWriter, r *http.Request, j *job) (outcome
 	defer stop()
 	start := time.Now()
 	o := s.execute(ctx, j)
+	// The answer may come long after the request (the body, a wait in
+	// the queue, a compile stage and the run, each up to its maximum):
+	// the server's write timeout counts from the run's end, as a
+	// session's reply's does, so that the answer is not lost.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute))
 	s.latency.WithLabelValues(j.language).Observe(time.Since(start).Seconds())
 	s.runs.WithLabelValues(o.result.Status, j.language).Inc()
 	if s.audit != nil {

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -851,10 +850,11 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 	}
 	timeout := p.DefaultTimeout
 	if t := lim.TimeoutSeconds; t != 0 {
-		if !(t > 0) || math.IsInf(t, 0) || t*float64(time.Second) > float64(p.MaxTimeout) {
-			return cfg, fmt.Errorf("limits.timeout_seconds %v must be above 0 and at most %v (the server's [sessions] max_timeout)", t, p.MaxTimeout.Seconds())
+		d, ok := durationWithin(t, time.Second, p.MaxTimeout)
+		if !ok {
+			return cfg, fmt.Errorf("limits.timeout_seconds %v must be at least 0.001 and at most %v (the server's [sessions] max_timeout)", t, p.MaxTimeout.Seconds())
 		}
-		timeout = time.Duration(t * float64(time.Second))
+		timeout = d
 	}
 	var env []string
 	for k, v := range req.Env {
@@ -871,10 +871,11 @@ func (s *Server) sessionConfig(req *SessionRequest) (session.Config, error) {
 		if v == 0 {
 			return min(def, most), nil
 		}
-		if !(v > 0) || math.IsInf(v, 0) || v*float64(time.Second) > float64(most) {
-			return 0, fmt.Errorf("%s %v must be above 0 and at most %v (the server's [sessions] %s)", field, v, most.Seconds(), key)
+		d, ok := durationWithin(v, time.Second, most)
+		if !ok {
+			return 0, fmt.Errorf("%s %v must be at least 0.001 and at most %v (the server's [sessions] %s)", field, v, most.Seconds(), key)
 		}
-		return time.Duration(v * float64(time.Second)), nil
+		return d, nil
 	}
 	if cfg.CellTimeout, err = seconds("cell_timeout_seconds", req.CellTimeoutSeconds, session.DefaultCellTimeout, p.MaxCellTimeout, "max_cell_timeout"); err != nil {
 		return cfg, err

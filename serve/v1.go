@@ -3,7 +3,6 @@ package serve
 import (
 	"encoding/base64"
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -85,6 +84,22 @@ func fileMode(executable bool) uint32 {
 	return 0o644
 }
 
+// minCPUs is the least CPU limit a jail takes (jail.Spec's check).
+const minCPUs = 0.01
+
+// durationWithin is v, in units of unit, as a duration, and ok when that
+// is at least a millisecond and at most most. Less than a millisecond
+// would round to 0 (or nearly), which the jail and the session read as
+// "none given": their defaults (10 s, a cell's 30 s, a call's 120 s),
+// whatever the server's maximum; NaN and infinities are refused too.
+func durationWithin(v float64, unit, most time.Duration) (time.Duration, bool) {
+	d := v * float64(unit)
+	if !(d >= float64(time.Millisecond)) || d > float64(most) {
+		return 0, false
+	}
+	return time.Duration(d), true
+}
+
 // limits checks a request's limits against the policy and fills the
 // defaults; every refusal names its field.
 func (s *Server) limits(l *RunLimits, j *job) error {
@@ -94,10 +109,11 @@ func (s *Server) limits(l *RunLimits, j *job) error {
 	}
 	j.timeout, j.memory, j.keep, j.fetchMax = c.DefaultTimeout, c.DefaultMemory, c.DefaultOutput, c.MaxFetch
 	if t := l.TimeoutSeconds; t != 0 {
-		if !(t > 0) || math.IsInf(t, 0) || t*float64(time.Second) > float64(c.MaxTimeout) {
-			return fmt.Errorf("limits.timeout_seconds %v must be above 0 and at most %v (the server's max_timeout)", t, c.MaxTimeout.Seconds())
+		d, ok := durationWithin(t, time.Second, c.MaxTimeout)
+		if !ok {
+			return fmt.Errorf("limits.timeout_seconds %v must be at least 0.001 and at most %v (the server's max_timeout)", t, c.MaxTimeout.Seconds())
 		}
-		j.timeout = time.Duration(t * float64(time.Second))
+		j.timeout = d
 	}
 	ints := []struct {
 		name string
@@ -121,8 +137,8 @@ func (s *Server) limits(l *RunLimits, j *job) error {
 		*f.into = f.v
 	}
 	if v := l.CPUs; v != 0 {
-		if !(v > 0) || v > c.MaxCPUs {
-			return fmt.Errorf("limits.cpus %v must be above 0 and at most %v (the server's max_cpus)", v, c.MaxCPUs)
+		if !(v >= minCPUs) || v > c.MaxCPUs {
+			return fmt.Errorf("limits.cpus %v must be at least %v and at most %v (the server's max_cpus)", v, minCPUs, c.MaxCPUs)
 		}
 		j.cpus = v
 	}

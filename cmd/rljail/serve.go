@@ -187,8 +187,10 @@ func serveAction(c *cli.Context) error {
 		// body within a minute; a slot is taken only once the body is
 		// read.
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		// The queue's wait, the run, and a minute to write the answer.
+		ReadTimeout:       serve.RequestReadTimeout,
+		// The queue's wait, the run, and a minute to write the answer;
+		// a run's end gives its answer a minute again (runJob), for a
+		// request of two stages or a slow body.
 		WriteTimeout:   cfg.QueueWait + cfg.MaxTimeout + time.Minute,
 		IdleTimeout:    time.Minute,
 		MaxHeaderBytes: 64 << 10,
