@@ -23,55 +23,81 @@ import (
 // makes a jail's cgroups in.
 var ownCgroupControllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
-// movedCgroups are the directories testMain made and moved this process
-// into, and where it was before, to go back at the end.
+// movedCgroups are the directories testMain made (the levels above the
+// tests' own, too, made where a hierarchy lacked them) and where the
+// process was before, to go back at the end.
 type movedCgroups struct {
 	dirs, before []string
+	made         []string // in the order made
 }
 
-// enterOwnCgroups makes integration-PID below this process's cgroup in
-// each v1 hierarchy of ownCgroupControllers and moves the process there.
-// A hierarchy where that fails (none on this machine: cgroup v2 only, as
-// in the test VMs, where the tests run alone) is left as it was.
+// enterOwnCgroups moves this process into a cgroup of its own, at one
+// path in each v1 hierarchy of ownCgroupControllers: the deepest of its
+// cgroups' paths there, plus integration-PID, so that the cgroups stay
+// nested as the tests that make a --cgroup-parent for every hierarchy
+// need (newV1Parent). A level missing above it is made (below the
+// process's cgroup in that hierarchy, which is a prefix of that path) and
+// removed at the end once empty. Where the paths are not nested, or on a
+// host without these v1 hierarchies (cgroup v2 only, as in the test VMs,
+// where the tests run alone), nothing is moved.
 func enterOwnCgroups() (*movedCgroups, error) {
 	own, err := procCgroup(os.Getpid())
 	if err != nil {
 		return nil, err
 	}
 	m := &movedCgroups{}
-	done := map[string]bool{}
+	type hier struct{ mnt, path string }
+	var hs []hier
+	seen := map[string]bool{}
+	base := "/"
 	for _, ctl := range ownCgroupControllers {
 		mnt := v1Mount(ctl)
-		if mnt == "" || done[mnt] {
-			continue
-		}
-		done[mnt] = true
 		path, ok := own[ctl]
-		if !ok {
+		if mnt == "" || !ok || seen[mnt] {
 			continue
 		}
-		parent := filepath.Join(mnt, path)
-		dir := filepath.Join(parent, fmt.Sprintf("integration-%d", os.Getpid()))
-		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-			return m, fmt.Errorf("make the tests' cgroup %s: %w", dir, err)
+		seen[mnt] = true
+		hs = append(hs, hier{mnt, path})
+		if len(path) > len(base) {
+			base = path
+		}
+	}
+	for _, h := range hs {
+		if h.path != "/" && h.path != base && !strings.HasPrefix(base, h.path+"/") {
+			return m, nil // not nested: the tests that need it say so
+		}
+	}
+	target := filepath.Join(base, fmt.Sprintf("integration-%d", os.Getpid()))
+	for _, h := range hs {
+		dir := h.mnt
+		for _, elem := range strings.Split(strings.TrimPrefix(target, "/"), "/") {
+			dir = filepath.Join(dir, elem)
+			if err := os.Mkdir(dir, 0o755); err == nil {
+				m.made = append(m.made, dir)
+			} else if !os.IsExist(err) {
+				return m, fmt.Errorf("make the tests' cgroup %s: %w", dir, err)
+			}
 		}
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-			_ = syscall.Rmdir(dir)
 			return m, fmt.Errorf("move the tests into their cgroup %s: %w", dir, err)
 		}
 		m.dirs = append(m.dirs, dir)
-		m.before = append(m.before, parent)
+		m.before = append(m.before, filepath.Join(h.mnt, h.path))
 	}
 	return m, nil
 }
 
 // leave moves this process back and removes the cgroups it made, once
-// empty (a jail's left below them is a test's failure already).
+// empty (a jail's left below them is a test's failure already; a level
+// above them may hold another test process's by then).
 func (m *movedCgroups) leave() {
-	for i, dir := range m.dirs {
+	for i := range m.dirs {
 		_ = os.WriteFile(filepath.Join(m.before[i], "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+	}
+	for i := len(m.made) - 1; i >= 0; i-- {
 		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if err := syscall.Rmdir(dir); err == nil || os.IsNotExist(err) || time.Now().After(deadline) {
+			err := syscall.Rmdir(m.made[i])
+			if err == nil || os.IsNotExist(err) || !strings.HasPrefix(filepath.Base(m.made[i]), "integration-") || time.Now().After(deadline) {
 				break
 			}
 		}
