@@ -600,14 +600,24 @@ type cgroupMount struct {
 	point, root string
 	v2          bool
 	controllers []string
+	options     []string // its super options: the controllers, name=, and the rest
 }
 
 // cgroupMounts lists the host's cgroup filesystems (this process's view).
 func cgroupMounts(t *testing.T) []cgroupMount {
 	t.Helper()
-	f, err := os.Open("/proc/self/mountinfo")
+	out, err := readCgroupMounts()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// readCgroupMounts is cgroupMounts for a caller without a test (testMain).
+func readCgroupMounts() ([]cgroupMount, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	var out []cgroupMount
@@ -620,7 +630,8 @@ func cgroupMounts(t *testing.T) []cgroupMount {
 		}
 		m := cgroupMount{point: pf[4], root: pf[3], v2: qf[0] == "cgroup2"}
 		if !m.v2 {
-			for _, o := range strings.Split(qf[2], ",") {
+			m.options = strings.Split(qf[2], ",")
+			for _, o := range m.options {
 				switch o {
 				case "memory", "pids", "cpu", "cpuacct", "cpuset", "blkio", "devices", "freezer",
 					"net_cls", "net_prio", "perf_event", "hugetlb", "rdma", "misc":
@@ -630,7 +641,7 @@ func cgroupMounts(t *testing.T) []cgroupMount {
 		}
 		out = append(out, m)
 	}
-	return out
+	return out, sc.Err()
 }
 
 // cgroupDir is the host directory of cgroup path in the hierarchy of ctl

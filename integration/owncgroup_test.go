@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -106,20 +107,10 @@ func (m *movedCgroups) leave() {
 
 // v1Mount is where ctl's v1 hierarchy is mounted ("" if none).
 func v1Mount(ctl string) string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(pf) < 5 || len(qf) < 3 || qf[0] != "cgroup" {
-			continue
-		}
-		for _, o := range strings.Split(qf[2], ",") {
-			if o == ctl {
-				return pf[4]
-			}
+	mounts, _ := readCgroupMounts()
+	for _, m := range mounts {
+		if !m.v2 && slices.Contains(m.controllers, ctl) {
+			return m.point
 		}
 	}
 	return ""
@@ -132,36 +123,20 @@ func ownCgroupDirs() []string {
 	if err != nil {
 		return nil
 	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
+	mounts, _ := readCgroupMounts()
 	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(pf) < 5 || len(qf) < 3 {
-			continue
+	for _, m := range mounts {
+		dir := m.point
+		if m.v2 {
+			dir = filepath.Join(m.point, own[""])
 		}
-		switch qf[0] {
-		case "cgroup2":
-			out = append(out, filepath.Join(pf[4], own[""]))
-		case "cgroup":
-			dir := pf[4]
-			for _, o := range strings.Split(qf[2], ",") {
-				if p, ok := own[o]; ok {
-					dir = filepath.Join(pf[4], p)
-					break
-				}
-				if name, ok := strings.CutPrefix(o, "name="); ok {
-					if p, ok := own["name="+name]; ok {
-						dir = filepath.Join(pf[4], p)
-						break
-					}
-				}
+		for _, o := range m.options {
+			if p, ok := own[o]; ok {
+				dir = filepath.Join(m.point, p)
+				break
 			}
-			out = append(out, dir)
 		}
+		out = append(out, dir)
 	}
 	return out
 }
