@@ -312,10 +312,8 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, start time.Time) (resul
 	}
 	lim.decide(&spec)
 	if p.ahead {
-		if err := p.lowersOnly(lim); err != nil {
-			return notStarted(err)
-		}
-		// What the payload used before the request is not the request's.
+		// (Fits, above, held these rlimits to the payload's.) What the
+		// payload used before the request is not the request's.
 		lim.base, _ = lim.cg.Stats()
 		lim.cpuBase, _ = lim.cg.CPUUsage()
 	}

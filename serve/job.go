@@ -137,11 +137,7 @@ func (s *Server) executeWarm(ctx context.Context, j *job, spec jail.Spec, wj *wa
 	fetched := make(chan fetchResult, 1)
 	path := jail.DefaultPath
 	spec.Started = func(h *jail.Handle) {
-		for _, e := range h.Handover().Env {
-			if v, ok := strings.CutPrefix(e, "PATH="); ok {
-				path = v
-			}
-		}
+		path = envPath(h.Handover().Env)
 		go func() {
 			if err := writeHead(wj.ch, j, h.Handover()); err != nil {
 				_ = err // the launcher says what it missed; the run reports
@@ -203,15 +199,21 @@ func (s *Server) executeCold(ctx context.Context, j *job, spec jail.Spec, o *out
 	select {
 	case f := <-fetched:
 		o.files = f.files
-		path := jail.DefaultPath
-		for _, e := range j.env {
-			if v, ok := strings.CutPrefix(e, "PATH="); ok {
-				path = v
-			}
-		}
-		refused(&o.result, f, j.command[0], path)
+		refused(&o.result, f, j.command[0], envPath(j.env))
 	case <-time.After(2 * time.Second):
 	}
+}
+
+// envPath is the PATH of env (its last entry, as the payload's
+// environment takes it: payloadEnv), or the payload's default.
+func envPath(env []string) string {
+	path := jail.DefaultPath
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
+	}
+	return path
 }
 
 // refused makes r, the report of a run whose launcher said it could not

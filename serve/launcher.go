@@ -27,10 +27,11 @@ import (
 //     argv, environment, working directory, rlimits and nice value
 //     (jail.Handover) come on the channel with the files, and where the
 //     command is the jail's python3 running a -c program or a script,
-//     with nothing changed that Python reads as it starts, the launcher's
-//     child runs the program itself, as a fresh interpreter would; so a
-//     warm request does not wait for an interpreter's start. Anything else
-//     is execed.
+//     with nothing changed that Python reads as it starts, the launcher
+//     runs the program itself, as a fresh interpreter would (in its own
+//     process, or in a child where files are to be fetched afterwards); so
+//     a warm request does not wait for an interpreter's start. Anything
+//     else is execed.
 //
 // In, records of one line each (a tag and decimal numbers), some followed
 // by the bytes the numbers announce, until ".": "f PATHLEN SIZE MODE" and
@@ -39,13 +40,14 @@ import (
 // bytes to fetch in all), and ahead only "a LEN" (one argument), "e LEN"
 // (one environment entry), "w LEN" (the working directory), "r RESOURCE
 // SOFT HARD" (an rlimit), "n NICE". The launcher writes the files
-// (directories made as needed), forks the command with descriptor 3
-// closed and SIGPIPE and SIGXFSZ at their defaults, and waits. Out:
+// (directories made as needed) and starts the command with descriptor 3
+// closed and SIGPIPE and SIGXFSZ at their defaults: forked, and waited
+// for, cold or where files are to be fetched; else in its own process. Out:
 // "f PATHLEN SIZE" with the path and the bytes, or "x PATHLEN ERRLEN" with
 // the path and why not, per file asked in order, at most fetch_max bytes
 // in all, then "."; then it ends as the command did (its exit code, or
-// the same signal). Ahead, a command that init would refuse (look_path
-// and the execve in init.c) is answered "E CODE ERRNO" before the records
+// the same signal). A command that init would refuse (look_path and the
+// execve in init.c) is answered "E CODE ERRNO" before the records
 // of the files: 127 or 126 and the execve's errno, or 0 where it is not
 // on PATH (127) or not executable there (126).
 //

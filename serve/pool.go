@@ -268,7 +268,7 @@ func prepareWarm(t jail.Spec) (*warmJail, error) {
 	t.Command, t.Channel = launcherAheadCommand(), inJail
 	// Room for the request's environment, which the launcher writes
 	// over its own where it runs the program itself (retitle).
-	t.Env = append(append([]string(nil), t.Env...), launcherRoom)
+	t.Env = append(append([]string(nil), t.Env...), launcherRoom())
 	pj, err := jail.PrepareStarted(t)
 	inJail.Close()
 	if err != nil {
@@ -279,8 +279,9 @@ func prepareWarm(t jail.Spec) (*warmJail, error) {
 }
 
 // launcherRoom is the entry of the launcher's environment that holds the
-// room (launcher.py: retitle), never a request's.
-var launcherRoom = "RLJAIL_LAUNCHER_ROOM=" + strings.Repeat(".", 8192)
+// room (launcher.py: retitle), never a request's; made where a jail of the
+// pool is, not at every run's package init.
+func launcherRoom() string { return "RLJAIL_LAUNCHER_ROOM=" + strings.Repeat(".", 8192) }
 
 // destroy ends a waiting jail and closes its channel.
 func (w *warmJail) destroy() {
