@@ -49,6 +49,7 @@ type serveOpts struct {
 	maxConc   int
 	extraArgs []string
 	env       []string // added to rljail's own environment
+	sock      string   // the Unix socket's path, if not one in a directory of its own
 }
 
 // startServer starts `rljail serve` as mode m and waits until /healthz
@@ -69,6 +70,9 @@ func startServer(t testing.TB, m mode, o serveOpts) *server {
 		args = append(args, "--listen", "tcp:127.0.0.1:0")
 	} else {
 		s.sock = filepath.Join(dir, "api.sock")
+		if o.sock != "" {
+			s.sock = o.sock
+		}
 		args = append(args, "--listen", "unix:"+s.sock)
 	}
 	if o.token {
@@ -895,5 +899,30 @@ func TestServeLauncherSignal(t *testing.T) {
 			}
 		}
 		s.stop(t)
+	}
+}
+
+// TestServeSocketSuccessor: a server whose socket file was deleted, and
+// another server bound a socket of its own at the same path since, leaves
+// the successor's socket in place when it ends (net's listener would
+// remove whatever the path holds by then, cutting the successor off from
+// every new client).
+func TestServeSocketSuccessor(t *testing.T) {
+	sock := filepath.Join(newDir(t), "api.sock")
+	first := startServer(t, asRoot, serveOpts{sock: sock})
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	second := startServer(t, asRoot, serveOpts{sock: sock})
+	first.stop(t)
+	if !fileExists(sock) {
+		t.Fatalf("the first server's end removed the second's socket %s", sock)
+	}
+	if code, body, _ := second.do(t, "GET", "/healthz", "", nil); code != 200 {
+		t.Fatalf("the second server after the first ended: %d %s", code, body)
+	}
+	second.stop(t)
+	if fileExists(sock) {
+		t.Errorf("the second server left its socket %s behind", sock)
 	}
 }

@@ -288,7 +288,12 @@ func serveListen(c *cli.Context, haveToken bool) (net.Listener, string, error) {
 			ln.Close()
 			return nil, "", fmt.Errorf("set the socket's mode: %w", err)
 		}
-		return ln, listen, nil
+		owned, err := ownSocket(ln.(*net.UnixListener), addr)
+		if err != nil {
+			ln.Close()
+			return nil, "", err
+		}
+		return owned, listen, nil
 	case ok && kind == "tcp" && addr != "":
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -306,6 +311,38 @@ func serveListen(c *cli.Context, haveToken bool) (net.Listener, string, error) {
 		return ln, "tcp:" + ln.Addr().String(), nil
 	}
 	return nil, "", fmt.Errorf("--listen %q: give unix:PATH or tcp:HOST:PORT", listen)
+}
+
+// ownedSocket is a Unix listener that, closed, removes its path only
+// while the path is still the socket it bound: if the socket was deleted
+// and another server has bound one of its own there since, closing this
+// one leaves the successor's in place (net.UnixListener would unlink it).
+type ownedSocket struct {
+	*net.UnixListener
+	path     string
+	dev, ino uint64
+}
+
+// ownSocket takes ln's removal at close from net (which unlinks the path
+// whatever it holds by then) and records the inode bound at path.
+func ownSocket(ln *net.UnixListener, path string) (*ownedSocket, error) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		return nil, fmt.Errorf("stat the socket %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	return &ownedSocket{UnixListener: ln, path: path, dev: uint64(st.Dev), ino: st.Ino}, nil
+}
+
+// Close closes the listener, then removes its path if it is still this
+// listener's socket.
+func (s *ownedSocket) Close() error {
+	err := s.UnixListener.Close()
+	var st syscall.Stat_t
+	if syscall.Lstat(s.path, &st) == nil && uint64(st.Dev) == s.dev && st.Ino == s.ino {
+		_ = os.Remove(s.path)
+	}
+	return err
 }
 
 // readServeConfig reads --config through guard (DefaultConfig without one).
