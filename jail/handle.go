@@ -36,7 +36,7 @@ type Handle struct {
 func (h *Handle) release() { h.proc.close() }
 
 // Handover is the request a payload started ahead (PrepareStarted) is to
-// apply; nil for any other jail.
+// apply; nil for a one-shot run's jail.
 func (h *Handle) Handover() *Handover { return h.handover }
 
 // Limits are the limits in force and their mechanisms, as the report

@@ -15,22 +15,23 @@ import (
 	"github.com/rljail/rljail/cgroup"
 )
 
-// Prepared is a jail made ahead of its payload, for a service that wants
-// a request to pay only for handing its payload over (rljail serve
-// --warm): the namespaces, the host uid (as root), the cgroup and the
-// root's mounts are made, the rootfs is checked, and the jail's init
-// waits on its control socket for the limits message, which here carries
-// the payload too: command, environment, working directory, rlimits and
-// the channel. Nothing has run in the jail before Start: init execs the
-// payload as for a one-shot run (rljail_spawn in spawn.c: capabilities
-// dropped, securebits locked, no_new_privs, the seccomp filter last), and
-// the kill timer runs from the start time Start is given. A Prepared
-// serves one payload; after it, or after Destroy, nothing of it is left.
+// Prepared is a jail made ahead of its request, for a service that wants
+// a request to pay only for handing it over (rljail serve --warm): the
+// namespaces, the host uid (as root), the cgroup and the root's mounts
+// are made, the rootfs is checked, and the payload, a launcher of the
+// caller's, is started at once as for a one-shot run (rljail_spawn in
+// spawn.c: capabilities dropped, securebits locked, no_new_privs, the
+// seccomp filter last) with the most any request may have; it waits on
+// its channel for the request, which Start hands to the caller
+// (Handle.Handover). The kill timer runs from the start time Start is
+// given. A Prepared serves one request; after it, or after Destroy,
+// nothing of it is left.
 //
-// What is fixed at Prepare is what the jail is made of: the rootfs, the
-// size of /tmp, the seccomp program, the cgroup's placement and
-// mechanisms. Egress, volumes, a workspace and a terminal need the
-// one-shot Run. Fits says whether a spec can start in a Prepared jail.
+// What is fixed at PrepareStarted is what the jail is made of: the
+// rootfs, the size of /tmp, the seccomp program, the cgroup's placement
+// and mechanisms, and limits that a request may only lower. Egress,
+// volumes, a workspace and a terminal need the one-shot Run. Fits says
+// whether a spec can start in a Prepared jail.
 type Prepared struct {
 	spec    Spec // the template, with its defaults
 	root    bool
@@ -43,9 +44,8 @@ type Prepared struct {
 	used     bool // Start or Destroy took it
 	warnings []string
 
-	// ahead: the payload was started by PrepareStarted (aheadRlimits and
-	// aheadNice are what init gave it; a request may only lower them).
-	ahead        bool
+	// What init gave the payload started ahead: a request may only lower
+	// them.
 	aheadRlimits []rlimit
 	aheadNice    int
 }
@@ -55,47 +55,34 @@ type Prepared struct {
 // payload ran, and the caller may run the spec one-shot instead.
 var ErrNotStarted = errors.New("the prepared jail was not started")
 
-// Prepare makes a jail for spec's rootfs, /tmp size, seccomp program and
-// limits up to its payload. spec's Command, Env, Workdir, Timeout, Stdin
-// and the output writers are the payload's, given to Start; here they
-// are ignored. spec.BeforePayload (the rootfs check) runs here, before
-// Prepare returns: a rootfs that changed since its build ends it.
-func Prepare(spec Spec) (*Prepared, error) { return prepare(spec, false) }
-
-// PrepareStarted is Prepare, and it starts spec's payload at once, with
+// PrepareStarted makes a jail for spec's rootfs, /tmp size, seccomp
+// program and limits, and starts spec's payload in it at once, with
 // spec's command, environment, working directory and limits (the most
 // any request of the jail may ask: a request can only lower them), and
 // spec.Channel as its descriptor 3. It is for a payload of the caller's
 // own that waits on the channel for its request and applies it: a
 // launcher whose interpreter then no request waits for (rljail serve's
 // warm pool). Start hands the request's environment, working directory
-// and limits to the caller's Spec.Started (Handle.Handover) instead of
-// to init; the caller passes them over the channel. The caller closes
-// its spec.Channel once PrepareStarted returns.
+// and limits to the caller's Spec.Started (Handle.Handover); the caller
+// passes them over the channel. spec.BeforePayload (the rootfs check)
+// runs before the payload starts: a rootfs that changed since its build
+// ends it. The caller closes its spec.Channel once PrepareStarted
+// returns.
 func PrepareStarted(spec Spec) (*Prepared, error) {
 	if spec.Channel == nil || len(spec.Command) == 0 {
 		return nil, errors.New("prepare a started jail: its payload needs a command and a channel")
 	}
-	return prepare(spec, true)
-}
-
-func prepare(spec Spec, ahead bool) (*Prepared, error) {
 	spec = spec.withDefaults()
 	if err := CheckBinary(); err != nil {
 		return nil, err
 	}
-	check := spec
-	if !ahead {
-		check.Command = []string{"true"} // the payload's come with Start
-	}
-	if err := check.Validate(); err != nil {
+	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	spec.Rootfs = check.Rootfs
-	if spec.Egress != nil || len(spec.Volumes) > 0 || spec.Workspace != "" || (spec.Channel != nil && !ahead) || spec.Early != nil {
-		return nil, errors.New("prepare a jail: egress, volumes, a workspace, a channel or an early init stage need a one-shot run")
+	if spec.Egress != nil || len(spec.Volumes) > 0 || spec.Workspace != "" || spec.Early != nil {
+		return nil, errors.New("prepare a jail: egress, volumes, a workspace or an early init stage need a one-shot run")
 	}
-	p := &Prepared{spec: spec, root: os.Geteuid() == 0, runID: newRunID(), created: time.Now(), ahead: ahead}
+	p := &Prepared{spec: spec, root: os.Geteuid() == 0, runID: newRunID(), created: time.Now()}
 	warn := func(msg string) { p.warnings = append(p.warnings, msg) }
 	unified := cgroup.Unified()
 	j, err := spawnInit(p.root, unified, spec.Seccomp != nil && spec.Seccomp.Notify, false)
@@ -178,14 +165,12 @@ func prepare(spec Spec, ahead bool) (*Prepared, error) {
 		}
 		return fail(errors.New("prepare a jail: its init ended before its payload"))
 	}
-	if ahead {
-		spec.threadEnv, _ = threadHints(spec.Resources.CPUs, usableCPUs(), spec.Env)
-		if err := j.sendPayload(&spec, lim); err != nil {
-			return fail(err)
-		}
-		p.aheadRlimits = append([]rlimit(nil), lim.rlimits...)
-		p.aheadNice = lim.nice
+	spec.threadEnv, _ = threadHints(spec.Resources.CPUs, usableCPUs(), spec.Env)
+	if err := j.sendPayload(&spec, lim); err != nil {
+		return fail(err)
 	}
+	p.aheadRlimits = append([]rlimit(nil), lim.rlimits...)
+	p.aheadNice = lim.nice
 	return p, nil
 }
 
@@ -228,7 +213,7 @@ func (p *Prepared) Fits(spec Spec) error {
 		return fmt.Errorf("%w: a workspace needs a one-shot run", ErrNotStarted)
 	case spec.Early != nil || spec.TTYPassthrough || OutputMerged(spec.Stdout, spec.Stderr):
 		return fmt.Errorf("%w: a terminal or merged output needs a one-shot run", ErrNotStarted)
-	case p.ahead && spec.Channel != nil:
+	case spec.Channel != nil:
 		return fmt.Errorf("%w: the started payload has its channel already", ErrNotStarted)
 	case spec.TmpSize != t.TmpSize:
 		return fmt.Errorf("%w: a /tmp of %d bytes, not the prepared %d", ErrNotStarted, spec.TmpSize, t.TmpSize)
@@ -244,12 +229,10 @@ func (p *Prepared) Fits(spec Spec) error {
 	case (r.MemoryBytes > 0) != (q.MemoryBytes > 0) || (r.PidsMax > 0) != (q.PidsMax > 0) || (r.CPUs > 0) != (q.CPUs > 0):
 		return fmt.Errorf("%w: a cgroup limit the prepared jail's cgroup was made without", ErrNotStarted)
 	}
-	if p.ahead {
-		l := &jailLimits{cg: p.lim.cg}
-		l.decide(&spec)
-		if err := p.lowersOnly(l); err != nil {
-			return fmt.Errorf("%w: %v", ErrNotStarted, err)
-		}
+	l := &jailLimits{cg: p.lim.cg}
+	l.decide(&spec)
+	if err := p.lowersOnly(l); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotStarted, err)
 	}
 	return nil
 }
@@ -289,7 +272,7 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, start time.Time) (resul
 	if !p.Alive() {
 		return notStarted(errors.New("its init had ended while it waited"))
 	}
-	if p.ahead && spec.Started == nil {
+	if spec.Started == nil {
 		return notStarted(errors.New("a payload started ahead takes its request through Started, and spec has none"))
 	}
 	j, lim := p.j, p.lim
@@ -311,12 +294,10 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, start time.Time) (resul
 		}
 	}
 	lim.decide(&spec)
-	if p.ahead {
-		// (Fits, above, held these rlimits to the payload's.) What the
-		// payload used before the request is not the request's.
-		lim.base, _ = lim.cg.Stats()
-		lim.cpuBase, _ = lim.cg.CPUUsage()
-	}
+	// (Fits, above, held these rlimits to the payload's.) What the
+	// payload used before the request is not the request's.
+	lim.base, _ = lim.cg.Stats()
+	lim.cpuBase, _ = lim.cg.CPUUsage()
 	warn := func(msg string) {
 		res.Warnings = append(res.Warnings, msg)
 		if spec.Warn != nil {
@@ -331,23 +312,13 @@ func (p *Prepared) Start(ctx context.Context, spec Spec, start time.Time) (resul
 	}
 	lim.report(&res.Limits)
 	defer p.finishInto(&result, spec.Warn)
-	var handover *Handover
-	if p.ahead {
-		handover = &Handover{Env: append(payloadEnv(spec.threadEnv, spec.Env), lim.env...), Workdir: spec.Workdir, Nice: lim.nice}
-		for _, r := range lim.rlimits {
-			handover.Rlimits = append(handover.Rlimits, Rlimit(r))
-		}
-	} else if err := j.sendPayload(&spec, lim); err != nil {
-		j.abort()
-		res.Status, res.ExitCode, res.Error = StatusSetupError, ExitSetupError, err.Error()
-		res.WallMS = time.Since(start).Milliseconds()
-		return res, err
+	handover := &Handover{Env: append(payloadEnv(spec.threadEnv, spec.Env), lim.env...), Workdir: spec.Workdir, Nice: lim.nice}
+	for _, r := range lim.rlimits {
+		handover.Rlimits = append(handover.Rlimits, Rlimit(r))
 	}
-	if spec.Started != nil {
-		h := &Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd), handover: handover}
-		defer h.release()
-		spec.Started(h)
-	}
+	h := &Handle{lim: lim, limits: res.Limits, initPid: pidOfPidfd(j.pidfd), handover: handover}
+	defer h.release()
+	spec.Started(h)
 	return j.wait(ctx, &spec, start, res, lim, func() *NetworkReport { return nil })
 }
 
@@ -429,7 +400,7 @@ func (p *Prepared) finishInto(res *Result, warnf func(string)) {
 // sendPayload sends init the limits message of a prepared jail: the
 // limits as sendLimits sends them, and the payload's command,
 // environment, working directory and channel, which a one-shot run sends
-// with the config. init reads both messages with one reader
+// with the config (PrepareStarted sends the config without them). init reads both messages with one reader
 // (read_message in init.c), and starts the payload on this one.
 func (j *jailRun) sendPayload(spec *Spec, lim *jailLimits) error {
 	if j.pidfd < 0 {
