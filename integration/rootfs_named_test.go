@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,5 +266,89 @@ func TestRootfsNamed(t *testing.T) {
 	}
 	if stdout, _, _ := rljail("rootfs", "list"); !strings.HasPrefix(stdout, "no root filesystems in") {
 		t.Errorf("rootfs list after remove: %q", stdout)
+	}
+}
+
+// TestRootfsSharedFilesListed: runs take a rootfs in the user's own data
+// directory after a look at its top only, so a file of it with a second
+// name (a hard link the owner made, or a deduplicating tool), in a
+// directory a later run grants writable, is one that run's jail could
+// change unseen. `rootfs verify` lists such a file there, and
+// --update-fingerprint records nothing while one is.
+func TestRootfsSharedFilesListed(t *testing.T) {
+	m := asRootless
+	base := filepath.Join(testHome, ".local", "share", "rljail", "rootfs")
+	var made []string
+	for p := base; p != testHome && p != "/"; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		made = append(made, p)
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range made {
+		if err := os.Chown(p, testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := "sh-" + strings.ToLower(randomToken("sf")[:12])
+	named := filepath.Join(base, name)
+	t.Cleanup(func() {
+		_ = os.RemoveAll(named)
+		for _, p := range made { // innermost first
+			_ = os.Remove(p)
+		}
+	})
+	if out, err := exec.Command("cp", "-a", rootfsDir, named).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v: %s", err, out)
+	}
+	if out, err := exec.Command("chown", "-R", "--", fmt.Sprintf("%d:%d", testUID, testGID), named).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v: %s", err, out)
+	}
+	verify := func(args ...string) (string, int) {
+		cmd := exec.Command(testBin, append([]string{"rootfs", "verify"}, args...)...)
+		cmd.Env = modeEnv(m)
+		cmd.Dir = baseDir
+		stdout, stderr, exit := attackExec(t, m, cmd)
+		return stdout + stderr, exit
+	}
+	if out, exit := verify("--update-fingerprint", name); exit != 0 {
+		t.Fatalf("take the copy back as its owner: exit %d: %s", exit, out)
+	}
+	libs, _ := filepath.Glob(filepath.Join(named, "usr", "lib", "python3*"))
+	if len(libs) != 1 {
+		t.Fatalf("no one usr/lib/python3* in %s: %v", named, libs)
+	}
+	shared := filepath.Join(libs[0], "os.py")
+	other := filepath.Join(newDir(t), "os.py")
+	if err := os.Link(shared, other); err != nil {
+		t.Fatal(err)
+	}
+	stamp := filepath.Join(named, ".rljail-stat")
+	before, err := os.ReadFile(stamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := strings.TrimPrefix(shared, named)
+	for _, args := range [][]string{{name}, {"--update-fingerprint", name}} {
+		out, exit := verify(args...)
+		if exit != 1 || !strings.Contains(out, rel+": 2 names") {
+			t.Errorf("rootfs verify %v with %s linked from %s: exit %d, output %q; want 1 and the file listed", args, rel, other, exit, out)
+		}
+	}
+	if after, _ := os.ReadFile(stamp); !bytes.Equal(before, after) {
+		t.Errorf("--update-fingerprint recorded a rootfs with a shared file")
+	}
+	// The other name gone, it is as built again.
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	if out, exit := verify("--update-fingerprint", name); exit != 0 {
+		t.Errorf("with the other name removed: exit %d: %s", exit, out)
+	}
+	if out, exit := verify(name); exit != 0 || !strings.Contains(out, "as built") {
+		t.Errorf("rootfs verify after that: exit %d: %s", exit, out)
 	}
 }

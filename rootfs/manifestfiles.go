@@ -473,3 +473,38 @@ func readBounded(p string, max int64) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// SharedFiles lists the regular files of the rootfs at dir that have
+// another name (a hard link) somewhere on its filesystem: a build makes
+// none, and through that other name, in a directory a run grants writable,
+// a jail writes the rootfs's file itself. A run that walks the rootfs
+// sees the write (it changes the file's ctime); one that takes the rootfs
+// after a look at its top only (cmd/rljail's unwritableByJails: the
+// owner's data directory) does not, so `rljail rootfs verify` lists them
+// there and --update-fingerprint refuses them. The rootfs's own files
+// count too: a cp -al of the whole tree links them.
+func SharedFiles(dir string) ([]Difference, error) {
+	var out []Difference
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walk %s: %w", p, err)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink < 2 {
+			return nil
+		}
+		rel, err := treeRel(dir, p)
+		if err != nil {
+			return err
+		}
+		out = append(out, Difference{Path: rel, What: fmt.Sprintf("%d names: a hard link elsewhere on its filesystem shares the file, and a jail granted a writable volume that holds the other name would change it unseen by runs (they take this rootfs after a look at its top only); replace the other name with a copy (cp, not ln or cp -al)", st.Nlink)})
+		return nil
+	})
+	return out, err
+}
