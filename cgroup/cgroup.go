@@ -253,6 +253,16 @@ type Cgroup struct {
 
 	mu        sync.Mutex
 	destroyed bool
+
+	// The CPU accounting file (cpu.stat, cpuacct.usage), kept open
+	// between readings: a session reads it twice a cell, where an open,
+	// two reads and a close cost four system calls and one pread does.
+	// Destroy closes it; a reading after that opens the file afresh.
+	cpuMu     sync.Mutex
+	cpuFD     int
+	cpuOpen   bool
+	cpuClosed bool
+	cpuBuf    []byte
 }
 
 // nameSeq numbers the default names.
@@ -515,19 +525,78 @@ func (c *Cgroup) MeasuresCPU() bool {
 func (c *Cgroup) CPUUsage() (time.Duration, error) {
 	switch {
 	case c.v2Leaf != "":
-		kv, err := readKV(filepath.Join(c.v2Leaf, "cpu.stat"))
+		p := filepath.Join(c.v2Leaf, "cpu.stat")
+		b, err := c.readCPUFile(p)
+		if err != nil {
+			return 0, fmt.Errorf("cgroup: %w", err)
+		}
+		kv, err := parseKV(string(b), p)
 		if err != nil {
 			return 0, fmt.Errorf("cgroup: %w", err)
 		}
 		return time.Duration(kv["usage_usec"]) * time.Microsecond, nil
 	case c.v1Dirs[accountingController] != "":
-		ns, err := readInt(filepath.Join(c.v1Dirs[accountingController], "cpuacct.usage"))
+		p := filepath.Join(c.v1Dirs[accountingController], "cpuacct.usage")
+		b, err := c.readCPUFile(p)
 		if err != nil {
 			return 0, fmt.Errorf("cgroup: %w", err)
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cgroup: %s: %w", p, err)
 		}
 		return time.Duration(ns), nil
 	}
 	return 0, ErrNoAccounting
+}
+
+// readCPUFile reads the CPU accounting file at path (always the same one
+// for c) through the descriptor c keeps open, with pread from offset 0
+// (the kernel makes a cgroup file's text anew at each read from 0).
+func (c *Cgroup) readCPUFile(path string) ([]byte, error) {
+	c.cpuMu.Lock()
+	defer c.cpuMu.Unlock()
+	if c.cpuClosed {
+		return readFile(path)
+	}
+	if !c.cpuOpen {
+		fd, err := openFile(path, unix.O_RDONLY)
+		if err != nil {
+			return nil, err
+		}
+		c.cpuFD, c.cpuOpen = fd, true
+	}
+	if c.cpuBuf == nil {
+		c.cpuBuf = make([]byte, 0, 512)
+	}
+	b := c.cpuBuf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Pread(c.cpuFD, b[len(b):cap(b)], int64(len(b)))
+		switch {
+		case err == unix.EINTR:
+		case err != nil:
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			c.cpuBuf = b
+			return append([]byte(nil), b...), nil
+		default:
+			b = b[:len(b)+n]
+		}
+	}
+}
+
+// closeCPUFile closes the CPU accounting file's descriptor (Destroy).
+func (c *Cgroup) closeCPUFile() {
+	c.cpuMu.Lock()
+	defer c.cpuMu.Unlock()
+	if c.cpuOpen {
+		unix.Close(c.cpuFD)
+		c.cpuOpen = false
+	}
+	c.cpuClosed = true
 }
 
 // Kill sends SIGKILL to every process in the jail's cgroup: through
@@ -565,6 +634,7 @@ func (c *Cgroup) Destroy() error {
 	// writing cgroup.kill and watching cgroup.events). A refusal means
 	// something is left, or the kernel is still finishing an exit: the
 	// kill and the retries below take over.
+	c.closeCPUFile()
 	if c.removeEmpty() {
 		c.closeCloneFD()
 		c.destroyed = true

@@ -208,6 +208,11 @@ func TestV1StatsAndCPULimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Destroy()
+	// Read once before: the file is kept open between readings, and the
+	// later one must see what was used since.
+	if before, err := c.CPUUsage(); err != nil || before > 100*time.Millisecond {
+		t.Fatalf("CPUUsage before anything ran: %v, %v", before, err)
+	}
 	// 400 ms of CPU at half a CPU take at least 800 ms minus one period.
 	spinner := helperCommand("spin", "400")
 	startInV1(t, c, spinner)

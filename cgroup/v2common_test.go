@@ -333,6 +333,11 @@ func testV2Parent(t *testing.T, e v2Env) {
 	fd, ok := c.CloneFD()
 	r := helperReport{Placement: c.Placement(), Mechanisms: c.Mechanisms(), Fallbacks: c.Fallbacks(), Dirs: c.Dirs(), CloneFD: ok}
 
+	// Read once before: the file is kept open between readings, and the
+	// later one must see what was used since.
+	if before, err := c.CPUUsage(); err != nil || before > 100*time.Millisecond {
+		t.Fatalf("CPUUsage before anything ran: %v, %v", before, err)
+	}
 	spinner := helperCommand("spin", "300")
 	start := time.Now()
 	bornIn(t, leaf, spinner, fd)
