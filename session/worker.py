@@ -14,8 +14,11 @@
 # requests (answered by the main loop) and the calls a cell makes to the
 # host (llm_query, llm_query_batched, rlm_query, rlm_query_batched and the
 # runner's tools), {"c":"call","n":N,...} answered by {"c":"result","n":N,...}.
-# A reader thread owns reading the channel; writes are under one lock, so
-# that lines of several threads never interleave.
+# Between cells the main loop reads the channel itself (a request wakes the
+# thread that runs it, and no other); while calls are in flight a reader
+# thread reads their results. One of the two reads at a time (_read_lock);
+# writes are under one lock, so that lines of several threads never
+# interleave.
 # Only what every session needs is imported at the start (a session's
 # start counts); traceback, base64 and mmap come when first used.
 #
@@ -77,31 +80,6 @@ def _dumps(obj, default=_not_serializable, allow_nan=True):
 
 _MAIN_THREAD = _thread.get_ident()
 
-
-class _Queue:
-    """The requests the reader thread hands to the main loop, in order: a
-    list and a lock that is free exactly while the list holds a request
-    (one consumer)."""
-
-    def __init__(self):
-        self.items = []
-        self.mu = _thread.allocate_lock()
-        self.ready = _thread.allocate_lock()
-        self.ready.acquire()
-
-    def put(self, item):
-        with self.mu:
-            self.items.append(item)
-            if len(self.items) == 1:
-                self.ready.release()
-
-    def get(self):
-        self.ready.acquire()
-        with self.mu:
-            item = self.items.pop(0)
-            if self.items:
-                self.ready.release()
-        return item
 
 CHANNEL = 3
 # A text file up to this size is read into a str; a larger one is bound as
@@ -180,8 +158,20 @@ CALL_ERRORS = {c.__name__: c for c in (LLMBudgetExceeded, ToolBudgetExceeded, Ba
 MAX_CALL_LINE = 8 << 20
 
 _calls_lock = _thread.allocate_lock()
-_calls = {}  # the worker's call number -> [a lock the reader releases, result]
+# The worker's call number -> [a lock the reader releases, the result,
+# whether the call was sent (counted in _outstanding)].
+_calls = {}
 _call_seq = 0
+_outstanding = 0  # calls sent whose result has not come (under _calls_lock)
+# The channel, read by one thread at a time: whoever holds _read_lock. The
+# main loop between cells (where SIGINT raises nothing, so no readline is
+# cut short and no half line lost), the call reader while calls wait.
+_chan = None
+_read_lock = _thread.allocate_lock()
+_pending = []  # requests the call reader read, for the main loop
+# Released to wake the call reader when a call is sent.
+_calls_sent = _thread.allocate_lock()
+_calls_sent.acquire()
 
 
 def _call(name, args):
@@ -189,21 +179,31 @@ def _call(name, args):
     global _call_seq
     if not _running:
         raise BadCall("%s: no cell is running (a thread left over from an earlier cell?)" % name)
+    global _outstanding
     with _calls_lock:
         _call_seq += 1
         n = _call_seq
-        slot = [_thread.allocate_lock(), None]
+        slot = [_thread.allocate_lock(), None, False]
         slot[0].acquire()
         _calls[n] = slot
     try:
         line = (_dumps({"c": "call", "n": n, "name": name, "args": args}) + "\n").encode("utf-8", "replace")
         if len(line) > MAX_CALL_LINE:
             raise BadCall("%s: the call is %d bytes of JSON, over the %d one call may be" % (name, len(line), MAX_CALL_LINE))
+        with _calls_lock:
+            _outstanding += 1
+            slot[2] = True
+        try:
+            _calls_sent.release()
+        except RuntimeError:
+            pass  # the call reader is awake already
         _write_line(line)
         slot[0].acquire()
     finally:
         with _calls_lock:
             _calls.pop(n, None)
+            if slot[2] and slot[1] is None:
+                _outstanding -= 1  # given up (an interrupt): its result is dropped
     res = slot[1]
     if res.get("error_type") or "error" in res:
         raise CALL_ERRORS.get(res.get("error_type"), CallFailed)(str(res.get("error", "")))
@@ -433,7 +433,8 @@ class Worker:
             code = compile(tree, "<cell>", "exec")
             # A cell may have changed the handler; each cell gets the
             # supervisor's interrupt again.
-            _signal.signal(_signal.SIGINT, _on_sigint)
+            if _signal.getsignal(_signal.SIGINT) is not _on_sigint:
+                _signal.signal(_signal.SIGINT, _on_sigint)
             _running = True
             exec(code, self.ns)
             if last is not None:
@@ -537,27 +538,78 @@ class Worker:
         return {"size": len(data), "data": base64.b64encode(data).decode()}
 
 
-def _reader(requests):
-    # Owns reading the channel: a call's result goes to the thread waiting
-    # for it, anything else to the main loop. A result for no call in
+def _deliver(line):
+    # A call's result goes to the thread waiting for it; one for no call in
     # flight (its thread gave up) is dropped.
-    reader = open(CHANNEL, "rb", buffering=1 << 16, closefd=False)
+    global _outstanding
+    try:
+        res = _loads(line)
+        with _calls_lock:
+            slot = _calls.get(res["n"])
+            if slot is not None and slot[1] is None:
+                slot[1] = res
+                if slot[2]:
+                    _outstanding -= 1
+                slot[0].release()
+    except BaseException:
+        pass
+
+
+def _read_line():
+    line = _chan.readline()
+    if not line:
+        os._exit(0)  # the supervisor is gone
+    return line
+
+
+def _take_pending():
+    with _calls_lock:
+        return _pending.pop(0) if _pending else None
+
+
+def _next_request():
+    # The main loop's read, between cells: results that come meanwhile (of
+    # a call a cell's thread left) are delivered, a request is returned. A
+    # request the call reader read is taken from _pending, also while the
+    # call reader holds the channel (it waits there for a result that a
+    # refused late call gets soon after).
     while True:
-        line = reader.readline()
-        if not line:
-            os._exit(0)  # the supervisor is gone
-        if line.startswith(b'{"c":"result"'):
-            try:
-                res = _loads(line)
-                with _calls_lock:
-                    slot = _calls.get(res["n"])
-                    if slot is not None and slot[1] is None:
-                        slot[1] = res
-                        slot[0].release()
-            except BaseException:
-                pass
+        line = _take_pending()
+        if line is not None:
+            return line
+        if not _read_lock.acquire(timeout=0.05):
             continue
-        requests.put(line)
+        try:
+            line = _take_pending()
+            if line is not None:
+                return line
+            line = _read_line()
+        finally:
+            _read_lock.release()
+        if line.startswith(b'{"c":"result"'):
+            _deliver(line)
+            continue
+        return line
+
+
+def _call_reader():
+    # Reads the channel while calls wait for their results (the main loop
+    # runs a cell meanwhile, or a call of its own waits). A request read
+    # here (the next one, once a cell ended with a call of one of its
+    # threads in flight) waits in _pending for the main loop.
+    while True:
+        _calls_sent.acquire()
+        while True:
+            with _read_lock:
+                with _calls_lock:
+                    if _outstanding <= 0:
+                        break
+                line = _read_line()
+                if line.startswith(b'{"c":"result"'):
+                    _deliver(line)
+                else:
+                    with _calls_lock:
+                        _pending.append(line)
 
 
 def _token_of(line):
@@ -593,7 +645,7 @@ def _import_path():
 
 
 def main():
-    global _running, MAX_CALL_LINE
+    global _running, MAX_CALL_LINE, _chan
     _import_path()
     _signal.signal(_signal.SIGINT, _on_sigint)
     # Line by line, so that print and os.write(1, ...) keep their order.
@@ -612,13 +664,13 @@ def main():
     w = Worker(tools)
     ops = {"exec": w.exec, "set": w.set, "get": w.get, "load_context": w.load_context,
            "put_file": w.put_file, "get_file": w.get_file}
-    requests = _Queue()
-    _thread.start_new_thread(_reader, (requests,))
+    _chan = open(CHANNEL, "rb", buffering=1 << 16, closefd=False)
+    _thread.start_new_thread(_call_reader, ())
     _send({"t": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
     while True:
         # A SIGINT between cells raises nothing (_on_sigint): the wait
         # goes on.
-        line = requests.get()
+        line = _next_request()
         token = None
         try:
             try:

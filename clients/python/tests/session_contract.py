@@ -545,6 +545,29 @@ class CallContract(_Contract):
         self.assertEqual(s.run("print(seen)").stdout, "['BadCall']\n")
         self.assertEqual(llm.prompts, [])
 
+    def test_call_in_flight_when_its_cell_ends(self):
+        # Each cell leaves a thread whose call is still waiting (or not yet sent) as
+        # the cell ends: the cell's calls end with it, a late one is refused, and the
+        # next cell is answered at once all the same, the channel never out of step.
+        def slow(prompt, model=None):
+            time.sleep(self.tick / 4)
+            return "late " + prompt
+
+        s = self.session(llm=slow)
+        s.run("import threading\nseen = []\ndef bg(i):\n    try:\n        seen.append(llm_query(str(i)))\n"
+              "    except Exception as e:\n        seen.append(type(e).__name__)\n")
+        start = time.monotonic()
+        for i in range(10):
+            r = s.run("threading.Thread(target=bg, args=(%d,)).start()\nprint(%d)" % (i, i))
+            self.assertTrue(r.ok, r.error)
+            self.assertEqual(r.stdout, "%d\n" % i)
+        self.assertLess(time.monotonic() - start, 5 * self.tick)
+        time.sleep(self.tick / 2)
+        r = s.run("print(len(seen))\nprint(' '.join(sorted(set(seen))))")
+        count, kinds = r.stdout.splitlines()
+        self.assertEqual(count, "10")
+        self.assertLessEqual(set(kinds.split()), {"CallTimeout", "CallFailed", "BadCall"}, kinds)
+
     def test_bridge_in_hello(self):
         s = self.session(llm=RecordingLLM(), tools={"search": lambda query, k: []},
                          max_llm_calls=7, call_timeout=5)
