@@ -59,6 +59,24 @@ func (h *Handle) CPUTime() (time.Duration, error) {
 	return h.proc.treeCPUTime(h.initPid)
 }
 
+// CPUTimeOfKnown is CPUTime without a look for processes started since
+// the last reading, where CPUTime reads /proc (rootless on cgroup v1): the
+// stat files of the processes that reading found, one pread each, where
+// the walk of the tree reads each thread's children and each process's
+// tasks too. A session's reading at a cell's start takes it (the cell's
+// end reads the whole tree): a process started between cells then counts
+// whole in the next cell. From the cgroup it is CPUTime.
+func (h *Handle) CPUTimeOfKnown() (time.Duration, error) {
+	d, err := h.lim.cg.CPUUsage()
+	if !errors.Is(err, cgroup.ErrNoAccounting) {
+		return d, err
+	}
+	if h.initPid <= 0 {
+		return 0, err
+	}
+	return h.proc.knownCPUTime(h.initPid)
+}
+
 // clockTick is the kernel's USER_HZ, which /proc/PID/stat counts in (100
 // on every Linux architecture rljail runs on).
 const clockTick = 10 * time.Millisecond
@@ -86,6 +104,7 @@ type procFiles struct {
 	fds    map[string]int  // path to open descriptor
 	used   map[string]bool // the paths this reading used
 	buf    []byte
+	known  []int // the processes the last treeCPUTime read, its pid first
 }
 
 // treeCPUTime is the package's treeCPUTime through p's open files; the
@@ -101,6 +120,7 @@ func (p *procFiles) treeCPUTime(pid int) (time.Duration, error) {
 	}
 	defer p.sweep()
 	var total time.Duration
+	p.known = p.known[:0]
 	todo := []int{pid}
 	for n := 0; len(todo) > 0 && n < 1<<16; n++ {
 		pp := todo[len(todo)-1]
@@ -113,23 +133,14 @@ func (p *procFiles) treeCPUTime(pid int) (time.Duration, error) {
 			}
 			continue // gone meanwhile
 		}
-		// The fields after the command's closing parenthesis: state is
-		// field 3; utime, stime, cutime, cstime are 14 to 17;
-		// num_threads is 20.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
+		used, threads, ok := statCPU(b)
+		if !ok {
 			continue
 		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 18 {
-			continue
-		}
-		for _, s := range f[11:15] {
-			v, _ := strconv.ParseInt(s, 10, 64)
-			total += time.Duration(v) * clockTick
-		}
+		total += used
+		p.known = append(p.known, pp)
 		tids := []string{strconv.Itoa(pp)}
-		if threads, _ := strconv.Atoi(f[17]); threads != 1 {
+		if threads != 1 {
 			tids = p.list(dir + "/task")
 		}
 		for _, t := range tids {
@@ -141,6 +152,59 @@ func (p *procFiles) treeCPUTime(pid int) (time.Duration, error) {
 			}
 		}
 	}
+	return total, nil
+}
+
+// statCPU reads a /proc/PID/stat: the CPU time of the process with what
+// it reaped (utime, stime, cutime, cstime) and its count of threads.
+func statCPU(b []byte) (used time.Duration, threads int, ok bool) {
+	// The fields after the command's closing parenthesis: state is field
+	// 3; utime, stime, cutime, cstime are 14 to 17; num_threads is 20.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 18 {
+		return 0, 0, false
+	}
+	for _, s := range f[11:15] {
+		v, _ := strconv.ParseInt(s, 10, 64)
+		used += time.Duration(v) * clockTick
+	}
+	threads, _ = strconv.Atoi(f[17])
+	return used, threads, true
+}
+
+// knownCPUTime is treeCPUTime over the processes the last one found,
+// through the stat files it keeps open only: a file that no longer reads
+// is a process gone, whose time its parent's cutime and cstime hold once
+// it is reaped (a path is not opened again, where a reused PID would be
+// another process's). With no such reading, or the tree's own process
+// not read so, it is treeCPUTime.
+func (p *procFiles) knownCPUTime(pid int) (time.Duration, error) {
+	p.mu.Lock()
+	if len(p.known) == 0 || p.known[0] != pid || p.closed {
+		p.mu.Unlock()
+		return p.treeCPUTime(pid)
+	}
+	var total time.Duration
+	for i, pp := range p.known {
+		path := "/proc/" + strconv.Itoa(pp) + "/stat"
+		var used time.Duration
+		ok := false
+		if fd, kept := p.fds[path]; kept {
+			if b, err := p.pread(fd, true); err == nil {
+				used, _, ok = statCPU(b)
+			}
+		}
+		if !ok && i == 0 {
+			p.mu.Unlock()
+			return p.treeCPUTime(pid)
+		}
+		total += used
+	}
+	p.mu.Unlock()
 	return total, nil
 }
 

@@ -86,11 +86,18 @@ func TestTreeCPUTime(t *testing.T) {
 	if len(p.fds) == 0 {
 		t.Error("no file kept open between readings")
 	}
+	// The processes of the last reading, through their stat files only.
+	if got, err := p.knownCPUTime(root); err != nil || got != want {
+		t.Errorf("knownCPUTime = %v, %v; want %v", got, err, want)
+	}
 
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	if d, err := treeCPUTime(root); err == nil {
 		t.Errorf("treeCPUTime of a process reaped = %v, want an error", d)
+	}
+	if d, err := p.knownCPUTime(root); err == nil {
+		t.Errorf("knownCPUTime of a process reaped = %v, want an error", d)
 	}
 	if d, err := p.treeCPUTime(root); err == nil {
 		t.Errorf("a reading through open files of a process reaped = %v, want an error", d)

@@ -502,7 +502,7 @@ func (s *Session) exec(req Request, cell int) *ExecReply {
 	betweenOut, betweenErr := s.out.takeBetween(), s.errs.takeBetween()
 	s.out.openWindow(marker)
 	s.errs.openWindow(marker)
-	cpu0, cpuErr := s.cpuTime()
+	cpu0, cpuErr := s.cpuTimeOfKnown()
 
 	stopTimer := s.armTimer("cell_timeout")
 	s.mu.Lock()
@@ -635,6 +635,14 @@ func (s *Session) cpuTime() (time.Duration, error) {
 		return 0, errors.New("no handle")
 	}
 	return s.handle.CPUTime()
+}
+
+// cpuTimeOfKnown is cpuTime for a cell's start (Handle.CPUTimeOfKnown).
+func (s *Session) cpuTimeOfKnown() (time.Duration, error) {
+	if s.handle == nil {
+		return 0, errors.New("no handle")
+	}
+	return s.handle.CPUTimeOfKnown()
 }
 
 func (s *Session) cellCount() int {
