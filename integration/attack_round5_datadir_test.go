@@ -129,38 +129,7 @@ func init() {
 
 func attackDataDirOtherEnv(t *testing.T, m mode) {
 	share := filepath.Join(testHome, ".local", "share")
-	base := filepath.Join(share, "rljail", "rootfs")
-	// Make what is missing of the data directory as the user would have,
-	// and take away afterwards only what this case made.
-	var made []string
-	for p := base; p != testHome && p != "/"; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil {
-			break
-		}
-		made = append(made, p)
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range made {
-		if err := os.Chown(p, testUID, testGID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	name := "atk-" + strings.ToLower(randomToken("dd")[:12])
-	named := filepath.Join(base, name)
-	t.Cleanup(func() {
-		_ = os.RemoveAll(named)
-		for _, p := range made { // innermost first
-			_ = os.Remove(p)
-		}
-	})
-	if out, err := exec.Command("cp", "-a", builtRootfs(t), named).CombinedOutput(); err != nil {
-		t.Fatalf("copy: %v: %s", err, out)
-	}
-	if out, err := exec.Command("chown", "-R", "--", strconv.Itoa(testUID)+":"+strconv.Itoa(testGID), named).CombinedOutput(); err != nil {
-		t.Fatalf("chown: %v: %s", err, out)
-	}
+	name, named := copyIntoUsersDataDir(t, "atk-dd")
 	libs, _ := filepath.Glob(filepath.Join(named, "usr", "lib", "python3*"))
 	if len(libs) != 1 {
 		t.Fatalf("no one usr/lib/python3* in %s: %v", named, libs)
@@ -225,36 +194,7 @@ func init() {
 }
 
 func attackRootRunUsersDataDir(t *testing.T, m mode) {
-	base := filepath.Join(testHome, ".local", "share", "rljail", "rootfs")
-	var made []string
-	for p := base; p != testHome && p != "/"; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil {
-			break
-		}
-		made = append(made, p)
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range made {
-		if err := os.Chown(p, testUID, testGID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	name := "atk-" + strings.ToLower(randomToken("ud")[:12])
-	named := filepath.Join(base, name)
-	t.Cleanup(func() {
-		_ = os.RemoveAll(named)
-		for _, p := range made { // innermost first
-			_ = os.Remove(p)
-		}
-	})
-	if out, err := exec.Command("cp", "-a", builtRootfs(t), named).CombinedOutput(); err != nil {
-		t.Fatalf("copy: %v: %s", err, out)
-	}
-	if out, err := exec.Command("chown", "-R", "--", strconv.Itoa(testUID)+":"+strconv.Itoa(testGID), named).CombinedOutput(); err != nil {
-		t.Fatalf("chown: %v: %s", err, out)
-	}
+	name, named := copyIntoUsersDataDir(t, "atk-ud")
 	// Taken back as the user would: the user's runs then take it after a
 	// look at its top only.
 	update := exec.Command(testBin, "rootfs", "verify", "--update-fingerprint", name)
@@ -500,4 +440,46 @@ func fileSum(t *testing.T, p string) string {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
+}
+
+// copyIntoUsersDataDir copies the tests' rootfs into the test user's
+// stable data directory (~/.local/share/rljail/rootfs below the passwd
+// entry's home) under a fresh name starting with prefix, the user's, as
+// the user's own build would leave it but for its fingerprint (the copy's
+// inodes are new: `rootfs verify --update-fingerprint` takes it back). It
+// makes what is missing of the data directory as the user would have, and
+// takes away afterwards only what it made.
+func copyIntoUsersDataDir(t *testing.T, prefix string) (name, named string) {
+	t.Helper()
+	base := filepath.Join(testHome, ".local", "share", "rljail", "rootfs")
+	var made []string
+	for p := base; p != testHome && p != "/"; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		made = append(made, p)
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range made {
+		if err := os.Chown(p, testUID, testGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name = prefix + "-" + strings.ToLower(randomToken("r")[:12])
+	named = filepath.Join(base, name)
+	t.Cleanup(func() {
+		_ = os.RemoveAll(named)
+		for _, p := range made { // innermost first
+			_ = os.Remove(p)
+		}
+	})
+	if out, err := exec.Command("cp", "-a", builtRootfs(t), named).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v: %s", err, out)
+	}
+	if out, err := exec.Command("chown", "-R", "--", strconv.Itoa(testUID)+":"+strconv.Itoa(testGID), named).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v: %s", err, out)
+	}
+	return name, named
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -277,36 +276,7 @@ func TestRootfsNamed(t *testing.T) {
 // --update-fingerprint records nothing while one is.
 func TestRootfsSharedFilesListed(t *testing.T) {
 	m := asRootless
-	base := filepath.Join(testHome, ".local", "share", "rljail", "rootfs")
-	var made []string
-	for p := base; p != testHome && p != "/"; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil {
-			break
-		}
-		made = append(made, p)
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range made {
-		if err := os.Chown(p, testUID, testGID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	name := "sh-" + strings.ToLower(randomToken("sf")[:12])
-	named := filepath.Join(base, name)
-	t.Cleanup(func() {
-		_ = os.RemoveAll(named)
-		for _, p := range made { // innermost first
-			_ = os.Remove(p)
-		}
-	})
-	if out, err := exec.Command("cp", "-a", rootfsDir, named).CombinedOutput(); err != nil {
-		t.Fatalf("copy: %v: %s", err, out)
-	}
-	if out, err := exec.Command("chown", "-R", "--", fmt.Sprintf("%d:%d", testUID, testGID), named).CombinedOutput(); err != nil {
-		t.Fatalf("chown: %v: %s", err, out)
-	}
+	name, named := copyIntoUsersDataDir(t, "sh")
 	verify := func(args ...string) (string, int) {
 		cmd := exec.Command(testBin, append([]string{"rootfs", "verify"}, args...)...)
 		cmd.Env = modeEnv(m)
