@@ -169,18 +169,26 @@ _outstanding = 0  # calls sent whose result has not come (under _calls_lock)
 _chan = None
 _read_lock = _thread.allocate_lock()
 _pending = []  # requests the call reader read, for the main loop
-# Released to wake the call reader when a call is sent.
+# Released to wake the call reader when a call is sent. The reader starts
+# with the session's first call: until then the worker is one thread, whose
+# CPU time the supervisor reads without listing its tasks (rootless).
 _calls_sent = _thread.allocate_lock()
 _calls_sent.acquire()
+_call_reader_started = False
 
 
 def _call(name, args):
     """Sends one call to the supervisor and blocks for its result."""
-    global _call_seq
+    global _call_seq, _outstanding, _call_reader_started
     if not _running:
         raise BadCall("%s: no cell is running (a thread left over from an earlier cell?)" % name)
-    global _outstanding
     with _calls_lock:
+        if not _call_reader_started:
+            try:
+                _thread.start_new_thread(_call_reader, ())
+            except RuntimeError as e:  # no thread to be had (the pids limit)
+                raise CallFailed("%s: the worker could not start its reader of call results: %s" % (name, e)) from None
+            _call_reader_started = True
         _call_seq += 1
         n = _call_seq
         slot = [_thread.allocate_lock(), None, False]
@@ -665,7 +673,6 @@ def main():
     ops = {"exec": w.exec, "set": w.set, "get": w.get, "load_context": w.load_context,
            "put_file": w.put_file, "get_file": w.get_file}
     _chan = open(CHANNEL, "rb", buffering=1 << 16, closefd=False)
-    _thread.start_new_thread(_call_reader, ())
     _send({"t": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
     while True:
         # A SIGINT between cells raises nothing (_on_sigint): the wait
