@@ -48,11 +48,13 @@ type Client struct {
 // carryOver gives every client of t that old also names old's count of
 // runs in flight, so that a reload does not reset a quota.
 func (t *Tokens) carryOver(old *Tokens) {
+	running := make(map[string]*atomic.Int64, len(old.list))
+	for _, o := range old.list {
+		running[o.Name] = o.running
+	}
 	for _, c := range t.list {
-		for _, o := range old.list {
-			if o.Name == c.Name {
-				c.running = o.running
-			}
+		if r, ok := running[c.Name]; ok {
+			c.running = r
 		}
 	}
 }
