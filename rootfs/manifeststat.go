@@ -55,8 +55,20 @@ import (
 // whose own fingerprints it holds.
 const fingerprintName = ".rljail-stat"
 
-// fingerprintMagic starts the fingerprint file.
-const fingerprintMagic = "rljail-stat 1\n"
+// fingerprintMagic starts the fingerprint file. Format 2 follows it with
+// the record's owner summary (fpOwner), then the sections; format 1, which
+// an earlier rljail wrote, has the sections right after its magic.
+const (
+	fingerprintMagic   = "rljail-stat 2\n"
+	fingerprintMagicV1 = "rljail-stat 1\n"
+)
+
+// topPrefix is how much of the fingerprint file a run reads where it looks
+// at the top directory only (CheckFingerprintTop): the magic, the owner
+// summary and the top's section, a dozen entries, come first. The whole
+// file is some 70 bytes an entry (1.2 MB for the data rootfs's 16,500),
+// which that run would read and parse for nothing.
+const topPrefix = 16 << 10
 
 // maxFingerprint bounds the fingerprint read (about 70 bytes an entry).
 const maxFingerprint = 256 << 20
@@ -141,12 +153,14 @@ func recordFingerprint(root string) ([]fpSection, time.Time, bool, error) {
 	return sections, time.Unix(0, newest), coarse, err
 }
 
-// encodeFingerprint writes the sections in the file's format: the magic, then per
-// section 'D', the directory's path and the number of entries, then per entry its
-// name and tuple (lengths and counts as uvarints).
+// encodeFingerprint writes the sections in the file's format: the magic, the owner
+// summary (fpOwner, a uvarint), then per section 'D', the directory's path and the
+// number of entries, then per entry its name and tuple (lengths and counts as
+// uvarints).
 func encodeFingerprint(sections []fpSection) []byte {
 	var b bytes.Buffer
 	b.WriteString(fingerprintMagic)
+	b.Write(binary.AppendUvarint(nil, fpOwner(sections)))
 	for _, s := range sections {
 		b.WriteByte('D')
 		b.Write(binary.AppendUvarint(nil, uint64(len(s.dir))))
@@ -159,6 +173,56 @@ func encodeFingerprint(sections []fpSection) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// fpOwner summarizes the record for the top-only check: uid+1 when every entry
+// (a symlink's mode aside) is recorded as owned by uid and writable by neither
+// its group nor others, as a build leaves it, else 0. It is written with the
+// record, from the same tuples, so that a run need not read every entry's to
+// know it (writableOnlyBy, for a record of format 1).
+func fpOwner(sections []fpSection) uint64 {
+	le := binary.LittleEndian
+	owner, seen := uint32(0), false
+	for _, s := range sections {
+		for i := 0; i < len(s.names); i++ {
+			tuple := s.tuples[i*tupleSize : (i+1)*tupleSize]
+			mode := le.Uint32(tuple[32:])
+			if mode&unix.S_IFMT == unix.S_IFLNK {
+				continue
+			}
+			uid := le.Uint32(tuple[36:])
+			if mode&0o022 != 0 || (seen && uid != owner) {
+				return 0
+			}
+			owner, seen = uid, true
+		}
+	}
+	if !seen {
+		return 0
+	}
+	return uint64(owner) + 1
+}
+
+// fpHeader reads the fingerprint file's magic and, in format 2, its owner
+// summary: body is where the sections start; summarized says the file has a
+// summary, and owner is then the uid every entry is recorded as owned by (and
+// writable by no one else), ok false where they are not all so.
+func fpHeader(data []byte) (body int, owner uint32, summarized, ok bool, err error) {
+	switch {
+	case bytes.HasPrefix(data, []byte(fingerprintMagicV1)):
+		return len(fingerprintMagicV1), 0, false, false, nil
+	case bytes.HasPrefix(data, []byte(fingerprintMagic)):
+		r := fpReader{data: data, i: len(fingerprintMagic)}
+		v, k := binary.Uvarint(data[r.i:])
+		if k <= 0 || v > 1<<32 {
+			return 0, 0, false, false, errBadFingerprint
+		}
+		if v == 0 {
+			return r.i + k, 0, true, false, nil
+		}
+		return r.i + k, uint32(v - 1), true, true, nil
+	}
+	return 0, 0, false, false, errBadFingerprint
 }
 
 // errBadFingerprint is a fingerprint file that does not parse.
@@ -220,10 +284,11 @@ func (r *fpReader) entry() (name, tuple []byte, err error) {
 
 // decodeFingerprint parses the whole file (the slow path and tests).
 func decodeFingerprint(data []byte) ([]fpSection, error) {
-	if !bytes.HasPrefix(data, []byte(fingerprintMagic)) {
-		return nil, errBadFingerprint
+	body, _, _, _, err := fpHeader(data)
+	if err != nil {
+		return nil, err
 	}
-	r := fpReader{data: data, i: len(fingerprintMagic)}
+	r := fpReader{data: data, i: body}
 	var out []fpSection
 	for {
 		dir, n, ok, err := r.section()
@@ -410,17 +475,55 @@ func openFingerprint(dir string) (int, []byte, error) {
 // jails may write those files. A difference at the top, or a record that
 // says otherwise, gets CheckFingerprint's full verdict, which names the
 // change.
+//
+// It reads the file's first topPrefix bytes only, where the record's owner
+// summary (format 2) and the top's section are: what it costs does not grow
+// with the rootfs. A record of format 1 is read whole and its every entry
+// looked at (writableOnlyBy).
 func CheckFingerprintTop(dir string, owner uint32) error {
-	root, data, err := openFingerprint(dir)
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("rootfs %s: %w", dir, err)
 	}
 	defer unix.Close(root)
-	spans, err := indexFingerprint(data)
-	if err != nil || len(spans) == 0 || !writableOnlyBy(data, spans, owner) {
+	data, whole, err := readFingerprintUpTo(root, topPrefix)
+	if err != nil {
+		return fmt.Errorf("rootfs %s: %w; run `rljail rootfs build` to rebuild it", dir, err)
+	}
+	body, recorded, summarized, single, err := fpHeader(data)
+	if err != nil {
 		return CheckFingerprint(dir)
 	}
-	if compareSpans(root, data, spans[:1], true) {
+	var top fpSpan
+	if summarized {
+		if !single || recorded != owner {
+			return CheckFingerprint(dir)
+		}
+		r := fpReader{data: data, i: body}
+		_, n, ok, err := r.section()
+		for k := 0; k < n && err == nil && ok; k++ {
+			_, _, err = r.entry()
+		}
+		if err != nil || !ok {
+			// The top's section runs past the prefix (a top of some
+			// hundreds of entries), or the file is damaged: the whole
+			// record's verdict.
+			return CheckFingerprint(dir)
+		}
+		top = fpSpan{start: body, end: r.i, entries: n}
+	} else {
+		if !whole {
+			if data, err = readFingerprintAt(root); err != nil {
+				return fmt.Errorf("rootfs %s: %w; run `rljail rootfs build` to rebuild it", dir, err)
+			}
+		}
+		spans, err := indexFingerprint(data)
+		if err != nil || len(spans) == 0 || !writableOnlyBy(data, spans, owner) {
+			return CheckFingerprint(dir)
+		}
+		top = spans[0]
+	}
+	if compareSpans(root, data, []fpSpan{top}, true) {
 		return nil
 	}
 	return CheckFingerprint(dir)
@@ -428,7 +531,7 @@ func CheckFingerprintTop(dir string, owner uint32) error {
 
 // writableOnlyBy reports whether every entry the fingerprint records is
 // owned by uid and writable by neither its group nor others (a symlink's
-// mode aside). An ACL's named entries are bounded by its mask, which a
+// mode aside): fpOwner's summary, for a record of format 1, which has none. An ACL's named entries are bounded by its mask, which a
 // stat shows as the group bits, so no ACL makes such an entry writable
 // to anyone but its owner. It reads the record only: no system call.
 func writableOnlyBy(data []byte, spans []fpSpan, uid uint32) bool {
@@ -457,27 +560,38 @@ func writableOnlyBy(data []byte, spans []fpSpan, uid uint32) bool {
 
 // readFingerprintAt reads the fingerprint file of the tree at root.
 func readFingerprintAt(root int) ([]byte, error) {
+	data, _, err := readFingerprintUpTo(root, maxFingerprint)
+	return data, err
+}
+
+// readFingerprintUpTo reads the fingerprint file of the tree at root, its
+// first max bytes at most; whole says that is all of it.
+func readFingerprintUpTo(root int, max int64) (data []byte, whole bool, err error) {
 	fd, err := unix.Openat(root, fingerprintName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
-		return nil, fmt.Errorf("no %s (built by an older rljail, or damaged)", fingerprintName)
+		return nil, false, fmt.Errorf("no %s (built by an older rljail, or damaged)", fingerprintName)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", fingerprintName, err)
+		return nil, false, fmt.Errorf("open %s: %w", fingerprintName, err)
 	}
 	f := os.NewFile(uintptr(fd), fingerprintName)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("read %s: %w", fingerprintName, err)
+		return nil, false, fmt.Errorf("read %s: %w", fingerprintName, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxFingerprint {
-		return nil, fmt.Errorf("%s is not a regular file of at most %d bytes", fingerprintName, maxFingerprint)
+		return nil, false, fmt.Errorf("%s is not a regular file of at most %d bytes", fingerprintName, maxFingerprint)
 	}
-	data := make([]byte, st.Size)
+	n := st.Size
+	if n > max {
+		n = max
+	}
+	data = make([]byte, n)
 	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, fmt.Errorf("read %s: %w", fingerprintName, err)
+		return nil, false, fmt.Errorf("read %s: %w", fingerprintName, err)
 	}
-	return data, nil
+	return data, n == st.Size, nil
 }
 
 // fpSpan is a run of sections of the fingerprint file: data[start:end].
@@ -486,10 +600,11 @@ type fpSpan struct{ start, end, entries int }
 // indexFingerprint finds where each section starts, and checks that the file
 // parses, so that the comparison can be split between workers.
 func indexFingerprint(data []byte) ([]fpSpan, error) {
-	if !bytes.HasPrefix(data, []byte(fingerprintMagic)) {
-		return nil, errBadFingerprint
+	body, _, _, _, err := fpHeader(data)
+	if err != nil {
+		return nil, err
 	}
-	r := fpReader{data: data, i: len(fingerprintMagic)}
+	r := fpReader{data: data, i: body}
 	var spans []fpSpan
 	for {
 		start := r.i

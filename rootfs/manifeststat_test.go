@@ -332,6 +332,65 @@ func TestFingerprintTop(t *testing.T) {
 	}
 }
 
+// TestFingerprintTopReadsThePrefix: the top-only check reads the record's
+// first topPrefix bytes only (its owner summary and the top's section), so
+// that what it costs does not grow with the rootfs: a record damaged past
+// them is not seen by it (the full check finds it), and a record of format
+// 1, which has no summary, is read whole and each entry's owner looked at.
+func TestFingerprintTopReadsThePrefix(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "r")
+	makeTree(t, root, 1500)
+	p := filepath.Join(root, fingerprintName)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) < 2*topPrefix {
+		t.Fatalf("the record is %d bytes, not past the prefix of %d", len(data), topPrefix)
+	}
+	owner := uint32(os.Geteuid())
+	if err := CheckFingerprintTop(root, owner); err != nil {
+		t.Fatalf("as built: %v", err)
+	}
+	damaged := append([]byte(nil), data...)
+	for i := topPrefix + 100; i < len(damaged); i++ {
+		damaged[i] = 0xff
+	}
+	write(t, p, string(damaged))
+	if err := CheckFingerprintTop(root, owner); err != nil {
+		t.Errorf("damaged past the prefix, the top-only check: %v, want nil (it reads the prefix only)", err)
+	}
+	if err := CheckFingerprint(root); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("damaged past the prefix, the full check: %v, want the damage", err)
+	}
+	if err := CheckFingerprintTop(root, owner+1); err == nil {
+		t.Error("a record summarized as another owner's passed the top-only check")
+	}
+
+	// Format 1: the magic of an earlier rljail, no summary.
+	body, _, summarized, _, err := fpHeader(data)
+	if err != nil || !summarized {
+		t.Fatalf("fpHeader of the record as built: %v, summarized %v", err, summarized)
+	}
+	v1 := append([]byte(fingerprintMagicV1), data[body:]...)
+	write(t, p, string(v1))
+	if err := CheckFingerprintTop(root, owner); err != nil {
+		t.Errorf("a record of format 1 as built: %v", err)
+	}
+	if err := CheckFingerprint(root); err != nil {
+		t.Errorf("the full check of a record of format 1 as built: %v", err)
+	}
+	// A change deep inside: not seen where the record is the runner's, walked
+	// (and named) where it is not.
+	write(t, filepath.Join(root, "usr/d00/s00/f001.py"), "x = 9\n")
+	if err := CheckFingerprintTop(root, owner); err != nil {
+		t.Errorf("a record of format 1 changed deep inside, the owner's: %v, want nil", err)
+	}
+	if err := CheckFingerprintTop(root, owner+1); err == nil || !strings.Contains(err.Error(), "/usr/d00/s00/f001.py") {
+		t.Errorf("a record of format 1 of another owner's entries, changed deep inside: %v, want the walk's verdict", err)
+	}
+}
+
 // TestFingerprintTimesOnly: a change of times alone (touch, a chmod set
 // back) says so and names the one command that takes the rootfs back,
 // which does so only where every file's content is as built; any other
