@@ -455,6 +455,11 @@ class Worker:
             _running = False
             err = _error(e, skip_frames=1)
             result = None
+        # The worker's handler between cells too: an interrupt that comes
+        # late (a cell timeout's, as the cell ends) must not raise where the
+        # main loop waits for its next request.
+        if _signal.getsignal(_signal.SIGINT) is not _on_sigint:
+            _signal.signal(_signal.SIGINT, _on_sigint)
         _mark(req["t"])
         return {"error": err, "names": _names(self.ns, self.own), "result": result}
 

@@ -15,7 +15,7 @@ import (
 
 // hostWorker starts worker.py with the host's python3 (no jail: the test
 // is the supervisor) and returns its channel, read line by line.
-func hostWorker(t *testing.T) (net.Conn, *bufio.Reader) {
+func hostWorker(t *testing.T) (net.Conn, *bufio.Reader, *os.Process) {
 	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -40,7 +40,7 @@ func hostWorker(t *testing.T) (net.Conn, *bufio.Reader) {
 	if line := readWorkerLine(t, conn, r); !strings.Contains(line, `"t":"ready"`) {
 		t.Fatalf("the worker's first line: %s", line)
 	}
-	return conn, r
+	return conn, r, cmd.Process
 }
 
 func readWorkerLine(t *testing.T, conn net.Conn, r *bufio.Reader) string {
@@ -67,7 +67,7 @@ func sendWorker(t *testing.T, conn net.Conn, v any) {
 // request from it and answer, not wait on the channel for a line that the
 // supervisor sends only after the answer.
 func TestWorkerRequestWhileACallWaits(t *testing.T) {
-	conn, r := hostWorker(t)
+	conn, r, _ := hostWorker(t)
 	code := "import threading, time\nseen = []\nthreading.Thread(target=lambda: seen.append(llm_query('x'))).start()\ntime.sleep(0.3)\n"
 	sendWorker(t, conn, map[string]any{"op": "exec", "code": code, "t": "t1"})
 	var call struct {
@@ -106,5 +106,27 @@ func TestWorkerRequestWhileACallWaits(t *testing.T) {
 			t.Fatalf("the late result never reached its thread: %s", line)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWorkerLateInterrupt: a cell that set SIGINT's handler of its own
+// (Python's, which raises KeyboardInterrupt) leaves the worker's behind it,
+// so that an interrupt arriving after the cell ended (a cell timeout's
+// SIGINT as the cell returns) raises nothing where the main loop waits for
+// the next request: the worker answers it.
+func TestWorkerLateInterrupt(t *testing.T) {
+	conn, r, proc := hostWorker(t)
+	sendWorker(t, conn, map[string]any{"op": "exec", "code": "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)", "t": "t1"})
+	if line := readWorkerLine(t, conn, r); !strings.Contains(line, `"t":"t1"`) || !strings.Contains(line, `"error":null`) {
+		t.Fatalf("the cell's reply: %s", line)
+	}
+	time.Sleep(50 * time.Millisecond) // the main loop waits on the channel
+	if err := proc.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	sendWorker(t, conn, map[string]any{"op": "exec", "code": "x = 1", "t": "t2"})
+	if line := readWorkerLine(t, conn, r); !strings.Contains(line, `"t":"t2"`) || !strings.Contains(line, `"ok":true`) {
+		t.Fatalf("the request after a late interrupt: %s", line)
 	}
 }
