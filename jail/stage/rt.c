@@ -119,6 +119,7 @@ int nanosleep(const struct timespec *a, struct timespec *b) { return (int)S2(SYS
 int setpriority(__priority_which_t w, id_t who, int prio) { return (int)S3(SYS_setpriority, w, who, prio); }
 int stat(const char *restrict p, struct stat *restrict st) { return (int)S4(SYS_newfstatat, AT_FDCWD, p, st, 0); }
 int fstat(int fd, struct stat *st) { return (int)S4(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH); }
+int fstatat(int fd, const char *restrict p, struct stat *restrict st, int flags) { return (int)S4(SYS_newfstatat, fd, p, st, flags); }
 pid_t waitpid(pid_t pid, int *st, int opt) { return (pid_t)S4(SYS_wait4, pid, st, opt, 0); }
 int getrlimit(__rlimit_resource_t r, struct rlimit *l) { return (int)S4(SYS_prlimit64, 0, r, 0, l); }
 int setrlimit(__rlimit_resource_t r, const struct rlimit *l) { return (int)S4(SYS_prlimit64, 0, r, l, 0); }
