@@ -1339,7 +1339,7 @@ func init() {
 			run:       attackWorkdirProc},
 		{name: "proc_sys_and_sysrq", group: groupFilesystem,
 			mechanism: "write core_pattern, modprobe, hostname, sysrq and drop_caches in /proc/sys, and 'h' to /proc/sysrq-trigger",
-			layer:     "/proc/sys is a read-only bind; /proc/sysrq-trigger is masked; the jail has no capability over the host",
+			layer:     "/proc is mounted read-only as a whole, /proc/sys with it; /proc/sysrq-trigger is masked; the jail has no capability over the host",
 			run:       attackProcSys},
 		{name: "proc_kernel_memory", group: groupFilesystem,
 			mechanism: "read /proc/kcore, kallsyms, kmsg, timer_list, sched_debug, keys, kpageflags, slabinfo, vmallocinfo and /dev/mem; list /proc/acpi, driver, tty and the other hardware directories",
