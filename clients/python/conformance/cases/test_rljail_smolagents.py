@@ -83,3 +83,28 @@ def test_tool_image_reaches_final_answer_as_the_image():
         assert isinstance(raw, Image.Image) and raw.size == (8, 8) and raw.getpixel((0, 0)) == (255, 0, 0), out
     finally:
         agent.cleanup()
+
+
+def test_variables_keep_their_python_types():
+    """The agent's state (additional_args) reaches the code as the objects it holds:
+    a tuple, a set, an int key, bytes, dates and a Decimal stay what they are (each
+    line of the code works on its own type only)."""
+    import datetime
+    import decimal
+
+    model = ScriptedModel([code(
+        "print(pair + (3,), sorted(tags | {'c'}), table[1], blob[1], day.isoformat(), when - day_start,"
+        " price * 2, z * 2)\nfinal_answer(pair)")])
+    agent = CodeAgent(tools=[], model=model, max_steps=2)
+    try:
+        out = agent.run("go", additional_args={
+            "pair": (1, 2), "tags": {"b", "a"}, "table": {1: "one"}, "blob": b"\x00\xffab",
+            "day": datetime.date(2024, 2, 3), "day_start": datetime.datetime(2024, 2, 3),
+            "when": datetime.datetime(2024, 2, 3, 4, 5), "price": decimal.Decimal("1.10"),
+            "z": complex(1, 2)})
+        logs = str(agent.memory.steps[1].observations)
+    finally:
+        agent.cleanup()
+    assert out == (1, 2), out
+    assert "(1, 2, 3) ['a', 'b', 'c'] one 255 2024-02-03 4:05:00 2.20 (2+4j)" in logs, logs
+

@@ -20,8 +20,12 @@ smolagents' own ``CodeOutput``; without it, this module needs only its calling c
 """
 
 import ast
+import base64
 import contextvars
+import datetime
+import decimal
 import functools
+import pathlib
 import re
 import threading
 
@@ -153,37 +157,102 @@ class _RljailHostObject(str):
         return self
 
 
-def _rljail_in(value):
-    # A tool's result as the jail gets it: a host object's marker becomes its stand-in.
-    if isinstance(value, dict):
-        if set(value) == {"__rljail_host_object__", "str"}:
-            return _RljailHostObject(value["str"], value["__rljail_host_object__"])
-        return {k: _rljail_in(v) for k, v in value.items()}
+import base64 as _rljail_base64, datetime as _rljail_datetime, decimal as _rljail_decimal
+import importlib as _rljail_importlib, pathlib as _rljail_pathlib
+
+
+def _rljail_typed(value):
+    # A variable or a tool's result as the host tagged it (tagged_value): the Python
+    # value again; a host object's marker becomes its stand-in.
     if isinstance(value, list):
-        return [_rljail_in(v) for v in value]
-    return value
+        return [_rljail_typed(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"__rljail_host_object__", "str"}:
+        return _RljailHostObject(value["str"], value["__rljail_host_object__"])
+    tag = value.get("__rljail_type__")
+    if tag is None:
+        return {k: _rljail_typed(v) for k, v in value.items()}
+    data = value.get("data")
+    if tag == "tuple":
+        return tuple(_rljail_typed(v) for v in data)
+    if tag == "set":
+        return {_rljail_typed(v) for v in data}
+    if tag == "frozenset":
+        return frozenset(_rljail_typed(v) for v in data)
+    if tag == "dict":
+        return {_rljail_typed(k): _rljail_typed(v) for k, v in data}
+    if tag in ("bytes", "bytearray"):
+        raw = _rljail_base64.b64decode(data)
+        return raw if tag == "bytes" else bytearray(raw)
+    if tag == "float":
+        return float(data)
+    if tag == "complex":
+        return complex(data[0], data[1])
+    if tag in ("datetime", "date", "time"):
+        return getattr(_rljail_datetime, tag).fromisoformat(data)
+    if tag == "timedelta":
+        return _rljail_datetime.timedelta(days=data[0], seconds=data[1], microseconds=data[2])
+    if tag == "Decimal":
+        return _rljail_decimal.Decimal(data)
+    if tag == "Path":
+        return _rljail_pathlib.Path(data)
+    if tag == "ndarray":
+        try:
+            numpy = _rljail_importlib.import_module("numpy")
+        except ImportError:  # not in this rootfs: the nested lists
+            return _rljail_typed(data)
+        return numpy.array(_rljail_typed(data), dtype=value.get("dtype"))
+    raise ValueError("unknown variable type %r" % (tag,))
 
 
 def _rljail_out(value):
-    # A tool's argument as the host gets it: the nearest JSON value (numpy arrays and
-    # scalars by tolist(), sets as lists, other objects as their repr), a host object's
-    # stand-in as its marker.
+    # A tool's argument as the host gets it (untagged_value there): JSON values as they
+    # are, the other types the host can rebuild (a tuple, a set, bytes, a date, a
+    # numpy array...) tagged as send_variables tags them, a host object's stand-in as
+    # its marker, anything else as its repr.
     if isinstance(value, _RljailHostObject):
         return {"__rljail_host_object__": value._rljail_handle}
     if value is None or isinstance(value, (str, bool, int)):
         return value
+    tag = "__rljail_type__"
     if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
-    if isinstance(value, dict):
-        return {str(k): _rljail_out(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+        if value != value or value in (float("inf"), float("-inf")):
+            return {tag: "float", "data": repr(value)}
+        return value
+    if isinstance(value, list):
         return [_rljail_out(v) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and tag not in value and "__rljail_host_object__" not in value:
+            return {k: _rljail_out(v) for k, v in value.items()}
+        return {tag: "dict", "data": [[_rljail_out(k), _rljail_out(v)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {tag: "tuple", "data": [_rljail_out(v) for v in value]}
     if isinstance(value, (set, frozenset)):
-        items = [_rljail_out(v) for v in value]
-        try:
-            return sorted(items)
-        except TypeError:
-            return items
+        return {tag: "frozenset" if isinstance(value, frozenset) else "set", "data": [_rljail_out(v) for v in value]}
+    if isinstance(value, (bytes, bytearray)):
+        return {tag: "bytearray" if isinstance(value, bytearray) else "bytes",
+                "data": _rljail_base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, complex):
+        return {tag: "complex", "data": [value.real, value.imag]}
+    dt = _rljail_datetime
+    if isinstance(value, dt.datetime):
+        return {tag: "datetime", "data": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {tag: "date", "data": value.isoformat()}
+    if isinstance(value, dt.time):
+        return {tag: "time", "data": value.isoformat()}
+    if isinstance(value, dt.timedelta):
+        return {tag: "timedelta", "data": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, _rljail_decimal.Decimal):
+        return {tag: "Decimal", "data": str(value)}
+    if isinstance(value, _rljail_pathlib.PurePath):
+        return {tag: "Path", "data": str(value)}
+    if type(value).__module__ == "numpy":
+        if type(value).__name__ == "ndarray" and value.dtype.kind in "biufc":
+            return {tag: "ndarray", "data": _rljail_out(value.tolist()), "dtype": str(value.dtype)}
+        if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+            return _rljail_out(value.item())
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         try:
@@ -195,7 +264,7 @@ def _rljail_out(value):
 
 def _rljail_wrap_tool(fn):
     def tool(*args, **kwargs):
-        return _rljail_in(fn(*[_rljail_out(a) for a in args], **{k: _rljail_out(v) for k, v in kwargs.items()}))
+        return _rljail_typed(fn(*[_rljail_out(a) for a in args], **{k: _rljail_out(v) for k, v in kwargs.items()}))
     tool.__name__ = tool.__qualname__ = getattr(fn, "__name__", "tool")
     tool.__doc__ = getattr(fn, "__doc__", None)
     return tool
@@ -224,6 +293,11 @@ class _RljailSmolScaffold:
             def tool(*args, **kwargs):
                 raise FinalAnswerException(bridge(*args, **kwargs))
         self.ns[name] = self.fixed[name] = tool
+
+    def receive(self, values):
+        # send_variables: each value as the host had it (_rljail_typed).
+        for name, value in values.items():
+            self.ns[name] = _rljail_typed(value)
 
     def restore(self):
         self.ns.update(self.fixed)
@@ -324,6 +398,61 @@ def failing_statement(code, traceback):
     return lines[-1] if lines else ""
 
 
+_TAG = "__rljail_type__"
+
+
+def tagged_value(value, keep):
+    """``value`` as JSON that the jail's ``_rljail_typed`` turns back into the same
+    Python value: JSON values as they are, the other types the local executor keeps
+    (a tuple, a set, a dict with keys that are not strings, bytes, a date...) as
+    ``{"__rljail_type__": type, "data": ...}``.  Dataclasses and pydantic models
+    become dicts; any other object is ``keep(value)``, a host object's marker."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return {_TAG: "float", "data": repr(value)}
+        return value
+    if isinstance(value, list):
+        return [tagged_value(v, keep) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and _TAG not in value and "__rljail_host_object__" not in value:
+            return {k: tagged_value(v, keep) for k, v in value.items()}
+        return {_TAG: "dict", "data": [[tagged_value(k, keep), tagged_value(v, keep)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {_TAG: "tuple", "data": [tagged_value(v, keep) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {_TAG: "frozenset" if isinstance(value, frozenset) else "set",
+                "data": [tagged_value(v, keep) for v in value]}
+    if isinstance(value, (bytes, bytearray)):
+        return {_TAG: "bytearray" if isinstance(value, bytearray) else "bytes",
+                "data": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, complex):
+        return {_TAG: "complex", "data": [value.real, value.imag]}
+    if isinstance(value, datetime.datetime):
+        return {_TAG: "datetime", "data": value.isoformat()}
+    if isinstance(value, datetime.date):
+        return {_TAG: "date", "data": value.isoformat()}
+    if isinstance(value, datetime.time):
+        return {_TAG: "time", "data": value.isoformat()}
+    if isinstance(value, datetime.timedelta):
+        return {_TAG: "timedelta", "data": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, decimal.Decimal):
+        return {_TAG: "Decimal", "data": str(value)}
+    if isinstance(value, pathlib.PurePath):
+        return {_TAG: "Path", "data": str(value)}
+    if type(value).__module__ == "numpy":
+        if type(value).__name__ == "ndarray" and value.dtype.kind in "biufc":
+            return {_TAG: "ndarray", "data": tagged_value(value.tolist(), keep), "dtype": str(value.dtype)}
+        item = getattr(value, "item", None)
+        if callable(item) and getattr(value, "ndim", None) == 0:
+            return tagged_value(item(), keep)
+    try:
+        return to_json(value)  # a dataclass, a pydantic model: a dict
+    except (TypeError, ValueError, RecursionError):
+        return keep(value)
+
+
 def _tool_parameters(tool):
     inputs = getattr(tool, "inputs", None)
     if isinstance(inputs, dict):
@@ -419,12 +548,20 @@ class RljailExecutor(_runtime()[0] or object):
         self._late.update(late)
 
     def send_variables(self, variables):
-        """Binds each of ``variables`` (JSON values) in the jail's namespace."""
+        """Binds each of ``variables`` in the jail's namespace as the Python value it
+        is, as the local executor has it (the agent's ``additional_args``): JSON
+        values, and tuples, sets, dicts with keys that are not strings, bytes,
+        dates and times, ``Decimal``, ``Path``, complex numbers and numpy arrays
+        (:func:`tagged_value`); any other object stays on the host and the jail holds
+        its ``str``, which is that object again when passed to a tool."""
         if self.session is None:
             self._pending_vars.update(variables)
             return
-        for name, value in variables.items():
-            bind(self.session, self._inputs, name, value)
+        if not variables:
+            return
+        values = {str(k): tagged_value(v, self._keep_host_object) for k, v in variables.items()}
+        bind(self.session, self._inputs, "_rljail_vars", values)
+        self._scaffold("_rljail_smol.receive(_rljail_vars)\ndel _rljail_vars")
 
     def __call__(self, code_action):
         """Runs the agent's code; returns a CodeOutput, or raises JailedCodeError."""
@@ -509,7 +646,11 @@ class RljailExecutor(_runtime()[0] or object):
         self._declared = set(names)
         self._late = {}
         self._cells = 0
-        self._scaffold("%s\n_rljail_smol = _RljailSmolScaffold(globals(), %r)\n"
+        # Compiled under a name of its own: the import guard judges the imports of the
+        # cell's code ("<cell>"), not those the scaffold's functions make on its behalf
+        # (numpy's own, when a tool's argument is an array).
+        self._scaffold("exec(compile(%r, '<rljail-scaffold>', 'exec'))\n"
+                       "_rljail_smol = _RljailSmolScaffold(globals(), %r)\n"
                        "_rljail_import_guard = _RljailImportGuard(%r, %r)\n"
                        % (_SCAFFOLD, names + [_LATE_TOOL], self.authorized_imports, str(self.authorized_imports)))
         pending, self._pending_vars = self._pending_vars, {}
@@ -559,28 +700,59 @@ class RljailExecutor(_runtime()[0] or object):
                 # jail makes of it.
                 with self._final_lock:
                     self._final = (value,)
-            try:
-                return to_json(value)
-            except TypeError:
-                # Kept here; the jail gets its str, which hands this object back when
-                # passed to a tool (an image given to final_answer).
-                with self._final_lock:
-                    self._host_objects.append(value)
-                    handle = len(self._host_objects) - 1
-                return {"__rljail_host_object__": handle, "str": str(value)}
+            # What is neither JSON nor rebuilt in the jail is kept here; the jail gets
+            # its str, which hands this object back when passed to a tool (an image
+            # given to final_answer).
+            return tagged_value(value, self._keep_host_object)
         return handler
 
+    def _keep_host_object(self, value):
+        with self._final_lock:
+            self._host_objects.append(value)
+            handle = len(self._host_objects) - 1
+        return {"__rljail_host_object__": handle, "str": str(value)}
+
     def _host_value(self, value):
-        # A tool's argument from the jail: a host object's marker is that object again.
-        if isinstance(value, dict):
-            if set(value) == {"__rljail_host_object__"} and isinstance(value["__rljail_host_object__"], int):
-                with self._final_lock:
-                    objects = self._host_objects
-                    handle = value["__rljail_host_object__"]
-                    if 0 <= handle < len(objects):
-                        return objects[handle]
-                raise LookupError("no host object %r" % (handle,))
-            return {k: self._host_value(v) for k, v in value.items()}
+        # A tool's argument from the jail (its _rljail_out): a host object's marker is
+        # that object again, a tagged value the Python value it stands for.
         if isinstance(value, list):
             return [self._host_value(v) for v in value]
-        return value
+        if not isinstance(value, dict):
+            return value
+        if set(value) == {"__rljail_host_object__"} and isinstance(value["__rljail_host_object__"], int):
+            with self._final_lock:
+                objects = self._host_objects
+                handle = value["__rljail_host_object__"]
+                if 0 <= handle < len(objects):
+                    return objects[handle]
+            raise LookupError("no host object %r" % (handle,))
+        tag = value.get(_TAG)
+        if tag is None:
+            return {k: self._host_value(v) for k, v in value.items()}
+        data = value.get("data")
+        if tag in ("tuple", "set", "frozenset"):
+            return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](self._host_value(v) for v in data)
+        if tag == "dict":
+            return {self._host_value(k): self._host_value(v) for k, v in data}
+        if tag in ("bytes", "bytearray"):
+            raw = base64.b64decode(data)
+            return raw if tag == "bytes" else bytearray(raw)
+        if tag == "float":
+            return float(data)
+        if tag == "complex":
+            return complex(data[0], data[1])
+        if tag in ("datetime", "date", "time"):
+            return getattr(datetime, tag).fromisoformat(data)
+        if tag == "timedelta":
+            return datetime.timedelta(days=data[0], seconds=data[1], microseconds=data[2])
+        if tag == "Decimal":
+            return decimal.Decimal(data)
+        if tag == "Path":
+            return pathlib.Path(data)
+        if tag == "ndarray":
+            try:
+                import numpy
+            except ImportError:  # the host has none: the nested lists
+                return self._host_value(data)
+            return numpy.array(self._host_value(data), dtype=value.get("dtype"))
+        raise ValueError("unknown value type %r from the jail" % (tag,))
