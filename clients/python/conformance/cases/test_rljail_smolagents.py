@@ -1,7 +1,7 @@
 """rljail's own cases for smolagents, run by the conformance plugin on the local executor
 and on rljail alike: a CodeAgent driven by a scripted Model over two runs (reset=False),
-what the agent shows the model when the code raises, and a tool's image handed to
-final_answer."""
+what the agent shows the model when the code raises, a tool's image handed to
+final_answer, the agent's variables' types, and the executor's exception types."""
 
 from smolagents.agents import CodeAgent
 from smolagents.models import ChatMessage, MessageRole, Model
@@ -108,3 +108,30 @@ def test_variables_keep_their_python_types():
     assert out == (1, 2), out
     assert "(1, 2, 3) ['a', 'b', 'c'] one 255 2024-02-03 4:05:00 2.20 (2+4j)" in logs, logs
 
+
+def test_executor_errors_are_the_local_executors_types():
+    """Called directly (as a runner drives an executor), a failing or overrunning code
+    raises what LocalPythonExecutor raises: InterpreterError (a ValueError), and
+    ExecutionTimeoutError; rljail's are AgentExecutionErrors too, as the remote
+    executors' AgentErrors."""
+    import os
+
+    import pytest
+    from smolagents.local_python_executor import ExecutionTimeoutError, InterpreterError
+    from smolagents.utils import AgentExecutionError
+
+    agent = CodeAgent(tools=[], model=ScriptedModel([]), executor_kwargs={"timeout_seconds": 1})
+    executor = agent.python_executor
+    try:
+        executor.send_variables({})
+        executor.send_tools(agent.tools)
+        with pytest.raises(InterpreterError, match="due to: ZeroDivisionError") as failed:
+            executor("x = 1\n1/0")
+        with pytest.raises(ExecutionTimeoutError, match="maximum execution time of 1 seconds") as overran:
+            executor("import time\ntime.sleep(2)")
+        assert executor("x + 1").output == 2
+    finally:
+        agent.cleanup()
+    if os.environ.get("RLJAIL_CONFORMANCE_EXECUTOR") == "rljail":
+        assert isinstance(failed.value, AgentExecutionError) and isinstance(overran.value, AgentExecutionError)
+        assert failed.value.dict()["message"] == str(failed.value)

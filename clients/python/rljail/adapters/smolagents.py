@@ -32,7 +32,7 @@ import threading
 from ..session import CellTimeout, SessionError
 from ._common import LATE_TOOL_SOURCE, HostInputs, bind, release, start_session, to_json
 
-__all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError"]
+__all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError", "JailedTimeoutError"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -80,9 +80,33 @@ def __getattr__(name):
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
-class JailedCodeError(Exception):
-    """The agent's code raised (or ran past its time limit) in the jail.  CodeAgent turns
-    it into an AgentExecutionError that the model sees; the session's state is kept."""
+@functools.lru_cache(maxsize=None)
+def _error_bases():
+    """The bases of the executor's errors: smolagents' InterpreterError (what
+    LocalPythonExecutor raises) and AgentExecutionError (an AgentError, as the remote
+    executors raise), and ExecutionTimeoutError; plain Exception without smolagents."""
+    try:
+        from smolagents.local_python_executor import ExecutionTimeoutError, InterpreterError
+        from smolagents.utils import AgentExecutionError
+    except ImportError:
+        return (Exception,), (Exception,)
+    return (InterpreterError, AgentExecutionError), (ExecutionTimeoutError,)
+
+
+class JailedCodeError(*_error_bases()[0]):
+    """The agent's code raised in the jail, or did not parse; the session's state is
+    kept.  With smolagents installed it is the local executor's InterpreterError and an
+    AgentExecutionError (whose ``message`` and ``dict()`` it has; it logs nothing
+    itself: CodeAgent logs the AgentExecutionError it makes of it for the model)."""
+
+    def __init__(self, message):
+        Exception.__init__(self, message)
+        self.message = message
+
+
+class JailedTimeoutError(JailedCodeError, *_error_bases()[1]):
+    """The agent's code ran past its time limit and was interrupted; the state is kept.
+    With smolagents installed it is the local executor's ExecutionTimeoutError too."""
 
 
 _FINAL_EXCEPTION = "FinalAnswerException"
@@ -586,7 +610,7 @@ class RljailExecutor(_runtime()[0] or object):
             # local_python_executor.py timeout(): its ExecutionTimeoutError's words.
             limit = self.timeout_seconds if self.timeout_seconds is not None else MAX_EXECUTION_TIME_SECONDS
             self.state["_print_outputs"] = self._logs(e.result)
-            raise JailedCodeError("Code execution exceeded the maximum execution time of %s seconds "
+            raise JailedTimeoutError("Code execution exceeded the maximum execution time of %s seconds "
                                   "(CellTimeout: %s)" % (limit, e.result.error.message))
         self._cells += 1
         logs = self._logs(result)
