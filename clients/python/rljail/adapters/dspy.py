@@ -474,6 +474,9 @@ class RljailInterpreter:
         for key in variables:
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
                 raise _interpreter_error("Invalid variable name: '%s'" % (key,))
+        # As python_interpreter.py's _inject_variables: every value is JSON before
+        # anything starts; one that cannot be is the caller's CodeInterpreterError.
+        variables = {name: _variable_value(value) for name, value in variables.items()}
         # As python_interpreter.py's _ensure_deno_process: start() (and with it the
         # startup callbacks) only when there is no session yet, once per process, not
         # at every execute.
@@ -577,10 +580,7 @@ class RljailInterpreter:
             self._terminal("the rljail session failed: %s" % e)
 
     def _bind(self, name, value):
-        try:
-            value = _coerce(value, allow_nonfinite=True)
-        except TypeError as e:
-            raise _interpreter_error("Unsupported value type: %s" % e)
+        # value: a _variable_value.
         if isinstance(value, str):
             text = value
         else:
@@ -680,6 +680,33 @@ def _coerce(value, allow_nonfinite=False):
             return to_json(to_jsonable_python(value), allow_nonfinite)
         except Exception:
             raise first
+
+
+def _variable_value(value):
+    """A variable as JSON data (inf and nan kept), as python_interpreter.py makes it
+    before it injects it: a pydantic model that cannot be dumped is
+    CodeInterpreterError("Unable to serialize <Model> as JSON: ..."), as its
+    _dump_pydantic words it, and a value of another type "Unsupported value type"."""
+    try:
+        return _coerce(_dump_models(value), allow_nonfinite=True)
+    except TypeError as e:
+        raise _interpreter_error("Unsupported value type: %s" % e)
+
+
+def _dump_models(value):
+    # The pydantic models in value dumped (model_dump(mode="json")), the outermost
+    # first, so that a failure names the model the caller passed.
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return dump(mode="json")
+        except Exception as e:
+            raise _interpreter_error("Unable to serialize %s as JSON: %s" % (type(value).__name__, e)) from e
+    if isinstance(value, dict):
+        return {k: _dump_models(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_dump_models(v) for v in value]
+    return value
 
 
 def _ends_with_expression(code):
