@@ -565,10 +565,12 @@ class RljailREPL:
             return self._llm_query(prompt, model)
         try:
             completion = self.subcall_fn(prompt, model)
+            self._record(completion)
+            # Inside the try, as LocalREPL's: a result without .response is the
+            # error string too.
+            return completion.response
         except Exception as e:
             return "Error: RLM query failed - %s" % e
-        self._record(completion)
-        return completion.response
 
     def _rlm_query_batched(self, prompts, model=None):
         if self.subcall_fn is None:
