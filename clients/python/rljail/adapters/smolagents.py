@@ -520,8 +520,9 @@ class RljailExecutor(_runtime()[0] or object):
         # the cell's import statements (_RljailImportGuard).
         self.authorized_imports = list(set(_base_builtin_modules()) | set(self.additional_authorized_imports))
         # What the agent reads of LocalPythonExecutor's state: "_print_outputs", the
-        # logs of the last execution, which it keeps in memory when the code raised.
-        self.state = {"_print_outputs": ""}
+        # logs of the last execution, which it keeps in memory when the code raised;
+        # and its "__name__" (the jail's namespace is __main__ too).
+        self.state = {"__name__": "__main__", "_print_outputs": ""}
         self.static_tools = None
         self.logger = logger
         self.additional_functions = dict(additional_functions or {})
