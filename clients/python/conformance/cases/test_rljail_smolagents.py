@@ -135,3 +135,24 @@ def test_executor_errors_are_the_local_executors_types():
     if os.environ.get("RLJAIL_CONFORMANCE_EXECUTOR") == "rljail":
         assert isinstance(failed.value, AgentExecutionError) and isinstance(overran.value, AgentExecutionError)
         assert failed.value.dict()["message"] == str(failed.value)
+
+
+def test_dataframe_variable_stays_a_dataframe():
+    """A pandas DataFrame in additional_args is a DataFrame in the code (the data rootfs
+    has pandas), and one handed to final_answer a DataFrame for the caller."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"city": ["Oslo", "Lima", "Oslo"], "amount": [3, 4, 5],
+                          "day": pd.to_datetime(["2024-01-01", "2024-01-02", "2024-01-03"])})
+    model = ScriptedModel([code(
+        "print(int(df[df.city == 'Oslo'].amount.sum()), df.day.max().day, len(df))\n"
+        "final_answer(df[df.amount > 3])")])
+    agent = CodeAgent(tools=[], model=model, max_steps=2, additional_authorized_imports=["pandas"])
+    try:
+        out = agent.run("go", additional_args={"df": frame})
+        logs = str(agent.memory.steps[1].observations)
+    finally:
+        agent.cleanup()
+    assert "8 3 3" in logs, logs
+    assert isinstance(out, pd.DataFrame) and list(out.amount) == [4, 5], out
+    assert str(out.day.dtype).startswith("datetime64"), out.dtypes

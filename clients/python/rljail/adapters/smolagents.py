@@ -25,6 +25,8 @@ import contextvars
 import datetime
 import decimal
 import functools
+import io
+import json
 import pathlib
 import re
 import threading
@@ -227,6 +229,18 @@ def _rljail_typed(value):
         except ImportError:  # not in this rootfs: the nested lists
             return _rljail_typed(data)
         return numpy.array(_rljail_typed(data), dtype=value.get("dtype"))
+    if tag in ("DataFrame", "Series"):
+        try:
+            pandas = _rljail_importlib.import_module("pandas")
+        except ImportError:  # not in this rootfs: the table's JSON (schema and rows)
+            return _rljail_importlib.import_module("json").loads(data)
+        frame = pandas.read_json(_rljail_importlib.import_module("io").StringIO(data), orient="table")
+        if tag == "DataFrame":
+            return frame
+        series = frame.iloc[:, 0]
+        if value.get("unnamed"):
+            series.name = None
+        return series
     raise ValueError("unknown variable type %r" % (tag,))
 
 
@@ -277,6 +291,12 @@ def _rljail_out(value):
             return {tag: "ndarray", "data": _rljail_out(value.tolist()), "dtype": str(value.dtype)}
         if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
             return _rljail_out(value.item())
+    if type(value).__module__.split(".")[0] == "pandas" and type(value).__name__ in ("DataFrame", "Series"):
+        try:
+            return {tag: type(value).__name__, "data": value.to_json(orient="table", date_format="iso"),
+                    "unnamed": getattr(value, "name", 0) is None}
+        except Exception:
+            pass
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         try:
@@ -428,8 +448,8 @@ _TAG = "__rljail_type__"
 def tagged_value(value, keep):
     """``value`` as JSON that the jail's ``_rljail_typed`` turns back into the same
     Python value: JSON values as they are, the other types the local executor keeps
-    (a tuple, a set, a dict with keys that are not strings, bytes, a date...) as
-    ``{"__rljail_type__": type, "data": ...}``.  Dataclasses and pydantic models
+    (a tuple, a set, a dict with keys that are not strings, bytes, a date, a numpy
+    array, a pandas DataFrame...) as ``{"__rljail_type__": type, "data": ...}``.  Dataclasses and pydantic models
     become dicts; any other object is ``keep(value)``, a host object's marker."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
@@ -471,6 +491,14 @@ def tagged_value(value, keep):
         item = getattr(value, "item", None)
         if callable(item) and getattr(value, "ndim", None) == 0:
             return tagged_value(item(), keep)
+    if type(value).__module__.split(".")[0] == "pandas" and type(value).__name__ in ("DataFrame", "Series"):
+        # Pandas' table JSON keeps the index and the columns' types (dates too); a
+        # frame it cannot write (duplicate columns...) stays on the host.
+        try:
+            return {_TAG: type(value).__name__, "data": value.to_json(orient="table", date_format="iso"),
+                    "unnamed": getattr(value, "name", 0) is None}
+        except Exception:
+            return keep(value)
     try:
         return to_json(value)  # a dataclass, a pydantic model: a dict
     except (TypeError, ValueError, RecursionError):
@@ -576,8 +604,8 @@ class RljailExecutor(_runtime()[0] or object):
         """Binds each of ``variables`` in the jail's namespace as the Python value it
         is, as the local executor has it (the agent's ``additional_args``): JSON
         values, and tuples, sets, dicts with keys that are not strings, bytes,
-        dates and times, ``Decimal``, ``Path``, complex numbers and numpy arrays
-        (:func:`tagged_value`); any other object stays on the host and the jail holds
+        dates and times, ``Decimal``, ``Path``, complex numbers, numpy arrays and
+        pandas DataFrames and Series (:func:`tagged_value`); any other object stays on the host and the jail holds
         its ``str``, which is that object again when passed to a tool."""
         if self.session is None:
             self._pending_vars.update(variables)
@@ -780,4 +808,16 @@ class RljailExecutor(_runtime()[0] or object):
             except ImportError:  # the host has none: the nested lists
                 return self._host_value(data)
             return numpy.array(self._host_value(data), dtype=value.get("dtype"))
+        if tag in ("DataFrame", "Series"):
+            try:
+                import pandas
+            except ImportError:  # the host has none: the table's JSON
+                return json.loads(data)
+            frame = pandas.read_json(io.StringIO(data), orient="table")
+            if tag == "DataFrame":
+                return frame
+            series = frame.iloc[:, 0]
+            if value.get("unnamed"):
+                series.name = None
+            return series
         raise ValueError("unknown value type %r from the jail" % (tag,))
