@@ -1,8 +1,10 @@
 """rljail's own cases for smolagents, run by the conformance plugin on the local executor
 and on rljail alike: a CodeAgent driven by a scripted Model over two runs (reset=False),
 what the agent shows the model when the code raises, a tool's image handed to
-final_answer, the agent's variables' types, and the executor's exception types."""
+final_answer, the agent's variables' types, the executor's exception types, and
+smolagents' own suite of its remote executors, on RljailExecutor made as one."""
 
+import pytest
 from smolagents.agents import CodeAgent
 from smolagents.models import ChatMessage, MessageRole, Model
 
@@ -156,3 +158,45 @@ def test_dataframe_variable_stays_a_dataframe():
     assert "8 3 3" in logs, logs
     assert isinstance(out, pd.DataFrame) and list(out.amount) == [4, 5], out
     assert str(out.day.dtype).startswith("datetime64"), out.dtypes
+
+
+def _remote_suite():
+    """smolagents' own suite of the remote executors (Docker's, Modal's), which takes
+    the executor from a fixture; its module imports docker, which is not needed here."""
+    import sys
+    import types
+
+    if "docker" not in sys.modules:
+        try:
+            import docker  # noqa: F401
+        except ImportError:
+            sys.modules["docker"] = types.ModuleType("docker")
+    from tests.test_remote_executors import CommonDockerExecutorIntegration
+    return CommonDockerExecutorIntegration
+
+
+class TestAsRemoteExecutor(_remote_suite()):
+    """RljailExecutor made as a remote executor is made (imports to have, a logger) and
+    judged by smolagents' own tests of its Docker and Modal executors: state, final
+    answers (a PIL image made in the jail too), a syntax error as an AgentError, and
+    ``delete()`` at the end.  On the local executor's run there is no remote executor:
+    not run there."""
+
+    @pytest.fixture
+    def custom_executor(self):
+        import io
+        import os
+
+        from rich.console import Console
+        from smolagents.monitoring import AgentLogger, LogLevel
+
+        if os.environ.get("RLJAIL_CONFORMANCE_EXECUTOR") != "rljail":
+            pytest.skip("a remote executor's suite: there is none on the local executor's run")
+        from rljail.adapters.smolagents import RljailExecutor
+
+        rootfs = os.environ.get("RLJAIL_DATA_ROOTFS")  # numpy and PIL
+        executor = RljailExecutor(additional_imports=["pillow", "numpy"],
+                                  logger=AgentLogger(LogLevel.INFO, Console(force_terminal=False, file=io.StringIO())),
+                                  **({"rootfs": rootfs} if rootfs else {}))
+        yield executor
+        executor.delete()

@@ -297,6 +297,14 @@ def _rljail_out(value):
                     "unnamed": getattr(value, "name", 0) is None}
         except Exception:
             pass
+    if type(value).__module__.split(".")[0] == "PIL" and callable(getattr(value, "save", None)):
+        # An image made in the jail, as PNG (the remote executors send theirs so too).
+        buffer = _rljail_importlib.import_module("io").BytesIO()
+        try:
+            value.save(buffer, format="PNG")
+            return {tag: "PIL.Image", "data": _rljail_base64.b64encode(buffer.getvalue()).decode("ascii")}
+        except Exception:
+            pass
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         try:
@@ -517,9 +525,13 @@ class RljailExecutor(_runtime()[0] or object):
     """smolagents' PythonExecutor over one ``rljail session``.
 
     The constructor takes both executors' arguments: ``additional_authorized_imports``
-    first (accepted for CodeAgent's sake and not used: the jail, not an import list, is
-    the boundary), then the remote executors' ``logger`` or LocalPythonExecutor's
-    ``max_print_outputs_length`` (an int in that place is taken as the latter).
+    first, then the remote executors' ``logger`` or LocalPythonExecutor's
+    ``max_print_outputs_length`` (an int in that place is taken as the latter).  Made
+    as LocalPythonExecutor is, the authorized imports are enforced on the code's import
+    statements in its words (the agent's rule, not the boundary: the jail is); made as
+    a remote executor is (a ``logger``, or ``additional_imports=``, the packages it
+    would install), any import the jail's rootfs has works, as in the remote executors'
+    kernels.  ``enforce_imports`` chooses either way.
     ``max_print_outputs_length`` becomes the session's per-cell output cap,
     ``timeout_seconds`` its cell timeout (the state is kept when it fires);
     ``additional_functions`` (LocalPythonExecutor's) are host functions callable from
@@ -539,11 +551,17 @@ class RljailExecutor(_runtime()[0] or object):
 
     def __init__(self, additional_authorized_imports=(), logger=None,
                  max_print_outputs_length=None, timeout_seconds=None, include_stderr=False,
-                 additional_functions=None, allow_pickle=False, **session_options):
+                 additional_functions=None, allow_pickle=False, additional_imports=None,
+                 enforce_imports=None, **session_options):
         if isinstance(logger, int) and not isinstance(logger, bool) and max_print_outputs_length is None:
             # LocalPythonExecutor(additional_authorized_imports, max_print_outputs_length, ...)
             logger, max_print_outputs_length = None, logger
-        self.additional_authorized_imports = list(additional_authorized_imports or ())
+        # RemotePythonExecutor(additional_imports, logger, allow_pickle): packages to
+        # install, not a rule on imports (remote_executors.py:70-80).
+        remote = logger is not None or additional_imports is not None
+        self.additional_imports = list(additional_imports or ())
+        self.enforce_imports = (not remote) if enforce_imports is None else bool(enforce_imports)
+        self.additional_authorized_imports = list(additional_authorized_imports or ()) + self.additional_imports
         # LocalPythonExecutor's: the base modules and the additional ones, enforced on
         # the cell's import statements (_RljailImportGuard).
         self.authorized_imports = list(set(_base_builtin_modules()) | set(self.additional_authorized_imports))
@@ -668,6 +686,14 @@ class RljailExecutor(_runtime()[0] or object):
         self._declared = None
         self._cells = 0
 
+    def delete(self):
+        """The remote executors' end of the sandbox: :meth:`cleanup`."""
+        self.cleanup()
+
+    def run_code_raise_errors(self, code):
+        """The remote executors' way to run code: as :meth:`__call__`."""
+        return self(code)
+
     def __enter__(self):
         return self
 
@@ -702,10 +728,11 @@ class RljailExecutor(_runtime()[0] or object):
         # Compiled under a name of its own: the import guard judges the imports of the
         # cell's code ("<cell>"), not those the scaffold's functions make on its behalf
         # (numpy's own, when a tool's argument is an array).
+        guard = ("_rljail_import_guard = _RljailImportGuard(%r, %r)\n"
+                 % (self.authorized_imports, str(self.authorized_imports)) if self.enforce_imports else "")
         self._scaffold("exec(compile(%r, '<rljail-scaffold>', 'exec'))\n"
-                       "_rljail_smol = _RljailSmolScaffold(globals(), %r)\n"
-                       "_rljail_import_guard = _RljailImportGuard(%r, %r)\n"
-                       % (_SCAFFOLD, names + [_LATE_TOOL], self.authorized_imports, str(self.authorized_imports)))
+                       "_rljail_smol = _RljailSmolScaffold(globals(), %r)\n%s"
+                       % (_SCAFFOLD, names + [_LATE_TOOL], guard))
         pending, self._pending_vars = self._pending_vars, {}
         self.send_variables(pending)
 
@@ -808,6 +835,15 @@ class RljailExecutor(_runtime()[0] or object):
             except ImportError:  # the host has none: the nested lists
                 return self._host_value(data)
             return numpy.array(self._host_value(data), dtype=value.get("dtype"))
+        if tag == "PIL.Image":
+            raw = base64.b64decode(data)
+            try:
+                from PIL import Image
+            except ImportError:  # the host has none: the PNG's bytes
+                return raw
+            image = Image.open(io.BytesIO(raw))
+            image.load()
+            return image
         if tag in ("DataFrame", "Series"):
             try:
                 import pandas
