@@ -167,6 +167,21 @@ class RLMTrajectoryTest(unittest.TestCase):
         self.assertIn("CellTimeout", r.stderr)
         self.assertEqual(env.execute_code("print(x)").stdout, "2\n")
 
+    def test_cell_timeout_as_an_environment_argument(self):
+        # rlm's IPythonREPL takes cell_timeout (seconds; 0 or None: none) and reports an
+        # overrun as "TimeoutError: cell execution exceeded Ns and was interrupted"; an
+        # RLM's environment_kwargs={"cell_timeout": ...} means the same here.
+        env = adapter.RljailREPL(lm_handler_address=self.lm.address, cell_timeout=0.3,
+                                 rljail={"binary": FAKE})
+        self.addCleanup(env.cleanup)
+        self.assertEqual(env.cell_timeout, 0.3)
+        r = env.execute_code("x = 1\nwhile True:\n    pass")
+        self.assertIn("\nTimeoutError: cell execution exceeded 0.3s and was interrupted", r.stderr)
+        self.assertEqual(env.execute_code("print(x)").stdout, "1\n")
+        off = adapter.RljailREPL(cell_timeout=0, rljail={"binary": FAKE})
+        self.addCleanup(off.cleanup)
+        self.assertIsNone(off.cell_timeout)
+
     def test_persistent_multi_turn(self):
         rlm = ScriptedRLM(env_factory(persistent=True), persistent=True)
         a1, _ = rlm.completion("first doc", [

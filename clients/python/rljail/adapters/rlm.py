@@ -335,7 +335,7 @@ class RljailREPL:
     def __init__(self, lm_handler_address=None, context_payload=None, setup_code=None,
                  persistent=False, depth=1, subcall_fn=None, custom_tools=None,
                  custom_sub_tools=None, compaction=False, max_concurrent_subcalls=4,
-                 rljail=None, values_chars=64 << 10, final_var=None, **kwargs):
+                 rljail=None, values_chars=64 << 10, final_var=None, cell_timeout=None, **kwargs):
         reserved = set(custom_tools or {}) & RESERVED_NAMES
         if reserved:
             # As rlm/environments/base_env.py validate_custom_tools words it.
@@ -351,6 +351,12 @@ class RljailREPL:
         self.custom_sub_tools = custom_sub_tools if custom_sub_tools is not None else self.custom_tools
         self.compaction = compaction
         self.options = dict(rljail or {})
+        # IPythonREPL's cell_timeout (seconds; 0 or None is none): the session's, unless
+        # the rljail options give one.  Without either the session's default holds (a
+        # jailed cell always has a time limit).
+        self.cell_timeout = cell_timeout if cell_timeout and cell_timeout > 0 else None
+        if self.cell_timeout is not None:
+            self.options.setdefault("cell_timeout", self.cell_timeout)
         self.values_chars = values_chars
         self.final_var = runtime_has_final_var() if final_var is None else bool(final_var)
         self._context_count = 0
@@ -482,12 +488,19 @@ class RljailREPL:
         start = time.perf_counter()
         with self._calls_lock:
             self._pending_calls = []
+        timed_out = False
         try:
             result = self.session.run(code)
         except CellTimeout as e:
-            result = e.result
+            result, timed_out = e.result, True
         stdout, stderr = result.stdout, result.stderr
-        if result.error is not None:
+        if timed_out:
+            # IPythonREPL's words for a cell past its cell_timeout; the state is kept.
+            limit = self.session.limits.get("cell_timeout_ms")
+            limit = "%gs" % (limit / 1000.0) if isinstance(limit, (int, float)) else "its time limit"
+            stderr = stderr + "\nTimeoutError: cell execution exceeded %s and was interrupted (CellTimeout: %s)" % (
+                limit, result.error.message)
+        elif result.error is not None:
             # As LocalREPL: the exception's type and message after the cell's stderr.
             stderr = stderr + "\n%s: %s" % (result.error.type, result.error.message)
         report = self._restore()
