@@ -182,6 +182,47 @@ class RLMTrajectoryTest(unittest.TestCase):
         self.addCleanup(off.cleanup)
         self.assertIsNone(off.cell_timeout)
 
+    def test_threads_share_one_environment(self):
+        # As rlm's IPythonREPL tests have it: cells run one at a time from any thread,
+        # each reporting its own sub-calls; add_context gives distinct indices; a
+        # subcall_fn that re-enters execute_code on its own REPL is a RuntimeError in
+        # the subcall (the cell sees rlm_query's error string), not a deadlock.
+        class Completion:
+            response = "x"
+
+        env = adapter.RljailREPL(subcall_fn=lambda prompt, model=None: Completion(),
+                                 persistent=True, rljail={"binary": FAKE})
+        self.addCleanup(env.cleanup)
+        counts, indices = [], []
+
+        def worker(i):
+            for _ in range(3):
+                counts.append(len(env.execute_code("rlm_query('p')").rlm_calls))
+            indices.append(env.add_context("payload-%d" % i))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(counts, [1] * 12)
+        self.assertEqual(sorted(indices), [0, 1, 2, 3])
+        seen = []
+
+        def reenter(prompt, model=None):
+            try:
+                env.execute_code("print('inner')")
+            except RuntimeError as e:
+                seen.append(str(e))
+                raise
+            return Completion()
+
+        env.subcall_fn = reenter
+        r = env.execute_code("print(rlm_query('p')[:22])")
+        self.assertEqual(r.stdout, "Error: RLM query faile\n")
+        self.assertEqual(len(seen), 1)
+        self.assertIn("re-enter", seen[0])
+
     def test_persistent_multi_turn(self):
         rlm = ScriptedRLM(env_factory(persistent=True), persistent=True)
         a1, _ = rlm.completion("first doc", [

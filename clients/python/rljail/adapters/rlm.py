@@ -364,6 +364,11 @@ class RljailREPL:
         self._compaction_history = []
         self._pending_calls = []
         self._calls_lock = threading.Lock()
+        # One cell (with its scaffold cells) at a time, from any thread; the sub-calls
+        # a subcall_fn makes must not re-enter it (they would wait for the very cell
+        # that waits for them).
+        self._exec_lock = threading.RLock()
+        self._in_subcall = threading.local()
         self.session = None
         self._inputs = None
         self.temp_dir = None
@@ -415,10 +420,11 @@ class RljailREPL:
         context of megabytes, are :class:`JailedValue`).
         Empty once cleaned up, as LocalREPL's is.  rlm's own tests read it
         (tests/test_local_repl.py, tests/test_local_repl_persistent.py at 72d6940)."""
-        if self.session is None:
-            return {}
-        self._scaffold("_rljail_locals = _rljail_rlm.snapshot(%d, %d)" % (4 << 20, 8 << 20))
-        return _decode_locals(self.session.get("_rljail_locals"))
+        with self._exec_lock:
+            if self.session is None:
+                return {}
+            self._scaffold("_rljail_locals = _rljail_rlm.snapshot(%d, %d)" % (4 << 20, 8 << 20))
+            return _decode_locals(self.session.get("_rljail_locals"))
 
     def __enter__(self):
         return self
@@ -441,14 +447,15 @@ class RljailREPL:
 
     def add_context(self, context_payload, context_index=None):
         """Binds ``context_N`` (``context`` too for N = 0); returns N."""
-        if context_index is None:
-            context_index = self._context_count
-        name = "context_%d" % context_index
-        bind(self.session, self._inputs, name, context_payload)
-        if context_index == 0:
-            self._scaffold("context = context_0")
-        self._context_count = max(self._context_count, context_index + 1)
-        return context_index
+        with self._exec_lock:
+            if context_index is None:
+                context_index = self._context_count
+            name = "context_%d" % context_index
+            bind(self.session, self._inputs, name, context_payload)
+            if context_index == 0:
+                self._scaffold("context = context_0")
+            self._context_count = max(self._context_count, context_index + 1)
+            return context_index
 
     def get_context_count(self):
         return self._context_count
@@ -456,25 +463,27 @@ class RljailREPL:
     def add_history(self, message_history, history_index=None):
         """Binds ``history_N`` to a copy of ``message_history`` (``history`` too for
         N = 0, unless compaction owns it); returns N."""
-        if history_index is None:
-            history_index = self._history_count
-        name = "history_%d" % history_index
-        bind(self.session, self._inputs, name, copy.deepcopy(message_history))
-        if history_index == 0 and not self.compaction:
-            self._scaffold("history = history_0")
-        self._history_count = max(self._history_count, history_index + 1)
-        return history_index
+        with self._exec_lock:
+            if history_index is None:
+                history_index = self._history_count
+            name = "history_%d" % history_index
+            bind(self.session, self._inputs, name, copy.deepcopy(message_history))
+            if history_index == 0 and not self.compaction:
+                self._scaffold("history = history_0")
+            self._history_count = max(self._history_count, history_index + 1)
+            return history_index
 
     def get_history_count(self):
         return self._history_count
 
     def append_compaction_entry(self, entry):
         """Appends a trajectory segment or summary to ``history`` (compaction mode)."""
-        if not self.compaction:
-            return
-        self._compaction_history.append(copy.deepcopy(entry))
-        bind(self.session, self._inputs, "_rljail_compaction", self._compaction_history)
-        self._scaffold("history = _rljail_compaction")
+        with self._exec_lock:
+            if not self.compaction:
+                return
+            self._compaction_history.append(copy.deepcopy(entry))
+            bind(self.session, self._inputs, "_rljail_compaction", self._compaction_history)
+            self._scaffold("history = _rljail_compaction")
 
     def update_handler_address(self, address):
         """The LM handler of the next completion (each RLM.completion starts its own)."""
@@ -485,6 +494,13 @@ class RljailREPL:
     def execute_code(self, code):
         """Runs one cell; returns a REPLResult (stdout, stderr, locals, execution_time,
         the sub-calls made, final_answer)."""
+        if getattr(self._in_subcall, "active", False):
+            raise RuntimeError("Reentrant execute_code: a subcall (rlm_query's subcall_fn) cannot "
+                               "re-enter the environment whose cell is waiting for it")
+        with self._exec_lock:
+            return self._execute_code(code)
+
+    def _execute_code(self, code):
         start = time.perf_counter()
         with self._calls_lock:
             self._pending_calls = []
@@ -577,13 +593,23 @@ class RljailREPL:
         if self.subcall_fn is None:
             return self._llm_query(prompt, model)
         try:
-            completion = self.subcall_fn(prompt, model)
-            self._record(completion)
+            completion = self._subcall(prompt, model)
             # Inside the try, as LocalREPL's: a result without .response is the
-            # error string too.
-            return completion.response
+            # error string too (and, as the Docker and IPython REPLs have it, not
+            # recorded).
+            response = completion.response
+            self._record(completion)
+            return response
         except Exception as e:
             return "Error: RLM query failed - %s" % e
+
+    def _subcall(self, prompt, model):
+        # subcall_fn on this thread, marked as a sub-call (execute_code refuses it).
+        self._in_subcall.active = True
+        try:
+            return self.subcall_fn(prompt, model)
+        finally:
+            self._in_subcall.active = False
 
     def _rlm_query_batched(self, prompts, model=None):
         if self.subcall_fn is None:
@@ -593,8 +619,9 @@ class RljailREPL:
 
         def one(i):
             try:
-                done[i] = self.subcall_fn(prompts[i], model)
-                results[i] = done[i].response
+                completion = self._subcall(prompts[i], model)
+                results[i] = completion.response
+                done[i] = completion
             except Exception as e:
                 results[i] = "Error: RLM query failed - %s" % e
 
