@@ -586,6 +586,13 @@ class RljailInterpreter:
         else:
             text = json.dumps(value)
         if len(text) <= self.large_value_bytes:
+            if _has_scalar_keys(value):
+                # python_interpreter.py binds a small value as a Python literal: keys
+                # that are numbers, bools or None stay so ({1: "a"}[1]).
+                result = self.session.run("%s = %s\n" % (name, _literal(value)))
+                if result.error is not None:
+                    raise _interpreter_error("binding %s failed: %s" % (name, result.error))
+                return
             try:
                 json.dumps(value, allow_nan=False)
             except ValueError:
@@ -664,20 +671,20 @@ def _await(result):
     return result
 
 
-def _coerce(value, allow_nonfinite=False):
+def _coerce(value, allow_nonfinite=False, scalar_keys=False):
     """``value`` as JSON data, as python_interpreter.py's _to_json_compatible makes it:
     plain JSON, models, dataclasses, tuples and sets, and else what pydantic's
     ``to_jsonable_python`` makes of it (datetimes, enums, UUIDs...; pydantic is there
     wherever DSPy is).  TypeError when neither can."""
     try:
-        return to_json(value, allow_nonfinite)
+        return to_json(value, allow_nonfinite, scalar_keys)
     except TypeError as first:
         try:
             from pydantic_core import to_jsonable_python
         except ImportError:
             raise first
         try:
-            return to_json(to_jsonable_python(value), allow_nonfinite)
+            return to_json(to_jsonable_python(value), allow_nonfinite, scalar_keys)
         except Exception:
             raise first
 
@@ -688,9 +695,30 @@ def _variable_value(value):
     CodeInterpreterError("Unable to serialize <Model> as JSON: ..."), as its
     _dump_pydantic words it, and a value of another type "Unsupported value type"."""
     try:
-        return _coerce(_dump_models(value), allow_nonfinite=True)
+        return _coerce(_dump_models(value), allow_nonfinite=True, scalar_keys=True)
     except TypeError as e:
         raise _interpreter_error("Unsupported value type: %s" % e)
+
+
+def _has_scalar_keys(value):
+    # Whether a _variable_value holds a dict key that is not a string.
+    if isinstance(value, dict):
+        return any(not isinstance(k, str) or _has_scalar_keys(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_scalar_keys(v) for v in value)
+    return False
+
+
+def _literal(value):
+    """The Python literal of a _variable_value (JSON data with scalar keys), as
+    python_interpreter.py's _serialize_value writes one: inf and nan as float('inf')."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return "float(%r)" % repr(value)
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join("%s: %s" % (_literal(k), _literal(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return "[%s]" % ", ".join(_literal(v) for v in value)
+    return repr(value)
 
 
 def _dump_models(value):
