@@ -36,6 +36,7 @@ import json
 import logging
 import socket
 import struct
+import sys
 import threading
 import time
 
@@ -313,6 +314,17 @@ def runtime_has_final_var():
         return False
 
 
+def _register_with_runtime():
+    """Makes RljailREPL one of rlm's NonIsolatedEnv (and so BaseEnv) environments, as
+    LocalREPL is, for a runner that checks with isinstance: a virtual subclass (ABC
+    registration), once rlm is imported by whoever drives the adapter; it is not
+    imported here (importing rlm loads a .env into the environment)."""
+    base_env = sys.modules.get("rlm.environments.base_env")
+    cls = getattr(base_env, "NonIsolatedEnv", None)
+    if cls is not None and not issubclass(RljailREPL, cls):
+        cls.register(RljailREPL)
+
+
 class RljailREPL:
     """The RLM library's REPL environment, jailed: one ``rljail session`` per instance.
 
@@ -336,6 +348,7 @@ class RljailREPL:
                  persistent=False, depth=1, subcall_fn=None, custom_tools=None,
                  custom_sub_tools=None, compaction=False, max_concurrent_subcalls=4,
                  rljail=None, values_chars=64 << 10, final_var=None, cell_timeout=None, **kwargs):
+        _register_with_runtime()
         reserved = set(custom_tools or {}) & RESERVED_NAMES
         if reserved:
             # As rlm/environments/base_env.py validate_custom_tools words it.
@@ -664,6 +677,7 @@ def install(environment="local", **session_options):
     Returns a handle: ``handle.uninstall()``, or use it as a context manager."""
     import rlm.core.rlm as rlm_module  # the runtime, imported only when asked for
 
+    _register_with_runtime()
     original = rlm_module.get_environment
 
     def get_environment(env_type, environment_kwargs):
