@@ -274,8 +274,11 @@ class PythonInterpreterSurfaceTest(unittest.TestCase):
         with self.assertRaisesRegex(adapter.CodeInterpreterError, "unique basenames"):
             adapter.RljailInterpreter(binary=FAKE, enable_read_paths=["/a/x.txt"],
                                       enable_write_paths=["/b/x.txt"])
-        with self.assertRaisesRegex(adapter.CodeInterpreterError, "no network"):
-            adapter.RljailInterpreter(binary=FAKE, enable_network_access=["example.com"])
+        # enable_network_access (Deno's --allow-net) is the session's egress allowlist.
+        net = adapter.RljailInterpreter(binary=FAKE, enable_network_access=["example.com", "10.0.0.1"],
+                                        allow_host=["api.example.org"])
+        self.assertEqual(net.session_options["allow_host"], ["api.example.org", "example.com", "10.0.0.1"])
+        self.assertEqual(net.enable_network_access, ["example.com", "10.0.0.1"])
         missing = self.interp(enable_read_paths=["/nonexistent/rljail-missing.txt"])
         with self.assertRaises(adapter.CodeInterpreterError):
             missing.execute("1")

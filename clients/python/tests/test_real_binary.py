@@ -241,6 +241,33 @@ class RealAdaptersTest(unittest.TestCase):
         interp.tools["thrice"] = lambda x: 3 * x
         self.assertEqual(interp.execute("thrice(m)"), 126)
 
+    def test_dspy_interpreter_network_access(self):
+        # DSPy's enable_network_access=[hosts] (test_enable_net_flag at 3.3.1): the
+        # session's egress allowlist; here a host server by a name resolved to loopback.
+        class Hello(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"hello")
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        port = server.server_address[1]
+        code = "import urllib.request\nurllib.request.urlopen('http://net.test:%d/', timeout=10).read().decode()" % port
+        closed = dspy_adapter.RljailInterpreter(binary=real_binary())
+        self.addCleanup(closed.shutdown)
+        with self.assertRaises(dspy_adapter.CodeExecutionError):
+            closed.execute(code)
+        opened = dspy_adapter.RljailInterpreter(binary=real_binary(), enable_network_access=["net.test:%d" % port],
+                                                resolve=["net.test:127.0.0.1"])
+        self.addCleanup(opened.shutdown)
+        self.assertEqual(opened.execute(code), "hello")
+
     def test_dspy_interpreter_files_and_env(self):
         # As DSPy's tests of PythonInterpreter's grants (tests/primitives/
         # test_python_interpreter.py:149-214 at 3.3.1): files at /sandbox/<basename>,

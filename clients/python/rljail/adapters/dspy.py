@@ -264,8 +264,8 @@ class RljailInterpreter:
 
     execution_instructions = (
         "Python (CPython) runs in an rljail jail: state persists across executions; the standard "
-        "library and subprocesses work; there is no network and no host file but the ones "
-        "granted; each execution has a time limit."
+        "library and subprocesses work; there is no network (but the hosts granted) and no "
+        "host file but the ones granted; each execution has a time limit."
     )
 
     @classmethod
@@ -282,12 +282,16 @@ class RljailInterpreter:
         # PythonInterpreter's arguments (python_interpreter.py:243-345): files granted at
         # /sandbox/<basename>, read-only or (a private copy, synced back after each
         # execution that succeeds, as _sync_files does) writable; environment variables by
-        # name.  deno_command has no meaning here; a jail has no network to grant.
+        # name; hosts the code may reach (Deno's --allow-net) through the session's egress
+        # allowlist (--allow-host: HOST[:PORT], ports 443 and 80 without one; an IP or a
+        # CIDR).  deno_command has no meaning here.
         if isinstance(deno_command, dict):
             raise TypeError("deno_command must be a list of strings, not a dict")
-        if enable_network_access:
-            raise _interpreter_error("enable_network_access: an rljail jail has no network; "
-                                     "give the code a tool that makes the request on the host")
+        self.enable_network_access = [str(h) for h in (enable_network_access or [])]
+        if self.enable_network_access:
+            given = session_options.get("allow_host") or []
+            given = [given] if isinstance(given, str) else list(given)
+            session_options["allow_host"] = given + self.enable_network_access
         self.enable_read_paths = list(enable_read_paths or [])
         self.enable_write_paths = list(enable_write_paths or [])
         self.enable_env_vars = list(enable_env_vars or [])
