@@ -200,3 +200,19 @@ class TestAsRemoteExecutor(_remote_suite()):
                                   **({"rootfs": rootfs} if rootfs else {}))
         yield executor
         executor.delete()
+
+
+def test_authorized_module_not_installed_is_refused():
+    """An authorized import that the executor cannot import is LocalPythonExecutor's
+    InterpreterError ("Non-installed authorized modules: ...") before any code runs (at
+    the local executor's construction; at rljail's session start, the agent's run)."""
+    from smolagents.local_python_executor import InterpreterError
+
+    model = ScriptedModel([code("final_answer(1)")])
+    with pytest.raises(InterpreterError, match="Non-installed authorized modules: rljail_no_such_module"):
+        agent = CodeAgent(tools=[], model=model, additional_authorized_imports=["math", "rljail_no_such_module.*"])
+        try:
+            agent.run("go")
+        finally:
+            agent.cleanup()
+    assert model.script, "no code ran"

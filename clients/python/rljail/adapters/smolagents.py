@@ -733,8 +733,24 @@ class RljailExecutor(_runtime()[0] or object):
         self._scaffold("exec(compile(%r, '<rljail-scaffold>', 'exec'))\n"
                        "_rljail_smol = _RljailSmolScaffold(globals(), %r)\n%s"
                        % (_SCAFFOLD, names + [_LATE_TOOL], guard))
+        if self.enforce_imports:
+            self._check_authorized_installed()
         pending, self._pending_vars = self._pending_vars, {}
         self.send_variables(pending)
+
+    def _check_authorized_installed(self):
+        # LocalPythonExecutor's check at its construction (local_python_executor.py
+        # _check_authorized_imports_are_installed), made in the jail, whose rootfs is what
+        # the code can import: its words, before any code runs.
+        bases = sorted({imp.split(".")[0] for imp in self.authorized_imports if imp != "*"})
+        self._scaffold("_rljail_missing = [m for m in %r if _rljail_importlib.import_module("
+                       "'importlib.util').find_spec(m) is None]" % (bases,))
+        missing = self.session.get("_rljail_missing")
+        if missing:
+            self.cleanup()
+            raise JailedCodeError("Non-installed authorized modules: %s. Please install these modules or "
+                                  "remove them from the authorized imports list (the jail's rootfs has not "
+                                  "them)." % ", ".join(str(m) for m in missing))
 
     def _restore(self):
         self._scaffold("_rljail_smol.restore()")
