@@ -291,8 +291,7 @@ class RealAdaptersTest(unittest.TestCase):
                                         "    f.write('allowed')\n'ok'"), "ok")
         with open(writable) as f:
             self.assertEqual(f.read(), "allowed")
-        with self.assertRaises(dspy_adapter.CodeInterpreterError):
-            dspy_adapter.RljailInterpreter(binary=real_binary(), enable_network_access=["example.com"])
+        # enable_network_access: test_dspy_interpreter_network_access.
 
     # What model code sees of the host and leaves on it, through each adapter.
     _WHERE = ("import os\nwith open('scratch.txt', 'w') as f:\n    f.write('relative')\n"
@@ -365,7 +364,14 @@ class RealAdaptersTest(unittest.TestCase):
 
     def test_smolagents_executor(self):
         # As agents.py:1603-1606 makes a LocalPythonExecutor: imports, max_print_outputs_length.
-        ex = smol_adapter.RljailExecutor(["numpy"], 2000, binary=real_binary(),
+        # An authorized module the (default) rootfs has not is refused at the start, as
+        # LocalPythonExecutor refuses one its host has not.
+        missing = smol_adapter.RljailExecutor(["math", "numpy"], binary=real_binary())
+        self.addCleanup(missing.cleanup)
+        with self.assertRaisesRegex(smol_adapter.JailedCodeError, "^Non-installed authorized modules: numpy[.]"):
+            missing.send_tools({})
+        self.assertIsNone(missing.session)
+        ex = smol_adapter.RljailExecutor(["math"], 2000, binary=real_binary(),
                                          additional_functions={"inc": lambda x: x + 1})
         self.addCleanup(ex.cleanup)
 
