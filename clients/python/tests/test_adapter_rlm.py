@@ -418,7 +418,7 @@ class InstallTest(unittest.TestCase):
     """install() against a stand-in of the library's module layout (rlm.core.rlm)."""
 
     def setUp(self):
-        root = tempfile.mkdtemp(prefix="fake-rlm-pkg-")
+        root = self.root = tempfile.mkdtemp(prefix="fake-rlm-pkg-")
         self.addCleanup(shutil.rmtree, root, True)
         os.makedirs(os.path.join(root, "rlm", "core"))
         for d in ("rlm", os.path.join("rlm", "core")):
@@ -471,6 +471,22 @@ class InstallTest(unittest.TestCase):
             finally:
                 env.cleanup()
         self.assertIsInstance(runtime.RLM().make_env(lm.address, "x"), runtime.LocalREPL)
+
+    def test_environments_get_environment_is_jailed_too(self):
+        # rlm.environments.get_environment, which a runner's own loop may call.
+        os.makedirs(os.path.join(self.root, "rlm", "environments"))
+        with open(os.path.join(self.root, "rlm", "environments", "__init__.py"), "w") as f:
+            f.write("from rlm.core.rlm import LocalREPL, get_environment\n")
+        import rlm.environments as envs
+        original = envs.get_environment
+        with adapter.install(binary=FAKE):
+            env = envs.get_environment("local", {"context_payload": "ctx"})
+            try:
+                self.assertIsInstance(env, adapter.RljailREPL)
+                self.assertEqual(env.execute_code("print(context)").stdout, "ctx\n")
+            finally:
+                env.cleanup()
+        self.assertIs(envs.get_environment, original)
 
 
 if __name__ == "__main__":

@@ -648,14 +648,13 @@ class RljailREPL:
 
 
 class _Installed(contextlib.AbstractContextManager):
-    def __init__(self, module, original):
-        self._module = module
-        self._original = original
+    def __init__(self, patched):
+        self._patched = patched  # [(module, original get_environment)]
 
     def uninstall(self):
-        if self._module is not None:
-            self._module.get_environment = self._original
-            self._module = None
+        patched, self._patched = self._patched, []
+        for module, original in reversed(patched):
+            module.get_environment = original
 
     def __exit__(self, *exc):
         self.uninstall()
@@ -667,7 +666,8 @@ def install(environment="local", **session_options):
 
     Replaces ``rlm.core.rlm.get_environment``, the one name through which an ``RLM``
     makes its environments, by a function that builds an :class:`RljailREPL` for
-    ``environment`` and passes every other type to the original.  Keeping the name
+    ``environment`` and passes every other type to the original; and
+    ``rlm.environments.get_environment`` alike, for a runner's own loop that calls it.  Keeping the name
     ``"local"`` is what keeps the runtime's own checks true: persistent mode accepts it,
     and ``subcall_fn`` is passed for it when ``max_depth > 1``, so persistence and
     recursion (child RLMs, jailed alike) work unchanged.  ``session_options`` are
@@ -675,18 +675,30 @@ def install(environment="local", **session_options):
     ``environment_kwargs={"rljail": {...}}`` adds to them.
 
     Returns a handle: ``handle.uninstall()``, or use it as a context manager."""
+    import importlib
+
     import rlm.core.rlm as rlm_module  # the runtime, imported only when asked for
 
     _register_with_runtime()
-    original = rlm_module.get_environment
+    modules = [rlm_module]
+    try:
+        modules.append(importlib.import_module("rlm.environments"))
+    except ImportError:
+        pass
+    patched = []
+    for module in modules:
+        original = getattr(module, "get_environment", None)
+        if original is None:
+            continue
 
-    def get_environment(env_type, environment_kwargs):
-        if env_type != environment:
-            return original(env_type, environment_kwargs)
-        kwargs = dict(environment_kwargs)
-        options = dict(session_options)
-        options.update(kwargs.pop("rljail", None) or {})
-        return RljailREPL(rljail=options, **kwargs)
+        def get_environment(env_type, environment_kwargs, _original=original):
+            if env_type != environment:
+                return _original(env_type, environment_kwargs)
+            kwargs = dict(environment_kwargs)
+            options = dict(session_options)
+            options.update(kwargs.pop("rljail", None) or {})
+            return RljailREPL(rljail=options, **kwargs)
 
-    rlm_module.get_environment = get_environment
-    return _Installed(rlm_module, original)
+        module.get_environment = get_environment
+        patched.append((module, original))
+    return _Installed(patched)
