@@ -216,3 +216,16 @@ def test_authorized_module_not_installed_is_refused():
         finally:
             agent.cleanup()
     assert model.script, "no code ran"
+
+
+def test_large_variable_reaches_the_code():
+    """A variable over rljail's 1 MiB protocol bound (a file the session grants) is
+    bound as a small one is, under the authorized-imports rule of the code."""
+    model = ScriptedModel([code("final_answer((sum(big), len(words), words[-1]))")])
+    agent = CodeAgent(tools=[], model=model, max_steps=2)
+    try:
+        out = agent.run("go", additional_args={"big": list(range(300000)),
+                                               "words": ["w%d" % i for i in range(100000)]})
+    finally:
+        agent.cleanup()
+    assert out == (sum(range(300000)), 100000, "w99999"), out

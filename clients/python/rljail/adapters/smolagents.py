@@ -32,7 +32,7 @@ import re
 import threading
 
 from ..session import CellTimeout, SessionError
-from ._common import LATE_TOOL_SOURCE, HostInputs, bind, release, start_session, to_json
+from ._common import LARGE_VALUE_BYTES, LATE_TOOL_SOURCE, HostInputs, release, start_session, to_json
 
 __all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError", "JailedTimeoutError"]
 
@@ -631,7 +631,13 @@ class RljailExecutor(_runtime()[0] or object):
         if not variables:
             return
         values = {str(k): tagged_value(v, self._keep_host_object) for k, v in variables.items()}
-        bind(self.session, self._inputs, "_rljail_vars", values)
+        if len(json.dumps(values)) > LARGE_VALUE_BYTES:
+            # Through a file the session grants (not the protocol), read by the
+            # scaffold's code: the json import is not the agent's, for the import rule.
+            self._scaffold("exec(compile(%r, '<rljail-scaffold>', 'exec'))"
+                           % self._inputs.write("_rljail_vars", values))
+        else:
+            self.session.set("_rljail_vars", values)
         self._scaffold("_rljail_smol.receive(_rljail_vars)\ndel _rljail_vars")
 
     def __call__(self, code_action):
