@@ -229,3 +229,20 @@ def test_large_variable_reaches_the_code():
     finally:
         agent.cleanup()
     assert out == (sum(range(300000)), 100000, "w99999"), out
+
+
+def test_output_keeps_its_python_type():
+    """The value of the code's last expression or assignment, CodeOutput.output, is the
+    object (a tuple stays a tuple, a set a set, a date a date), as the local executor
+    returns it."""
+    agent = CodeAgent(tools=[], model=ScriptedModel([]))
+    executor = agent.python_executor
+    try:
+        executor.send_variables({})
+        executor.send_tools(agent.tools)
+        assert executor("pair = (1, 'a')").output == (1, "a")
+        assert executor("{3, 1}").output == {1, 3}
+        out = executor("import datetime\ndatetime.date(2024, 2, 3)").output
+        assert out == __import__("datetime").date(2024, 2, 3), out
+    finally:
+        agent.cleanup()

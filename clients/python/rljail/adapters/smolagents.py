@@ -314,6 +314,14 @@ def _rljail_out(value):
     return repr(value)
 
 
+def _rljail_out_safe(value):
+    # _rljail_out for a value the code made (its last expression): never raises.
+    try:
+        return _rljail_out(value)
+    except Exception:
+        return "<%s>" % type(value).__name__
+
+
 def _rljail_wrap_tool(fn):
     def tool(*args, **kwargs):
         return _rljail_typed(fn(*[_rljail_out(a) for a in args], **{k: _rljail_out(v) for k, v in kwargs.items()}))
@@ -676,7 +684,10 @@ class RljailExecutor(_runtime()[0] or object):
             return _code_output(final[0], logs, True)
         output = None
         if error is None and captured:
-            output = self.session.get("_rljail_last")
+            # The value as the host can rebuild it (a tuple, a set, a date, a
+            # DataFrame...; a host object's stand-in is that object), as tools' results.
+            self._scaffold("_rljail_last = _rljail_out_safe(_rljail_last)")
+            output = self._host_value(self.session.get("_rljail_last"))
         self._restore()
         if error is not None:
             # As LocalPythonExecutor: the logs are in state["_print_outputs"] (the agent
