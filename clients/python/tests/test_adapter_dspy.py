@@ -113,6 +113,17 @@ class DSPyTrajectoryTest(unittest.TestCase):
         self.assertEqual(history, ["changed\n", "original\n"])
         self.assertEqual(out, {"answer": "done"})
 
+    def test_small_variable_keeps_keys_that_are_not_strings(self):
+        # python_interpreter.py injects a small variable as a Python literal
+        # (_serialize_value): {1: "a"} keeps its int key, a tuple is a list, inf a float.
+        interp = adapter.RljailInterpreter(binary=FAKE)
+        self.addCleanup(interp.shutdown)
+        out = interp.execute("[d[1], d[None], t, n > 1e308, sorted(k for k in d if k is not None)]",
+                             variables={"d": {1: "a", 2.5: {True: [float("inf")]}, None: "n"},
+                                        "t": (1, 2), "n": float("inf")})
+        self.assertEqual(out, ["a", "n", [1, 2], True, [1, 2.5]])
+        self.assertEqual(interp.execute("d[2.5][True][0] > 1e308"), True)
+
     def test_large_variable_goes_through_a_file(self):
         big = "y" * (3 << 20)
         rlm = ScriptedDSPyRLM(self.factory())
@@ -263,8 +274,11 @@ class PythonInterpreterSurfaceTest(unittest.TestCase):
         with self.assertRaisesRegex(adapter.CodeInterpreterError, "unique basenames"):
             adapter.RljailInterpreter(binary=FAKE, enable_read_paths=["/a/x.txt"],
                                       enable_write_paths=["/b/x.txt"])
-        with self.assertRaisesRegex(adapter.CodeInterpreterError, "no network"):
-            adapter.RljailInterpreter(binary=FAKE, enable_network_access=["example.com"])
+        # enable_network_access (Deno's --allow-net) is the session's egress allowlist.
+        net = adapter.RljailInterpreter(binary=FAKE, enable_network_access=["example.com", "10.0.0.1"],
+                                        allow_host=["api.example.org"])
+        self.assertEqual(net.session_options["allow_host"], ["api.example.org", "example.com", "10.0.0.1"])
+        self.assertEqual(net.enable_network_access, ["example.com", "10.0.0.1"])
         missing = self.interp(enable_read_paths=["/nonexistent/rljail-missing.txt"])
         with self.assertRaises(adapter.CodeInterpreterError):
             missing.execute("1")

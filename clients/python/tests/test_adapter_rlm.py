@@ -167,6 +167,62 @@ class RLMTrajectoryTest(unittest.TestCase):
         self.assertIn("CellTimeout", r.stderr)
         self.assertEqual(env.execute_code("print(x)").stdout, "2\n")
 
+    def test_cell_timeout_as_an_environment_argument(self):
+        # rlm's IPythonREPL takes cell_timeout (seconds; 0 or None: none) and reports an
+        # overrun as "TimeoutError: cell execution exceeded Ns and was interrupted"; an
+        # RLM's environment_kwargs={"cell_timeout": ...} means the same here.
+        env = adapter.RljailREPL(lm_handler_address=self.lm.address, cell_timeout=0.3,
+                                 rljail={"binary": FAKE})
+        self.addCleanup(env.cleanup)
+        self.assertEqual(env.cell_timeout, 0.3)
+        r = env.execute_code("x = 1\nwhile True:\n    pass")
+        self.assertIn("\nTimeoutError: cell execution exceeded 0.3s and was interrupted", r.stderr)
+        self.assertEqual(env.execute_code("print(x)").stdout, "1\n")
+        off = adapter.RljailREPL(cell_timeout=0, rljail={"binary": FAKE})
+        self.addCleanup(off.cleanup)
+        self.assertIsNone(off.cell_timeout)
+
+    def test_threads_share_one_environment(self):
+        # As rlm's IPythonREPL tests have it: cells run one at a time from any thread,
+        # each reporting its own sub-calls; add_context gives distinct indices; a
+        # subcall_fn that re-enters execute_code on its own REPL is a RuntimeError in
+        # the subcall (the cell sees rlm_query's error string), not a deadlock.
+        class Completion:
+            response = "x"
+
+        env = adapter.RljailREPL(subcall_fn=lambda prompt, model=None: Completion(),
+                                 persistent=True, rljail={"binary": FAKE})
+        self.addCleanup(env.cleanup)
+        counts, indices = [], []
+
+        def worker(i):
+            for _ in range(3):
+                counts.append(len(env.execute_code("rlm_query('p')").rlm_calls))
+            indices.append(env.add_context("payload-%d" % i))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(counts, [1] * 12)
+        self.assertEqual(sorted(indices), [0, 1, 2, 3])
+        seen = []
+
+        def reenter(prompt, model=None):
+            try:
+                env.execute_code("print('inner')")
+            except RuntimeError as e:
+                seen.append(str(e))
+                raise
+            return Completion()
+
+        env.subcall_fn = reenter
+        r = env.execute_code("print(rlm_query('p')[:22])")
+        self.assertEqual(r.stdout, "Error: RLM query faile\n")
+        self.assertEqual(len(seen), 1)
+        self.assertIn("re-enter", seen[0])
+
     def test_persistent_multi_turn(self):
         rlm = ScriptedRLM(env_factory(persistent=True), persistent=True)
         a1, _ = rlm.completion("first doc", [
@@ -362,7 +418,7 @@ class InstallTest(unittest.TestCase):
     """install() against a stand-in of the library's module layout (rlm.core.rlm)."""
 
     def setUp(self):
-        root = tempfile.mkdtemp(prefix="fake-rlm-pkg-")
+        root = self.root = tempfile.mkdtemp(prefix="fake-rlm-pkg-")
         self.addCleanup(shutil.rmtree, root, True)
         os.makedirs(os.path.join(root, "rlm", "core"))
         for d in ("rlm", os.path.join("rlm", "core")):
@@ -415,6 +471,22 @@ class InstallTest(unittest.TestCase):
             finally:
                 env.cleanup()
         self.assertIsInstance(runtime.RLM().make_env(lm.address, "x"), runtime.LocalREPL)
+
+    def test_environments_get_environment_is_jailed_too(self):
+        # rlm.environments.get_environment, which a runner's own loop may call.
+        os.makedirs(os.path.join(self.root, "rlm", "environments"))
+        with open(os.path.join(self.root, "rlm", "environments", "__init__.py"), "w") as f:
+            f.write("from rlm.core.rlm import LocalREPL, get_environment\n")
+        import rlm.environments as envs
+        original = envs.get_environment
+        with adapter.install(binary=FAKE):
+            env = envs.get_environment("local", {"context_payload": "ctx"})
+            try:
+                self.assertIsInstance(env, adapter.RljailREPL)
+                self.assertEqual(env.execute_code("print(context)").stdout, "ctx\n")
+            finally:
+                env.cleanup()
+        self.assertIs(envs.get_environment, original)
 
 
 if __name__ == "__main__":

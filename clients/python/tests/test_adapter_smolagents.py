@@ -93,6 +93,13 @@ class SmolagentsTrajectoryTest(unittest.TestCase):
                            additional_args={"document": "abcdef", "extra": 1})
         self.assertEqual(result.text, 7)
 
+    def test_state_has_the_local_executors_name(self):
+        # LocalPythonExecutor's state starts as {"__name__": "__main__"} (smolagents'
+        # test_state_name); the jail's namespace is __main__ too.
+        ex = self.executor()
+        self.assertEqual(ex.state.get("__name__"), "__main__")
+        self.assertEqual(ex("__name__").output, "__main__")
+
     def test_final_answer_cannot_be_faked_or_swallowed(self):
         agent = ScriptedCodeAgent(self.executor(), [final_answer_tool()])
         result = agent.run([

@@ -241,6 +241,33 @@ class RealAdaptersTest(unittest.TestCase):
         interp.tools["thrice"] = lambda x: 3 * x
         self.assertEqual(interp.execute("thrice(m)"), 126)
 
+    def test_dspy_interpreter_network_access(self):
+        # DSPy's enable_network_access=[hosts] (test_enable_net_flag at 3.3.1): the
+        # session's egress allowlist; here a host server by a name resolved to loopback.
+        class Hello(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"hello")
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        port = server.server_address[1]
+        code = "import urllib.request\nurllib.request.urlopen('http://net.test:%d/', timeout=10).read().decode()" % port
+        closed = dspy_adapter.RljailInterpreter(binary=real_binary())
+        self.addCleanup(closed.shutdown)
+        with self.assertRaises(dspy_adapter.CodeExecutionError):
+            closed.execute(code)
+        opened = dspy_adapter.RljailInterpreter(binary=real_binary(), enable_network_access=["net.test:%d" % port],
+                                                resolve=["net.test:127.0.0.1"])
+        self.addCleanup(opened.shutdown)
+        self.assertEqual(opened.execute(code), "hello")
+
     def test_dspy_interpreter_files_and_env(self):
         # As DSPy's tests of PythonInterpreter's grants (tests/primitives/
         # test_python_interpreter.py:149-214 at 3.3.1): files at /sandbox/<basename>,
@@ -264,8 +291,7 @@ class RealAdaptersTest(unittest.TestCase):
                                         "    f.write('allowed')\n'ok'"), "ok")
         with open(writable) as f:
             self.assertEqual(f.read(), "allowed")
-        with self.assertRaises(dspy_adapter.CodeInterpreterError):
-            dspy_adapter.RljailInterpreter(binary=real_binary(), enable_network_access=["example.com"])
+        # enable_network_access: test_dspy_interpreter_network_access.
 
     # What model code sees of the host and leaves on it, through each adapter.
     _WHERE = ("import os\nwith open('scratch.txt', 'w') as f:\n    f.write('relative')\n"
@@ -338,7 +364,14 @@ class RealAdaptersTest(unittest.TestCase):
 
     def test_smolagents_executor(self):
         # As agents.py:1603-1606 makes a LocalPythonExecutor: imports, max_print_outputs_length.
-        ex = smol_adapter.RljailExecutor(["numpy"], 2000, binary=real_binary(),
+        # An authorized module the (default) rootfs has not is refused at the start, as
+        # LocalPythonExecutor refuses one its host has not.
+        missing = smol_adapter.RljailExecutor(["math", "numpy"], binary=real_binary())
+        self.addCleanup(missing.cleanup)
+        with self.assertRaisesRegex(smol_adapter.JailedCodeError, "^Non-installed authorized modules: numpy[.]"):
+            missing.send_tools({})
+        self.assertIsNone(missing.session)
+        ex = smol_adapter.RljailExecutor(["math"], 2000, binary=real_binary(),
                                          additional_functions={"inc": lambda x: x + 1})
         self.addCleanup(ex.cleanup)
 

@@ -65,3 +65,28 @@ def test_uncaught_tool_error_reads_as_runtime_error():
         with pytest.raises(CodeInterpreterError, match=r"RuntimeError: \['ValueError: bad 3'\]"):
             interp.execute("bad(3)")
         assert interp.execute("try:\n    bad(4)\nexcept RuntimeError as e:\n    r = str(e)\nr") == "ValueError: bad 4"
+
+
+def test_unserializable_variable_fails_before_the_interpreter_starts():
+    """A variable that cannot be JSON (a pydantic model holding an arbitrary object) is
+    the interpreter's CodeInterpreterError, in DSPy's words, before anything starts."""
+    from pydantic import BaseModel, ConfigDict
+
+    from dspy.primitives.code_interpreter import CodeInterpreterError
+    from dspy.primitives.python_interpreter import PythonInterpreter
+
+    class Opaque:
+        pass
+
+    class Holder(BaseModel):
+        model_config = ConfigDict(arbitrary_types_allowed=True)
+        value: Opaque
+
+    interp = PythonInterpreter()
+    try:
+        with pytest.raises(CodeInterpreterError, match="Unable to serialize Holder as JSON") as raised:
+            interp.execute("value", variables={"value": Holder(value=Opaque())})
+        assert type(raised.value) is CodeInterpreterError
+        assert getattr(interp, "session", None) is None  # RljailInterpreter started no jail
+    finally:
+        interp.shutdown()

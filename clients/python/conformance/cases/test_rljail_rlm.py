@@ -1,6 +1,7 @@
 """rljail's own cases for rlm, run by the conformance plugin on LocalREPL and on rljail
 alike (the same test, both executors): the deviations found when the real library drove
-the adapter (issue 32), and one end-to-end trajectory with rlm's own scripted model."""
+the adapter (issue 32), one end-to-end trajectory with rlm's own scripted model, a
+malformed subcall result, and the environment's classes."""
 
 import json
 from unittest.mock import patch
@@ -120,3 +121,27 @@ def test_trajectory_persistent_two_completions():
     assert not script
     listed = [p for p in prompts if "REPL variables:" in p]
     assert listed and "'context'" in listed[0].split("REPL variables:")[1][:300], prompts[1][-600:]
+
+
+def test_malformed_subcall_result_is_an_error_string():
+    """A subcall_fn that returns something without .response: rlm_query returns
+    LocalREPL's "Error: RLM query failed - ..." string; the cell goes on."""
+    repl = LocalREPL(subcall_fn=lambda prompt, model=None: 42)
+    try:
+        r = repl.execute_code("r = rlm_query('q')\nprint(r.startswith('Error: RLM query failed'), 'after')")
+        assert r.stdout.strip() == "True after", (r.stdout, r.stderr)
+    finally:
+        repl.cleanup()
+
+
+def test_is_one_of_rlms_environments():
+    """A runner that checks what it was given (isinstance BaseEnv, NonIsolatedEnv,
+    SupportsPersistence) takes it as rlm's own local environment."""
+    from rlm.environments.base_env import BaseEnv, NonIsolatedEnv, SupportsPersistence
+
+    repl = LocalREPL()
+    try:
+        assert isinstance(repl, BaseEnv) and isinstance(repl, NonIsolatedEnv)
+        assert isinstance(repl, SupportsPersistence)
+    finally:
+        repl.cleanup()

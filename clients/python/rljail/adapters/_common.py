@@ -47,10 +47,12 @@ def _rljail_late_tool_fn(name, params):
 '''
 
 
-def to_json(value, allow_nonfinite=False):
+def to_json(value, allow_nonfinite=False, scalar_keys=False):
     """``value`` as plain JSON data (dicts, lists, str, numbers, bool, None), converting
     tuples, sets, dataclasses and pydantic models; TypeError for anything else (and for
-    inf and nan unless ``allow_nonfinite``: then the caller carries them itself)."""
+    inf and nan unless ``allow_nonfinite``: then the caller carries them itself).  Dict
+    keys become strings, or with ``scalar_keys`` stay what they are when they are
+    numbers, bools or None (for a caller that binds the value as a Python literal)."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
@@ -58,20 +60,21 @@ def to_json(value, allow_nonfinite=False):
             raise TypeError("%r is not JSON" % value)
         return value
     if isinstance(value, dict):
-        return {str(k): to_json(v, allow_nonfinite) for k, v in value.items()}
+        return {(k if scalar_keys and (k is None or isinstance(k, (str, int, float))) else str(k)):
+                to_json(v, allow_nonfinite, scalar_keys) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_json(v, allow_nonfinite) for v in value]
+        return [to_json(v, allow_nonfinite, scalar_keys) for v in value]
     if isinstance(value, (set, frozenset)):
-        items = [to_json(v, allow_nonfinite) for v in value]
+        items = [to_json(v, allow_nonfinite, scalar_keys) for v in value]
         try:
             return sorted(items)
         except TypeError:
             return items
     dump = getattr(value, "model_dump", None)  # pydantic v2, without importing it
     if callable(dump):
-        return to_json(dump(mode="json"), allow_nonfinite)
+        return to_json(dump(mode="json"), allow_nonfinite, scalar_keys)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_json(dataclasses.asdict(value), allow_nonfinite)
+        return to_json(dataclasses.asdict(value), allow_nonfinite, scalar_keys)
     raise TypeError("a %s cannot be handed into the jail (JSON values only)" % type(value).__name__)
 
 

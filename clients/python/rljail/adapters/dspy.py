@@ -264,8 +264,8 @@ class RljailInterpreter:
 
     execution_instructions = (
         "Python (CPython) runs in an rljail jail: state persists across executions; the standard "
-        "library and subprocesses work; there is no network and no host file but the ones "
-        "granted; each execution has a time limit."
+        "library and subprocesses work; there is no network (but the hosts granted) and no "
+        "host file but the ones granted; each execution has a time limit."
     )
 
     @classmethod
@@ -282,12 +282,16 @@ class RljailInterpreter:
         # PythonInterpreter's arguments (python_interpreter.py:243-345): files granted at
         # /sandbox/<basename>, read-only or (a private copy, synced back after each
         # execution that succeeds, as _sync_files does) writable; environment variables by
-        # name.  deno_command has no meaning here; a jail has no network to grant.
+        # name; hosts the code may reach (Deno's --allow-net) through the session's egress
+        # allowlist (--allow-host: HOST[:PORT], ports 443 and 80 without one; an IP or a
+        # CIDR).  deno_command has no meaning here.
         if isinstance(deno_command, dict):
             raise TypeError("deno_command must be a list of strings, not a dict")
-        if enable_network_access:
-            raise _interpreter_error("enable_network_access: an rljail jail has no network; "
-                                     "give the code a tool that makes the request on the host")
+        self.enable_network_access = [str(h) for h in (enable_network_access or [])]
+        if self.enable_network_access:
+            given = session_options.get("allow_host") or []
+            given = [given] if isinstance(given, str) else list(given)
+            session_options["allow_host"] = given + self.enable_network_access
         self.enable_read_paths = list(enable_read_paths or [])
         self.enable_write_paths = list(enable_write_paths or [])
         self.enable_env_vars = list(enable_env_vars or [])
@@ -474,6 +478,9 @@ class RljailInterpreter:
         for key in variables:
             if not isinstance(key, str) or not key.isidentifier() or keyword.iskeyword(key):
                 raise _interpreter_error("Invalid variable name: '%s'" % (key,))
+        # As python_interpreter.py's _inject_variables: every value is JSON before
+        # anything starts; one that cannot be is the caller's CodeInterpreterError.
+        variables = {name: _variable_value(value) for name, value in variables.items()}
         # As python_interpreter.py's _ensure_deno_process: start() (and with it the
         # startup callbacks) only when there is no session yet, once per process, not
         # at every execute.
@@ -577,15 +584,19 @@ class RljailInterpreter:
             self._terminal("the rljail session failed: %s" % e)
 
     def _bind(self, name, value):
-        try:
-            value = _coerce(value, allow_nonfinite=True)
-        except TypeError as e:
-            raise _interpreter_error("Unsupported value type: %s" % e)
+        # value: a _variable_value.
         if isinstance(value, str):
             text = value
         else:
             text = json.dumps(value)
         if len(text) <= self.large_value_bytes:
+            if _has_scalar_keys(value):
+                # python_interpreter.py binds a small value as a Python literal: keys
+                # that are numbers, bools or None stay so ({1: "a"}[1]).
+                result = self.session.run("%s = %s\n" % (name, _literal(value)))
+                if result.error is not None:
+                    raise _interpreter_error("binding %s failed: %s" % (name, result.error))
+                return
             try:
                 json.dumps(value, allow_nan=False)
             except ValueError:
@@ -664,22 +675,70 @@ def _await(result):
     return result
 
 
-def _coerce(value, allow_nonfinite=False):
+def _coerce(value, allow_nonfinite=False, scalar_keys=False):
     """``value`` as JSON data, as python_interpreter.py's _to_json_compatible makes it:
     plain JSON, models, dataclasses, tuples and sets, and else what pydantic's
     ``to_jsonable_python`` makes of it (datetimes, enums, UUIDs...; pydantic is there
     wherever DSPy is).  TypeError when neither can."""
     try:
-        return to_json(value, allow_nonfinite)
+        return to_json(value, allow_nonfinite, scalar_keys)
     except TypeError as first:
         try:
             from pydantic_core import to_jsonable_python
         except ImportError:
             raise first
         try:
-            return to_json(to_jsonable_python(value), allow_nonfinite)
+            return to_json(to_jsonable_python(value), allow_nonfinite, scalar_keys)
         except Exception:
             raise first
+
+
+def _variable_value(value):
+    """A variable as JSON data (inf and nan kept), as python_interpreter.py makes it
+    before it injects it: a pydantic model that cannot be dumped is
+    CodeInterpreterError("Unable to serialize <Model> as JSON: ..."), as its
+    _dump_pydantic words it, and a value of another type "Unsupported value type"."""
+    try:
+        return _coerce(_dump_models(value), allow_nonfinite=True, scalar_keys=True)
+    except TypeError as e:
+        raise _interpreter_error("Unsupported value type: %s" % e)
+
+
+def _has_scalar_keys(value):
+    # Whether a _variable_value holds a dict key that is not a string.
+    if isinstance(value, dict):
+        return any(not isinstance(k, str) or _has_scalar_keys(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_scalar_keys(v) for v in value)
+    return False
+
+
+def _literal(value):
+    """The Python literal of a _variable_value (JSON data with scalar keys), as
+    python_interpreter.py's _serialize_value writes one: inf and nan as float('inf')."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return "float(%r)" % repr(value)
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join("%s: %s" % (_literal(k), _literal(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return "[%s]" % ", ".join(_literal(v) for v in value)
+    return repr(value)
+
+
+def _dump_models(value):
+    # The pydantic models in value dumped (model_dump(mode="json")), the outermost
+    # first, so that a failure names the model the caller passed.
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        try:
+            return dump(mode="json")
+        except Exception as e:
+            raise _interpreter_error("Unable to serialize %s as JSON: %s" % (type(value).__name__, e)) from e
+    if isinstance(value, dict):
+        return {k: _dump_models(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_dump_models(v) for v in value]
+    return value
 
 
 def _ends_with_expression(code):

@@ -36,6 +36,7 @@ import json
 import logging
 import socket
 import struct
+import sys
 import threading
 import time
 
@@ -313,6 +314,17 @@ def runtime_has_final_var():
         return False
 
 
+def _register_with_runtime():
+    """Makes RljailREPL one of rlm's NonIsolatedEnv (and so BaseEnv) environments, as
+    LocalREPL is, for a runner that checks with isinstance: a virtual subclass (ABC
+    registration), once rlm is imported by whoever drives the adapter; it is not
+    imported here (importing rlm loads a .env into the environment)."""
+    base_env = sys.modules.get("rlm.environments.base_env")
+    cls = getattr(base_env, "NonIsolatedEnv", None)
+    if cls is not None and not issubclass(RljailREPL, cls):
+        cls.register(RljailREPL)
+
+
 class RljailREPL:
     """The RLM library's REPL environment, jailed: one ``rljail session`` per instance.
 
@@ -335,7 +347,8 @@ class RljailREPL:
     def __init__(self, lm_handler_address=None, context_payload=None, setup_code=None,
                  persistent=False, depth=1, subcall_fn=None, custom_tools=None,
                  custom_sub_tools=None, compaction=False, max_concurrent_subcalls=4,
-                 rljail=None, values_chars=64 << 10, final_var=None, **kwargs):
+                 rljail=None, values_chars=64 << 10, final_var=None, cell_timeout=None, **kwargs):
+        _register_with_runtime()
         reserved = set(custom_tools or {}) & RESERVED_NAMES
         if reserved:
             # As rlm/environments/base_env.py validate_custom_tools words it.
@@ -351,6 +364,12 @@ class RljailREPL:
         self.custom_sub_tools = custom_sub_tools if custom_sub_tools is not None else self.custom_tools
         self.compaction = compaction
         self.options = dict(rljail or {})
+        # IPythonREPL's cell_timeout (seconds; 0 or None is none): the session's, unless
+        # the rljail options give one.  Without either the session's default holds (a
+        # jailed cell always has a time limit).
+        self.cell_timeout = cell_timeout if cell_timeout and cell_timeout > 0 else None
+        if self.cell_timeout is not None:
+            self.options.setdefault("cell_timeout", self.cell_timeout)
         self.values_chars = values_chars
         self.final_var = runtime_has_final_var() if final_var is None else bool(final_var)
         self._context_count = 0
@@ -358,6 +377,11 @@ class RljailREPL:
         self._compaction_history = []
         self._pending_calls = []
         self._calls_lock = threading.Lock()
+        # One cell (with its scaffold cells) at a time, from any thread; the sub-calls
+        # a subcall_fn makes must not re-enter it (they would wait for the very cell
+        # that waits for them).
+        self._exec_lock = threading.RLock()
+        self._in_subcall = threading.local()
         self.session = None
         self._inputs = None
         self.temp_dir = None
@@ -409,10 +433,11 @@ class RljailREPL:
         context of megabytes, are :class:`JailedValue`).
         Empty once cleaned up, as LocalREPL's is.  rlm's own tests read it
         (tests/test_local_repl.py, tests/test_local_repl_persistent.py at 72d6940)."""
-        if self.session is None:
-            return {}
-        self._scaffold("_rljail_locals = _rljail_rlm.snapshot(%d, %d)" % (4 << 20, 8 << 20))
-        return _decode_locals(self.session.get("_rljail_locals"))
+        with self._exec_lock:
+            if self.session is None:
+                return {}
+            self._scaffold("_rljail_locals = _rljail_rlm.snapshot(%d, %d)" % (4 << 20, 8 << 20))
+            return _decode_locals(self.session.get("_rljail_locals"))
 
     def __enter__(self):
         return self
@@ -435,14 +460,15 @@ class RljailREPL:
 
     def add_context(self, context_payload, context_index=None):
         """Binds ``context_N`` (``context`` too for N = 0); returns N."""
-        if context_index is None:
-            context_index = self._context_count
-        name = "context_%d" % context_index
-        bind(self.session, self._inputs, name, context_payload)
-        if context_index == 0:
-            self._scaffold("context = context_0")
-        self._context_count = max(self._context_count, context_index + 1)
-        return context_index
+        with self._exec_lock:
+            if context_index is None:
+                context_index = self._context_count
+            name = "context_%d" % context_index
+            bind(self.session, self._inputs, name, context_payload)
+            if context_index == 0:
+                self._scaffold("context = context_0")
+            self._context_count = max(self._context_count, context_index + 1)
+            return context_index
 
     def get_context_count(self):
         return self._context_count
@@ -450,25 +476,27 @@ class RljailREPL:
     def add_history(self, message_history, history_index=None):
         """Binds ``history_N`` to a copy of ``message_history`` (``history`` too for
         N = 0, unless compaction owns it); returns N."""
-        if history_index is None:
-            history_index = self._history_count
-        name = "history_%d" % history_index
-        bind(self.session, self._inputs, name, copy.deepcopy(message_history))
-        if history_index == 0 and not self.compaction:
-            self._scaffold("history = history_0")
-        self._history_count = max(self._history_count, history_index + 1)
-        return history_index
+        with self._exec_lock:
+            if history_index is None:
+                history_index = self._history_count
+            name = "history_%d" % history_index
+            bind(self.session, self._inputs, name, copy.deepcopy(message_history))
+            if history_index == 0 and not self.compaction:
+                self._scaffold("history = history_0")
+            self._history_count = max(self._history_count, history_index + 1)
+            return history_index
 
     def get_history_count(self):
         return self._history_count
 
     def append_compaction_entry(self, entry):
         """Appends a trajectory segment or summary to ``history`` (compaction mode)."""
-        if not self.compaction:
-            return
-        self._compaction_history.append(copy.deepcopy(entry))
-        bind(self.session, self._inputs, "_rljail_compaction", self._compaction_history)
-        self._scaffold("history = _rljail_compaction")
+        with self._exec_lock:
+            if not self.compaction:
+                return
+            self._compaction_history.append(copy.deepcopy(entry))
+            bind(self.session, self._inputs, "_rljail_compaction", self._compaction_history)
+            self._scaffold("history = _rljail_compaction")
 
     def update_handler_address(self, address):
         """The LM handler of the next completion (each RLM.completion starts its own)."""
@@ -479,15 +507,29 @@ class RljailREPL:
     def execute_code(self, code):
         """Runs one cell; returns a REPLResult (stdout, stderr, locals, execution_time,
         the sub-calls made, final_answer)."""
+        if getattr(self._in_subcall, "active", False):
+            raise RuntimeError("Reentrant execute_code: a subcall (rlm_query's subcall_fn) cannot "
+                               "re-enter the environment whose cell is waiting for it")
+        with self._exec_lock:
+            return self._execute_code(code)
+
+    def _execute_code(self, code):
         start = time.perf_counter()
         with self._calls_lock:
             self._pending_calls = []
+        timed_out = False
         try:
             result = self.session.run(code)
         except CellTimeout as e:
-            result = e.result
+            result, timed_out = e.result, True
         stdout, stderr = result.stdout, result.stderr
-        if result.error is not None:
+        if timed_out:
+            # IPythonREPL's words for a cell past its cell_timeout; the state is kept.
+            limit = self.session.limits.get("cell_timeout_ms")
+            limit = "%gs" % (limit / 1000.0) if isinstance(limit, (int, float)) else "its time limit"
+            stderr = stderr + "\nTimeoutError: cell execution exceeded %s and was interrupted (CellTimeout: %s)" % (
+                limit, result.error.message)
+        elif result.error is not None:
             # As LocalREPL: the exception's type and message after the cell's stderr.
             stderr = stderr + "\n%s: %s" % (result.error.type, result.error.message)
         report = self._restore()
@@ -564,11 +606,23 @@ class RljailREPL:
         if self.subcall_fn is None:
             return self._llm_query(prompt, model)
         try:
-            completion = self.subcall_fn(prompt, model)
+            completion = self._subcall(prompt, model)
+            # Inside the try, as LocalREPL's: a result without .response is the
+            # error string too (and, as the Docker and IPython REPLs have it, not
+            # recorded).
+            response = completion.response
+            self._record(completion)
+            return response
         except Exception as e:
             return "Error: RLM query failed - %s" % e
-        self._record(completion)
-        return completion.response
+
+    def _subcall(self, prompt, model):
+        # subcall_fn on this thread, marked as a sub-call (execute_code refuses it).
+        self._in_subcall.active = True
+        try:
+            return self.subcall_fn(prompt, model)
+        finally:
+            self._in_subcall.active = False
 
     def _rlm_query_batched(self, prompts, model=None):
         if self.subcall_fn is None:
@@ -578,8 +632,9 @@ class RljailREPL:
 
         def one(i):
             try:
-                done[i] = self.subcall_fn(prompts[i], model)
-                results[i] = done[i].response
+                completion = self._subcall(prompts[i], model)
+                results[i] = completion.response
+                done[i] = completion
             except Exception as e:
                 results[i] = "Error: RLM query failed - %s" % e
 
@@ -593,14 +648,13 @@ class RljailREPL:
 
 
 class _Installed(contextlib.AbstractContextManager):
-    def __init__(self, module, original):
-        self._module = module
-        self._original = original
+    def __init__(self, patched):
+        self._patched = patched  # [(module, original get_environment)]
 
     def uninstall(self):
-        if self._module is not None:
-            self._module.get_environment = self._original
-            self._module = None
+        patched, self._patched = self._patched, []
+        for module, original in reversed(patched):
+            module.get_environment = original
 
     def __exit__(self, *exc):
         self.uninstall()
@@ -612,7 +666,8 @@ def install(environment="local", **session_options):
 
     Replaces ``rlm.core.rlm.get_environment``, the one name through which an ``RLM``
     makes its environments, by a function that builds an :class:`RljailREPL` for
-    ``environment`` and passes every other type to the original.  Keeping the name
+    ``environment`` and passes every other type to the original; and
+    ``rlm.environments.get_environment`` alike, for a runner's own loop that calls it.  Keeping the name
     ``"local"`` is what keeps the runtime's own checks true: persistent mode accepts it,
     and ``subcall_fn`` is passed for it when ``max_depth > 1``, so persistence and
     recursion (child RLMs, jailed alike) work unchanged.  ``session_options`` are
@@ -620,17 +675,30 @@ def install(environment="local", **session_options):
     ``environment_kwargs={"rljail": {...}}`` adds to them.
 
     Returns a handle: ``handle.uninstall()``, or use it as a context manager."""
+    import importlib
+
     import rlm.core.rlm as rlm_module  # the runtime, imported only when asked for
 
-    original = rlm_module.get_environment
+    _register_with_runtime()
+    modules = [rlm_module]
+    try:
+        modules.append(importlib.import_module("rlm.environments"))
+    except ImportError:
+        pass
+    patched = []
+    for module in modules:
+        original = getattr(module, "get_environment", None)
+        if original is None:
+            continue
 
-    def get_environment(env_type, environment_kwargs):
-        if env_type != environment:
-            return original(env_type, environment_kwargs)
-        kwargs = dict(environment_kwargs)
-        options = dict(session_options)
-        options.update(kwargs.pop("rljail", None) or {})
-        return RljailREPL(rljail=options, **kwargs)
+        def get_environment(env_type, environment_kwargs, _original=original):
+            if env_type != environment:
+                return _original(env_type, environment_kwargs)
+            kwargs = dict(environment_kwargs)
+            options = dict(session_options)
+            options.update(kwargs.pop("rljail", None) or {})
+            return RljailREPL(rljail=options, **kwargs)
 
-    rlm_module.get_environment = get_environment
-    return _Installed(rlm_module, original)
+        module.get_environment = get_environment
+        patched.append((module, original))
+    return _Installed(patched)

@@ -20,15 +20,21 @@ smolagents' own ``CodeOutput``; without it, this module needs only its calling c
 """
 
 import ast
+import base64
 import contextvars
+import datetime
+import decimal
 import functools
+import io
+import json
+import pathlib
 import re
 import threading
 
 from ..session import CellTimeout, SessionError
-from ._common import LATE_TOOL_SOURCE, HostInputs, bind, release, start_session, to_json
+from ._common import LARGE_VALUE_BYTES, LATE_TOOL_SOURCE, HostInputs, release, start_session, to_json
 
-__all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError"]
+__all__ = ["RljailExecutor", "CodeOutput", "JailedCodeError", "JailedTimeoutError"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -76,9 +82,33 @@ def __getattr__(name):
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
-class JailedCodeError(Exception):
-    """The agent's code raised (or ran past its time limit) in the jail.  CodeAgent turns
-    it into an AgentExecutionError that the model sees; the session's state is kept."""
+@functools.lru_cache(maxsize=None)
+def _error_bases():
+    """The bases of the executor's errors: smolagents' InterpreterError (what
+    LocalPythonExecutor raises) and AgentExecutionError (an AgentError, as the remote
+    executors raise), and ExecutionTimeoutError; plain Exception without smolagents."""
+    try:
+        from smolagents.local_python_executor import ExecutionTimeoutError, InterpreterError
+        from smolagents.utils import AgentExecutionError
+    except ImportError:
+        return (Exception,), (Exception,)
+    return (InterpreterError, AgentExecutionError), (ExecutionTimeoutError,)
+
+
+class JailedCodeError(*_error_bases()[0]):
+    """The agent's code raised in the jail, or did not parse; the session's state is
+    kept.  With smolagents installed it is the local executor's InterpreterError and an
+    AgentExecutionError (whose ``message`` and ``dict()`` it has; it logs nothing
+    itself: CodeAgent logs the AgentExecutionError it makes of it for the model)."""
+
+    def __init__(self, message):
+        Exception.__init__(self, message)
+        self.message = message
+
+
+class JailedTimeoutError(JailedCodeError, *_error_bases()[1]):
+    """The agent's code ran past its time limit and was interrupted; the state is kept.
+    With smolagents installed it is the local executor's ExecutionTimeoutError too."""
 
 
 _FINAL_EXCEPTION = "FinalAnswerException"
@@ -153,37 +183,128 @@ class _RljailHostObject(str):
         return self
 
 
-def _rljail_in(value):
-    # A tool's result as the jail gets it: a host object's marker becomes its stand-in.
-    if isinstance(value, dict):
-        if set(value) == {"__rljail_host_object__", "str"}:
-            return _RljailHostObject(value["str"], value["__rljail_host_object__"])
-        return {k: _rljail_in(v) for k, v in value.items()}
+import base64 as _rljail_base64, datetime as _rljail_datetime, decimal as _rljail_decimal
+import importlib as _rljail_importlib, pathlib as _rljail_pathlib
+
+
+def _rljail_typed(value):
+    # A variable or a tool's result as the host tagged it (tagged_value): the Python
+    # value again; a host object's marker becomes its stand-in.
     if isinstance(value, list):
-        return [_rljail_in(v) for v in value]
-    return value
+        return [_rljail_typed(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) == {"__rljail_host_object__", "str"}:
+        return _RljailHostObject(value["str"], value["__rljail_host_object__"])
+    tag = value.get("__rljail_type__")
+    if tag is None:
+        return {k: _rljail_typed(v) for k, v in value.items()}
+    data = value.get("data")
+    if tag == "tuple":
+        return tuple(_rljail_typed(v) for v in data)
+    if tag == "set":
+        return {_rljail_typed(v) for v in data}
+    if tag == "frozenset":
+        return frozenset(_rljail_typed(v) for v in data)
+    if tag == "dict":
+        return {_rljail_typed(k): _rljail_typed(v) for k, v in data}
+    if tag in ("bytes", "bytearray"):
+        raw = _rljail_base64.b64decode(data)
+        return raw if tag == "bytes" else bytearray(raw)
+    if tag == "float":
+        return float(data)
+    if tag == "complex":
+        return complex(data[0], data[1])
+    if tag in ("datetime", "date", "time"):
+        return getattr(_rljail_datetime, tag).fromisoformat(data)
+    if tag == "timedelta":
+        return _rljail_datetime.timedelta(days=data[0], seconds=data[1], microseconds=data[2])
+    if tag == "Decimal":
+        return _rljail_decimal.Decimal(data)
+    if tag == "Path":
+        return _rljail_pathlib.Path(data)
+    if tag == "ndarray":
+        try:
+            numpy = _rljail_importlib.import_module("numpy")
+        except ImportError:  # not in this rootfs: the nested lists
+            return _rljail_typed(data)
+        return numpy.array(_rljail_typed(data), dtype=value.get("dtype"))
+    if tag in ("DataFrame", "Series"):
+        try:
+            pandas = _rljail_importlib.import_module("pandas")
+        except ImportError:  # not in this rootfs: the table's JSON (schema and rows)
+            return _rljail_importlib.import_module("json").loads(data)
+        frame = pandas.read_json(_rljail_importlib.import_module("io").StringIO(data), orient="table")
+        if tag == "DataFrame":
+            return frame
+        series = frame.iloc[:, 0]
+        if value.get("unnamed"):
+            series.name = None
+        return series
+    raise ValueError("unknown variable type %r" % (tag,))
 
 
 def _rljail_out(value):
-    # A tool's argument as the host gets it: the nearest JSON value (numpy arrays and
-    # scalars by tolist(), sets as lists, other objects as their repr), a host object's
-    # stand-in as its marker.
+    # A tool's argument as the host gets it (untagged_value there): JSON values as they
+    # are, the other types the host can rebuild (a tuple, a set, bytes, a date, a
+    # numpy array...) tagged as send_variables tags them, a host object's stand-in as
+    # its marker, anything else as its repr.
     if isinstance(value, _RljailHostObject):
         return {"__rljail_host_object__": value._rljail_handle}
     if value is None or isinstance(value, (str, bool, int)):
         return value
+    tag = "__rljail_type__"
     if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
-    if isinstance(value, dict):
-        return {str(k): _rljail_out(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+        if value != value or value in (float("inf"), float("-inf")):
+            return {tag: "float", "data": repr(value)}
+        return value
+    if isinstance(value, list):
         return [_rljail_out(v) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and tag not in value and "__rljail_host_object__" not in value:
+            return {k: _rljail_out(v) for k, v in value.items()}
+        return {tag: "dict", "data": [[_rljail_out(k), _rljail_out(v)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {tag: "tuple", "data": [_rljail_out(v) for v in value]}
     if isinstance(value, (set, frozenset)):
-        items = [_rljail_out(v) for v in value]
+        return {tag: "frozenset" if isinstance(value, frozenset) else "set", "data": [_rljail_out(v) for v in value]}
+    if isinstance(value, (bytes, bytearray)):
+        return {tag: "bytearray" if isinstance(value, bytearray) else "bytes",
+                "data": _rljail_base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, complex):
+        return {tag: "complex", "data": [value.real, value.imag]}
+    dt = _rljail_datetime
+    if isinstance(value, dt.datetime):
+        return {tag: "datetime", "data": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {tag: "date", "data": value.isoformat()}
+    if isinstance(value, dt.time):
+        return {tag: "time", "data": value.isoformat()}
+    if isinstance(value, dt.timedelta):
+        return {tag: "timedelta", "data": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, _rljail_decimal.Decimal):
+        return {tag: "Decimal", "data": str(value)}
+    if isinstance(value, _rljail_pathlib.PurePath):
+        return {tag: "Path", "data": str(value)}
+    if type(value).__module__ == "numpy":
+        if type(value).__name__ == "ndarray" and value.dtype.kind in "biufc":
+            return {tag: "ndarray", "data": _rljail_out(value.tolist()), "dtype": str(value.dtype)}
+        if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+            return _rljail_out(value.item())
+    if type(value).__module__.split(".")[0] == "pandas" and type(value).__name__ in ("DataFrame", "Series"):
         try:
-            return sorted(items)
-        except TypeError:
-            return items
+            return {tag: type(value).__name__, "data": value.to_json(orient="table", date_format="iso"),
+                    "unnamed": getattr(value, "name", 0) is None}
+        except Exception:
+            pass
+    if type(value).__module__.split(".")[0] == "PIL" and callable(getattr(value, "save", None)):
+        # An image made in the jail, as PNG (the remote executors send theirs so too).
+        buffer = _rljail_importlib.import_module("io").BytesIO()
+        try:
+            value.save(buffer, format="PNG")
+            return {tag: "PIL.Image", "data": _rljail_base64.b64encode(buffer.getvalue()).decode("ascii")}
+        except Exception:
+            pass
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         try:
@@ -193,9 +314,17 @@ def _rljail_out(value):
     return repr(value)
 
 
+def _rljail_out_safe(value):
+    # _rljail_out for a value the code made (its last expression): never raises.
+    try:
+        return _rljail_out(value)
+    except Exception:
+        return "<%s>" % type(value).__name__
+
+
 def _rljail_wrap_tool(fn):
     def tool(*args, **kwargs):
-        return _rljail_in(fn(*[_rljail_out(a) for a in args], **{k: _rljail_out(v) for k, v in kwargs.items()}))
+        return _rljail_typed(fn(*[_rljail_out(a) for a in args], **{k: _rljail_out(v) for k, v in kwargs.items()}))
     tool.__name__ = tool.__qualname__ = getattr(fn, "__name__", "tool")
     tool.__doc__ = getattr(fn, "__doc__", None)
     return tool
@@ -224,6 +353,11 @@ class _RljailSmolScaffold:
             def tool(*args, **kwargs):
                 raise FinalAnswerException(bridge(*args, **kwargs))
         self.ns[name] = self.fixed[name] = tool
+
+    def receive(self, values):
+        # send_variables: each value as the host had it (_rljail_typed).
+        for name, value in values.items():
+            self.ns[name] = _rljail_typed(value)
 
     def restore(self):
         self.ns.update(self.fixed)
@@ -324,6 +458,69 @@ def failing_statement(code, traceback):
     return lines[-1] if lines else ""
 
 
+_TAG = "__rljail_type__"
+
+
+def tagged_value(value, keep):
+    """``value`` as JSON that the jail's ``_rljail_typed`` turns back into the same
+    Python value: JSON values as they are, the other types the local executor keeps
+    (a tuple, a set, a dict with keys that are not strings, bytes, a date, a numpy
+    array, a pandas DataFrame...) as ``{"__rljail_type__": type, "data": ...}``.  Dataclasses and pydantic models
+    become dicts; any other object is ``keep(value)``, a host object's marker."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return {_TAG: "float", "data": repr(value)}
+        return value
+    if isinstance(value, list):
+        return [tagged_value(v, keep) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and _TAG not in value and "__rljail_host_object__" not in value:
+            return {k: tagged_value(v, keep) for k, v in value.items()}
+        return {_TAG: "dict", "data": [[tagged_value(k, keep), tagged_value(v, keep)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {_TAG: "tuple", "data": [tagged_value(v, keep) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {_TAG: "frozenset" if isinstance(value, frozenset) else "set",
+                "data": [tagged_value(v, keep) for v in value]}
+    if isinstance(value, (bytes, bytearray)):
+        return {_TAG: "bytearray" if isinstance(value, bytearray) else "bytes",
+                "data": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, complex):
+        return {_TAG: "complex", "data": [value.real, value.imag]}
+    if isinstance(value, datetime.datetime):
+        return {_TAG: "datetime", "data": value.isoformat()}
+    if isinstance(value, datetime.date):
+        return {_TAG: "date", "data": value.isoformat()}
+    if isinstance(value, datetime.time):
+        return {_TAG: "time", "data": value.isoformat()}
+    if isinstance(value, datetime.timedelta):
+        return {_TAG: "timedelta", "data": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, decimal.Decimal):
+        return {_TAG: "Decimal", "data": str(value)}
+    if isinstance(value, pathlib.PurePath):
+        return {_TAG: "Path", "data": str(value)}
+    if type(value).__module__ == "numpy":
+        if type(value).__name__ == "ndarray" and value.dtype.kind in "biufc":
+            return {_TAG: "ndarray", "data": tagged_value(value.tolist(), keep), "dtype": str(value.dtype)}
+        item = getattr(value, "item", None)
+        if callable(item) and getattr(value, "ndim", None) == 0:
+            return tagged_value(item(), keep)
+    if type(value).__module__.split(".")[0] == "pandas" and type(value).__name__ in ("DataFrame", "Series"):
+        # Pandas' table JSON keeps the index and the columns' types (dates too); a
+        # frame it cannot write (duplicate columns...) stays on the host.
+        try:
+            return {_TAG: type(value).__name__, "data": value.to_json(orient="table", date_format="iso"),
+                    "unnamed": getattr(value, "name", 0) is None}
+        except Exception:
+            return keep(value)
+    try:
+        return to_json(value)  # a dataclass, a pydantic model: a dict
+    except (TypeError, ValueError, RecursionError):
+        return keep(value)
+
+
 def _tool_parameters(tool):
     inputs = getattr(tool, "inputs", None)
     if isinstance(inputs, dict):
@@ -336,9 +533,13 @@ class RljailExecutor(_runtime()[0] or object):
     """smolagents' PythonExecutor over one ``rljail session``.
 
     The constructor takes both executors' arguments: ``additional_authorized_imports``
-    first (accepted for CodeAgent's sake and not used: the jail, not an import list, is
-    the boundary), then the remote executors' ``logger`` or LocalPythonExecutor's
-    ``max_print_outputs_length`` (an int in that place is taken as the latter).
+    first, then the remote executors' ``logger`` or LocalPythonExecutor's
+    ``max_print_outputs_length`` (an int in that place is taken as the latter).  Made
+    as LocalPythonExecutor is, the authorized imports are enforced on the code's import
+    statements in its words (the agent's rule, not the boundary: the jail is); made as
+    a remote executor is (a ``logger``, or ``additional_imports=``, the packages it
+    would install), any import the jail's rootfs has works, as in the remote executors'
+    kernels.  ``enforce_imports`` chooses either way.
     ``max_print_outputs_length`` becomes the session's per-cell output cap,
     ``timeout_seconds`` its cell timeout (the state is kept when it fires);
     ``additional_functions`` (LocalPythonExecutor's) are host functions callable from
@@ -358,17 +559,24 @@ class RljailExecutor(_runtime()[0] or object):
 
     def __init__(self, additional_authorized_imports=(), logger=None,
                  max_print_outputs_length=None, timeout_seconds=None, include_stderr=False,
-                 additional_functions=None, allow_pickle=False, **session_options):
+                 additional_functions=None, allow_pickle=False, additional_imports=None,
+                 enforce_imports=None, **session_options):
         if isinstance(logger, int) and not isinstance(logger, bool) and max_print_outputs_length is None:
             # LocalPythonExecutor(additional_authorized_imports, max_print_outputs_length, ...)
             logger, max_print_outputs_length = None, logger
-        self.additional_authorized_imports = list(additional_authorized_imports or ())
+        # RemotePythonExecutor(additional_imports, logger, allow_pickle): packages to
+        # install, not a rule on imports (remote_executors.py:70-80).
+        remote = logger is not None or additional_imports is not None
+        self.additional_imports = list(additional_imports or ())
+        self.enforce_imports = (not remote) if enforce_imports is None else bool(enforce_imports)
+        self.additional_authorized_imports = list(additional_authorized_imports or ()) + self.additional_imports
         # LocalPythonExecutor's: the base modules and the additional ones, enforced on
         # the cell's import statements (_RljailImportGuard).
         self.authorized_imports = list(set(_base_builtin_modules()) | set(self.additional_authorized_imports))
         # What the agent reads of LocalPythonExecutor's state: "_print_outputs", the
-        # logs of the last execution, which it keeps in memory when the code raised.
-        self.state = {"_print_outputs": ""}
+        # logs of the last execution, which it keeps in memory when the code raised;
+        # and its "__name__" (the jail's namespace is __main__ too).
+        self.state = {"__name__": "__main__", "_print_outputs": ""}
         self.static_tools = None
         self.logger = logger
         self.additional_functions = dict(additional_functions or {})
@@ -419,12 +627,26 @@ class RljailExecutor(_runtime()[0] or object):
         self._late.update(late)
 
     def send_variables(self, variables):
-        """Binds each of ``variables`` (JSON values) in the jail's namespace."""
+        """Binds each of ``variables`` in the jail's namespace as the Python value it
+        is, as the local executor has it (the agent's ``additional_args``): JSON
+        values, and tuples, sets, dicts with keys that are not strings, bytes,
+        dates and times, ``Decimal``, ``Path``, complex numbers, numpy arrays and
+        pandas DataFrames and Series (:func:`tagged_value`); any other object stays on the host and the jail holds
+        its ``str``, which is that object again when passed to a tool."""
         if self.session is None:
             self._pending_vars.update(variables)
             return
-        for name, value in variables.items():
-            bind(self.session, self._inputs, name, value)
+        if not variables:
+            return
+        values = {str(k): tagged_value(v, self._keep_host_object) for k, v in variables.items()}
+        if len(json.dumps(values)) > LARGE_VALUE_BYTES:
+            # Through a file the session grants (not the protocol), read by the
+            # scaffold's code: the json import is not the agent's, for the import rule.
+            self._scaffold("exec(compile(%r, '<rljail-scaffold>', 'exec'))"
+                           % self._inputs.write("_rljail_vars", values))
+        else:
+            self.session.set("_rljail_vars", values)
+        self._scaffold("_rljail_smol.receive(_rljail_vars)\ndel _rljail_vars")
 
     def __call__(self, code_action):
         """Runs the agent's code; returns a CodeOutput, or raises JailedCodeError."""
@@ -449,7 +671,7 @@ class RljailExecutor(_runtime()[0] or object):
             # local_python_executor.py timeout(): its ExecutionTimeoutError's words.
             limit = self.timeout_seconds if self.timeout_seconds is not None else MAX_EXECUTION_TIME_SECONDS
             self.state["_print_outputs"] = self._logs(e.result)
-            raise JailedCodeError("Code execution exceeded the maximum execution time of %s seconds "
+            raise JailedTimeoutError("Code execution exceeded the maximum execution time of %s seconds "
                                   "(CellTimeout: %s)" % (limit, e.result.error.message))
         self._cells += 1
         logs = self._logs(result)
@@ -462,7 +684,10 @@ class RljailExecutor(_runtime()[0] or object):
             return _code_output(final[0], logs, True)
         output = None
         if error is None and captured:
-            output = self.session.get("_rljail_last")
+            # The value as the host can rebuild it (a tuple, a set, a date, a
+            # DataFrame...; a host object's stand-in is that object), as tools' results.
+            self._scaffold("_rljail_last = _rljail_out_safe(_rljail_last)")
+            output = self._host_value(self.session.get("_rljail_last"))
         self._restore()
         if error is not None:
             # As LocalPythonExecutor: the logs are in state["_print_outputs"] (the agent
@@ -477,6 +702,14 @@ class RljailExecutor(_runtime()[0] or object):
         release(self)
         self._declared = None
         self._cells = 0
+
+    def delete(self):
+        """The remote executors' end of the sandbox: :meth:`cleanup`."""
+        self.cleanup()
+
+    def run_code_raise_errors(self, code):
+        """The remote executors' way to run code: as :meth:`__call__`."""
+        return self(code)
 
     def __enter__(self):
         return self
@@ -509,11 +742,32 @@ class RljailExecutor(_runtime()[0] or object):
         self._declared = set(names)
         self._late = {}
         self._cells = 0
-        self._scaffold("%s\n_rljail_smol = _RljailSmolScaffold(globals(), %r)\n"
-                       "_rljail_import_guard = _RljailImportGuard(%r, %r)\n"
-                       % (_SCAFFOLD, names + [_LATE_TOOL], self.authorized_imports, str(self.authorized_imports)))
+        # Compiled under a name of its own: the import guard judges the imports of the
+        # cell's code ("<cell>"), not those the scaffold's functions make on its behalf
+        # (numpy's own, when a tool's argument is an array).
+        guard = ("_rljail_import_guard = _RljailImportGuard(%r, %r)\n"
+                 % (self.authorized_imports, str(self.authorized_imports)) if self.enforce_imports else "")
+        self._scaffold("exec(compile(%r, '<rljail-scaffold>', 'exec'))\n"
+                       "_rljail_smol = _RljailSmolScaffold(globals(), %r)\n%s"
+                       % (_SCAFFOLD, names + [_LATE_TOOL], guard))
+        if self.enforce_imports:
+            self._check_authorized_installed()
         pending, self._pending_vars = self._pending_vars, {}
         self.send_variables(pending)
+
+    def _check_authorized_installed(self):
+        # LocalPythonExecutor's check at its construction (local_python_executor.py
+        # _check_authorized_imports_are_installed), made in the jail, whose rootfs is what
+        # the code can import: its words, before any code runs.
+        bases = sorted({imp.split(".")[0] for imp in self.authorized_imports if imp != "*"})
+        self._scaffold("_rljail_missing = [m for m in %r if _rljail_importlib.import_module("
+                       "'importlib.util').find_spec(m) is None]" % (bases,))
+        missing = self.session.get("_rljail_missing")
+        if missing:
+            self.cleanup()
+            raise JailedCodeError("Non-installed authorized modules: %s. Please install these modules or "
+                                  "remove them from the authorized imports list (the jail's rootfs has not "
+                                  "them)." % ", ".join(str(m) for m in missing))
 
     def _restore(self):
         self._scaffold("_rljail_smol.restore()")
@@ -559,28 +813,80 @@ class RljailExecutor(_runtime()[0] or object):
                 # jail makes of it.
                 with self._final_lock:
                     self._final = (value,)
-            try:
-                return to_json(value)
-            except TypeError:
-                # Kept here; the jail gets its str, which hands this object back when
-                # passed to a tool (an image given to final_answer).
-                with self._final_lock:
-                    self._host_objects.append(value)
-                    handle = len(self._host_objects) - 1
-                return {"__rljail_host_object__": handle, "str": str(value)}
+            # What is neither JSON nor rebuilt in the jail is kept here; the jail gets
+            # its str, which hands this object back when passed to a tool (an image
+            # given to final_answer).
+            return tagged_value(value, self._keep_host_object)
         return handler
 
+    def _keep_host_object(self, value):
+        with self._final_lock:
+            self._host_objects.append(value)
+            handle = len(self._host_objects) - 1
+        return {"__rljail_host_object__": handle, "str": str(value)}
+
     def _host_value(self, value):
-        # A tool's argument from the jail: a host object's marker is that object again.
-        if isinstance(value, dict):
-            if set(value) == {"__rljail_host_object__"} and isinstance(value["__rljail_host_object__"], int):
-                with self._final_lock:
-                    objects = self._host_objects
-                    handle = value["__rljail_host_object__"]
-                    if 0 <= handle < len(objects):
-                        return objects[handle]
-                raise LookupError("no host object %r" % (handle,))
-            return {k: self._host_value(v) for k, v in value.items()}
+        # A tool's argument from the jail (its _rljail_out): a host object's marker is
+        # that object again, a tagged value the Python value it stands for.
         if isinstance(value, list):
             return [self._host_value(v) for v in value]
-        return value
+        if not isinstance(value, dict):
+            return value
+        if set(value) == {"__rljail_host_object__"} and isinstance(value["__rljail_host_object__"], int):
+            with self._final_lock:
+                objects = self._host_objects
+                handle = value["__rljail_host_object__"]
+                if 0 <= handle < len(objects):
+                    return objects[handle]
+            raise LookupError("no host object %r" % (handle,))
+        tag = value.get(_TAG)
+        if tag is None:
+            return {k: self._host_value(v) for k, v in value.items()}
+        data = value.get("data")
+        if tag in ("tuple", "set", "frozenset"):
+            return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](self._host_value(v) for v in data)
+        if tag == "dict":
+            return {self._host_value(k): self._host_value(v) for k, v in data}
+        if tag in ("bytes", "bytearray"):
+            raw = base64.b64decode(data)
+            return raw if tag == "bytes" else bytearray(raw)
+        if tag == "float":
+            return float(data)
+        if tag == "complex":
+            return complex(data[0], data[1])
+        if tag in ("datetime", "date", "time"):
+            return getattr(datetime, tag).fromisoformat(data)
+        if tag == "timedelta":
+            return datetime.timedelta(days=data[0], seconds=data[1], microseconds=data[2])
+        if tag == "Decimal":
+            return decimal.Decimal(data)
+        if tag == "Path":
+            return pathlib.Path(data)
+        if tag == "ndarray":
+            try:
+                import numpy
+            except ImportError:  # the host has none: the nested lists
+                return self._host_value(data)
+            return numpy.array(self._host_value(data), dtype=value.get("dtype"))
+        if tag == "PIL.Image":
+            raw = base64.b64decode(data)
+            try:
+                from PIL import Image
+            except ImportError:  # the host has none: the PNG's bytes
+                return raw
+            image = Image.open(io.BytesIO(raw))
+            image.load()
+            return image
+        if tag in ("DataFrame", "Series"):
+            try:
+                import pandas
+            except ImportError:  # the host has none: the table's JSON
+                return json.loads(data)
+            frame = pandas.read_json(io.StringIO(data), orient="table")
+            if tag == "DataFrame":
+                return frame
+            series = frame.iloc[:, 0]
+            if value.get("unnamed"):
+                series.name = None
+            return series
+        raise ValueError("unknown value type %r from the jail" % (tag,))
