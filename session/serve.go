@@ -662,6 +662,9 @@ func (s *Session) audit(cell int, code, outcome string, wall time.Duration, rep 
 		"stdout_bytes": stdout.Bytes, "stderr_bytes": stderr.Bytes,
 		"stdout_truncated": stdout.Truncated, "stderr_truncated": stderr.Truncated,
 	}
+	if n := s.calls.unrecordedCalls(); n > 0 {
+		rec["calls_unrecorded"] = n
+	}
 	b, _ := marshalLine(rec)
 	s.amu.Lock()
 	defer s.amu.Unlock()
