@@ -7,9 +7,14 @@ package integration
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func init() {
@@ -75,4 +80,75 @@ print("done")`)
 	if int(unrecorded)+callLines != refused {
 		t.Errorf("the cell's audit record says %v calls unrecorded, %d are recorded, of %d refused: they must add up", unrecorded, callLines, refused)
 	}
+}
+
+// TestSessionSignalWhileStarting: SIGTERM, SIGHUP or SIGQUIT end a session
+// whose worker has not become ready yet (a rootfs package whose .pth
+// hangs at start), exit 128+N, and leave nothing. rljail caught the
+// signal and waited for the start, bounded only by the session's
+// --timeout (30 minutes by default).
+func TestSessionSignalWhileStarting(t *testing.T) {
+	data := dataRootfs(t)
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			pkgs := newOpenDir(t)
+			writeFile(t, filepath.Join(pkgs, "hang.pth"), "import time; time.sleep(3600)\n", 0o644)
+			for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+				before := faultSnapshot(t)
+				s := startSession(t, m, "--rootfs", data, "-v", pkgs+":/usr/lib/python3/dist-packages")
+				_, ch := s.send(t, map[string]any{"op": "hello"})
+				// The worker is started and hangs in site.main().
+				deadline := time.Now().Add(20 * time.Second)
+				for !workerStarted(s.cmd.Process.Pid) && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				time.Sleep(300 * time.Millisecond)
+				select {
+				case r := <-ch:
+					t.Fatalf("the hanging worker answered hello: %v", r)
+				default:
+				}
+				t0 := time.Now()
+				_ = s.cmd.Process.Signal(sig)
+				ended := make(chan error, 1)
+				go func() { ended <- s.cmd.Wait() }()
+				var err error
+				select {
+				case err = <-ended:
+				case <-time.After(15 * time.Second):
+					s.kill()
+					t.Fatalf("%v to rljail session while its worker started: still running after 15 s", sig)
+				}
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 128+int(sig) {
+					t.Errorf("%v while starting: %v after %v, want exit %d (stderr %q)", sig, err, time.Since(t0), 128+int(sig), s.stderr.String())
+				}
+				if left := sessionLeftovers(t, before); len(left) > 0 {
+					t.Errorf("%v while starting left: %v", sig, left)
+				}
+			}
+		})
+	}
+}
+
+// workerStarted reports whether a session worker runs below the process
+// pid (its jail's init's child).
+func workerStarted(pid int) bool {
+	procs := allProcs()
+	byPID := map[int]proc{}
+	for _, q := range procs {
+		byPID[q.pid] = q
+	}
+	for _, q := range procs {
+		if q.zombie() || !strings.Contains(q.cmdline, workerMark) {
+			continue
+		}
+		for p, n := q, 0; p.ppid > 1 && n < 8; n++ {
+			if p.ppid == pid {
+				return true
+			}
+			p = byPID[p.ppid]
+		}
+	}
+	return false
 }

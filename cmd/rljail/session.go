@@ -174,13 +174,42 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGINT)
 	defer signal.Stop(sigs)
 
+	// A signal that ends the session ends its start too: the worker may
+	// take until the session's timeout to be ready (a rootfs package that
+	// hangs in its .pth), and nothing of the jail is left once New has
+	// returned.
 	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Spec.Timeout, 10*time.Second))
+	var stopped os.Signal
+	starting := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-starting:
+				return
+			case sig := <-sigs:
+				if sig != syscall.SIGINT {
+					stopped = sig
+					cancel()
+					return
+				}
+			}
+		}
+	}()
 	sess, err := session.New(ctx, cfg)
+	close(starting)
+	<-watched
 	cancel()
+	if stopped != nil {
+		if err == nil {
+			finishSession(sess, resultFiles)
+		}
+		return &exitError{code: 128 + int(stopped.(syscall.Signal))}
+	}
 	if err != nil {
 		return setupError("%v", err)
 	}
-	var stopped os.Signal
 	done := make(chan struct{})
 	go func() {
 		for {
