@@ -8,6 +8,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,10 @@ func init() {
 			mechanism: "a session with --audit-log: a cell calls llm_query in a loop from four threads with a prompt over --max-llm-prompt-chars (any refused call does: a spent budget, an undeclared tool), for 3 s; every refusal was one line of rljail's audit log on the host, about 4 MB a second for as long as the session lasts (a 30-minute session, 7 GB of the host's disk)",
 			layer:     "session.calls: the audit log records at most 64 refused calls of a cell; the cell's own record counts the rest (calls_unrecorded); a call the bridge takes is always recorded (budgets bound those)",
 			run:       attackSessionAuditRefusedFlood},
+		{name: "bridge_openai_answers_held", group: groupDoS, serial: true,
+			mechanism: "with --llm openai and --max-llm-calls 400, a cell's 8 threads each ask llm_query_batched of 50 prompts of an endpoint whose every answer is 3.5 MiB (a model told to repeat a long text, or an endpoint that echoes): each request's body was bounded, but the answers of a batch were all held until its last one came, 400 of them at once (1.4 GiB of the supervisor's memory, which no cgroup of the jail's is charged for)",
+			layer:     "bridge.OpenAI: the answers held at once, across the session's calls, are at most 32 MiB; a call whose answer would pass that fails with CallFailed at once; the supervisor's peak RSS, read from /proc, stays under 256 MiB",
+			run:       attackBridgeOpenAIAnswersHeld},
 	}...)
 }
 
@@ -151,4 +157,44 @@ func workerStarted(pid int) bool {
 		}
 	}
 	return false
+}
+
+func attackBridgeOpenAIAnswersHeld(t *testing.T, m mode) {
+	answer := strings.Repeat("a", 7<<19) // 3.5 MiB, under the 4 MiB a response may be
+	body, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"message": map[string]any{"content": answer}}}})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	s := startSessionEnv(t, m, []string{"RLJAIL_TEST_KEY=sk-rljail-held-0123456789"}, "--llm", "openai",
+		"--llm-endpoint", srv.URL+"/v1", "--llm-model", "m1", "--llm-key-env", "RLJAIL_TEST_KEY",
+		"--max-llm-calls", "400", "--memory", "512m", "--cell-timeout", "100s", "--call-timeout", "90s")
+	rep := s.do(t, map[string]any{"op": "exec", "code": `import threading
+out = []
+def ask():
+    try:
+        out.append(sum(len(a) for a in llm_query_batched(["x"] * 50)))
+    except Exception as e:
+        out.append(type(e).__name__)
+ts = [threading.Thread(target=ask) for _ in range(8)]
+for x in ts: x.start()
+for x in ts: x.join()
+print(len(out), sorted(set(map(str, out))))`})
+	kb, ok := vmHWM(s.cmd.Process.Pid, filepath.Base(testBin))
+	if !ok {
+		t.Fatalf("no peak RSS of the session's supervisor (pid %d)", s.cmd.Process.Pid)
+	}
+	peak := kb << 10
+	t.Logf("the supervisor's peak RSS: %.1f MiB; the cell: %.300v", float64(peak)/(1<<20), rep["stdout"])
+	if out, _ := rep["stdout"].(string); !strings.HasPrefix(out, "8 ") {
+		t.Errorf("the cell's threads did not all end: %.500v", rep)
+	}
+	if peak > 256<<20 {
+		t.Errorf("the supervisor's peak RSS reached %.1f MiB for the endpoint's answers, over the 256 MiB bound (SECURITY.md)", float64(peak)/(1<<20))
+	}
+	if rep = s.exec(t, "print('alive')"); rep["stdout"] != "alive\n" {
+		t.Errorf("the session after the answers: %v", rep)
+	}
+	s.close(t)
 }
