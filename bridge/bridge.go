@@ -150,6 +150,9 @@ type Request struct {
 	Batched bool
 	// ToolArgs are a tool call's arguments by parameter name.
 	ToolArgs map[string]json.RawMessage
+	// held counts the answers the session's calls hold at once (the
+	// Bridge's; OpenAI bounds them).
+	held *heldBytes
 }
 
 // Answerer answers a checked call: an LLM call with one answer per prompt
@@ -199,6 +202,7 @@ type Bridge struct {
 
 	mu     sync.Mutex
 	counts Counts
+	held   heldBytes // the answers an OpenAI holds for this session's calls
 }
 
 // New returns a Bridge with cfg's policy that answers through a.
@@ -333,7 +337,7 @@ func (b *Bridge) check(call Call) (req *Request, res Result) {
 	if t := bytes.TrimLeft(call.Args, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return bad("%s: the arguments are not a JSON object", safeName(call.Name))
 	}
-	req = &Request{Call: call}
+	req = &Request{Call: call, held: &b.held}
 	// What the answerer needs is decoded below, once, straight from the
 	// call's JSON; the raw arguments are not held for the call's whole
 	// wait as well.

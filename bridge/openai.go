@@ -29,9 +29,9 @@ type OpenAI struct {
 	retries  int
 	client   *http.Client
 	sem      chan struct{}
-
-	mu   sync.Mutex
-	held int // bytes of answers held, every call's, until its Answer returns
+	// held counts the answers of the calls that come without a session's
+	// own count (Request.held): an OpenAI used outside a Bridge.
+	held heldBytes
 }
 
 // DefaultConcurrency is --llm-concurrency's default.
@@ -42,8 +42,8 @@ const DefaultConcurrency = 8
 // session (a call's answers together are held to Config.MaxResultBytes).
 const maxResponse = 4 << 20
 
-// maxAnswersHeld bounds the answers held at once, across the session's
-// calls: a batch's answers wait for its last one, so without it a few
+// maxAnswersHeld bounds the answers held at once, across a session's
+// calls (a Bridge's, which every call's Request carries): a batch's answers wait for its last one, so without it a few
 // batches of large answers (a model told to repeat a text) held
 // maxResponse times every prompt in flight. A call whose answer would
 // pass it fails at once, and its other prompts are cancelled.
@@ -103,7 +103,11 @@ func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, e
 	defer cancel()
 	out := make([]json.RawMessage, len(req.Prompts))
 	errs := make([]error, len(req.Prompts))
-	var mine int // bytes of this call's answers counted in o.held
+	held := req.held
+	if held == nil {
+		held = &o.held
+	}
+	var mine int // bytes of this call's answers counted in held
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i, p := range req.Prompts {
@@ -116,7 +120,7 @@ func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, e
 				v, err = marshalNoHTML(o.redact(text))
 			}
 			if err == nil {
-				err = o.hold(len(v))
+				err = held.add(len(v))
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -131,7 +135,7 @@ func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, e
 		}()
 	}
 	wg.Wait()
-	o.hold(-mine)
+	_ = held.add(-mine)
 	// The first error that is not the cancellation of the others.
 	var first error
 	firstAt := 0
@@ -149,15 +153,22 @@ func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, e
 	return out, nil
 }
 
-// hold counts n more bytes of answers held (n < 0 gives them back); over
-// maxAnswersHeld it refuses.
-func (o *OpenAI) hold(n int) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if n > 0 && o.held+n > maxAnswersHeld {
+// heldBytes counts the bytes of answers held, until their call's Answer
+// returns.
+type heldBytes struct {
+	mu sync.Mutex
+	n  int
+}
+
+// add counts n more bytes (n < 0 gives them back); over maxAnswersHeld
+// it refuses.
+func (h *heldBytes) add(n int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n > 0 && h.n+n > maxAnswersHeld {
 		return fmt.Errorf("the model's answers held at once would pass %d bytes (this one is %d)", maxAnswersHeld, n)
 	}
-	o.held += n
+	h.n += n
 	return nil
 }
 
