@@ -198,3 +198,39 @@ print(len(out), sorted(set(map(str, out))))`})
 	}
 	s.close(t)
 }
+
+// TestSessionReportOnFullFS: rljail session's --result and --audit-log on
+// a full filesystem are refused before the jail starts, as a run's are
+// (exit 125, one line, no empty file left); the session left an empty
+// report, said nothing and exited 0.
+func TestSessionReportOnFullFS(t *testing.T) {
+	for _, m := range bothModes {
+		for _, flag := range []string{"--result", "--audit-log"} {
+			t.Run(string(m)+"/"+flag[2:], func(t *testing.T) {
+				full := faultMountTmpfs(t, "size=4k,mode=0777")
+				if err := os.WriteFile(filepath.Join(full, "fill"), make([]byte, 4096), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				p := filepath.Join(full, "out.json")
+				cmd := exec.Command(testBin, "session", "--rootfs", rootfsDir, "--no-workspace", flag, p)
+				cmd.Dir = baseDir
+				cmd.Env = append(modeEnv(m), "TMPDIR="+sessionTmpDir(t))
+				cmd.Stdin = strings.NewReader(`{"id":1,"op":"exec","code":"print(6*7)"}` + "\n" + `{"id":2,"op":"close"}` + "\n")
+				stdout, stderr, exit := attackExec(t, m, cmd)
+				t.Logf("exit %d, stdout %q, stderr %q", exit, stdout, stderr)
+				if exit != 125 {
+					t.Errorf("%s on a full filesystem: exit %d, want 125", flag, exit)
+				}
+				if lines := attackErrorLines(stderr); len(lines) != 1 || !strings.HasPrefix(lines[0], "rljail: ") {
+					t.Errorf("stderr must hold one error line starting \"rljail: \": %q", stderr)
+				}
+				if strings.Contains(stdout, "42") {
+					t.Errorf("the session ran its cell although %s has no room: %q", flag, stdout)
+				}
+				if exists(p) {
+					t.Errorf("%s left %s on the full filesystem", flag, p)
+				}
+			})
+		}
+	}
+}
