@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -232,5 +233,81 @@ func TestSessionReportOnFullFS(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSessionCloseNowAnswersRunning: close with "now" while a cell runs
+// with calls waiting for the runner, requests queued behind it and stdin
+// closed right after: every request gets its reply, the running one
+// SessionLost "closed" before the close's own reply. The running cell's
+// reply was lost: rljail exited before the queue's runner had written it.
+func TestSessionCloseNowAnswersRunning(t *testing.T) {
+	for _, m := range bothModes {
+		t.Run(string(m), func(t *testing.T) {
+			for round := 0; round < 3; round++ {
+				cmd := exec.Command(testBin, "session", "--rootfs", rootfsDir, "--no-workspace")
+				cmd.Dir = baseDir
+				cmd.Env = append(modeEnv(m), "TMPDIR="+sessionTmpDir(t))
+				in, err := cmd.StdinPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out, errb syncBuffer
+				cmd.Stdout, cmd.Stderr = &out, &errb
+				runAsMode(cmd, m)
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				w := func(v map[string]any) {
+					b, _ := json.Marshal(v)
+					_, _ = in.Write(append(b, '\n'))
+				}
+				w(map[string]any{"id": 1, "op": "exec", "code": "import threading\nts = [threading.Thread(target=llm_query, args=('t',)) for _ in range(5)]\n[x.start() for x in ts]\n[x.join() for x in ts]"})
+				w(map[string]any{"id": 2, "op": "exec", "code": "1"})
+				w(map[string]any{"id": 3, "op": "hello"})
+				// The cell's five calls are waiting for the runner.
+				deadline := time.Now().Add(20 * time.Second)
+				for strings.Count(out.String(), `"event":"call"`) < 5 && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				w(map[string]any{"id": "c", "op": "close", "now": true})
+				in.Close()
+				done := make(chan error, 1)
+				go func() { done <- cmd.Wait() }()
+				select {
+				case err = <-done:
+				case <-time.After(20 * time.Second):
+					_ = cmd.Process.Kill()
+					t.Fatalf("rljail session did not end after close now")
+				}
+				replies := map[string]map[string]any{}
+				var order []string
+				for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+					var v map[string]any
+					if json.Unmarshal([]byte(l), &v) != nil {
+						t.Fatalf("a line does not read: %q", l)
+					}
+					if id, ok := v["id"]; ok && id != nil {
+						k := fmt.Sprint(id)
+						replies[k] = v
+						order = append(order, k)
+					}
+				}
+				if err != nil {
+					t.Errorf("round %d: rljail session: %v (stderr %q)", round, err, errb.String())
+				}
+				for _, id := range []string{"1", "2", "3", "c"} {
+					if replies[id] == nil {
+						t.Errorf("round %d: request %s got no reply: %q", round, id, out.String())
+					}
+				}
+				if r := replies["1"]; r != nil && (errType(r) != "SessionLost" || errReason(r) != "closed") {
+					t.Errorf("round %d: the running cell's reply: %v, want SessionLost closed", round, r)
+				}
+				if len(order) > 0 && order[len(order)-1] != "c" {
+					t.Errorf("round %d: the close's reply must come last: %v", round, order)
+				}
+			}
+		})
 	}
 }

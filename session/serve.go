@@ -142,6 +142,21 @@ func (s *Session) drain(closed <-chan struct{}) {
 	}
 }
 
+// waitIdle waits, at most d, until no request for the worker is in
+// flight (its reply written).
+func (s *Session) waitIdle(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		busy := s.busy
+		s.mu.Unlock()
+		if !busy {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // queued is a request waiting for the worker (or a close behind them).
 type queued struct {
 	req  Request
@@ -214,11 +229,14 @@ func (s *Session) runQueue(send func(any), stop <-chan struct{}, closed chan<- s
 		}
 		rep := s.workerOp(q.req, q.cell)
 		rep.setID(q.id)
+		// Busy until the reply is written: whoever waits for the queue
+		// to be done (drain at EOF, a close with "now") ends the process
+		// only after it.
+		send(rep)
 		s.mu.Lock()
 		s.busy = false
 		s.lastReq = time.Now()
 		s.mu.Unlock()
-		send(rep)
 	}
 }
 
@@ -251,7 +269,11 @@ func (s *Session) handle1(line []byte, send func(any)) bool {
 		// (or the session is lost, and nothing queued can run).
 		if req.Now || s.lostReason() != "" {
 			s.answerQueued(send)
-			send(s.closeReply(id))
+			rep := s.closeReply(id)
+			// The request that was running (lost with the jail) is
+			// answered before the close.
+			s.waitIdle(5 * time.Second)
+			send(rep)
 			return true
 		}
 		if perr := s.enqueue(queued{req: req, id: id}); perr != nil {
