@@ -30,6 +30,10 @@ func init() {
 			mechanism: "with --llm openai and --max-llm-calls 400, a cell's 8 threads each ask llm_query_batched of 50 prompts of an endpoint whose every answer is 3.5 MiB (a model told to repeat a long text, or an endpoint that echoes): each request's body was bounded, but the answers of a batch were all held until its last one came, 400 of them at once (1.4 GiB of the supervisor's memory, which no cgroup of the jail's is charged for)",
 			layer:     "bridge.OpenAI: the answers held at once, across the session's calls, are at most 32 MiB; a call whose answer would pass that fails with CallFailed at once; the supervisor's peak RSS, read from /proc, stays under 256 MiB",
 			run:       attackBridgeOpenAIAnswersHeld},
+		{name: "session_cell_closes_stdio", group: groupDoS,
+			mechanism: "a cell closes its descriptors 1 and 2 (os.close(1); os.close(2)), so that neither of the worker's end markers arrives: the supervisor waited for the second marker on a deadline the first wait had already taken, for ever; the cell timer was stopped by then, so no reply came, and no later request was answered",
+			layer:     "session.exec: one deadline for both markers, 250 ms after the reply; the cell's reply and the next cell's come within seconds by the host's clock",
+			run:       attackSessionCellClosesStdio},
 	}...)
 }
 
@@ -310,4 +314,18 @@ func TestSessionCloseNowAnswersRunning(t *testing.T) {
 			}
 		})
 	}
+}
+
+func attackSessionCellClosesStdio(t *testing.T, m mode) {
+	s := startSession(t, m, "--cell-timeout", "5s", "--cell-grace", "1s")
+	_, ch := s.send(t, map[string]any{"op": "exec", "code": "import os\nos.close(1)\nos.close(2)"})
+	t0 := time.Now()
+	rep := s.wait(t, ch, 20*time.Second)
+	if d := time.Since(t0); d > 5*time.Second || rep["ok"] != true {
+		t.Fatalf("the cell that closed its stdout and stderr: %v after %v, want its reply within 5 s", rep, d)
+	}
+	if rep = s.exec(t, "x = 6 * 7\nx"); rep["ok"] != true || rep["result"] == nil {
+		t.Errorf("the next cell: %v", rep)
+	}
+	s.close(t)
 }

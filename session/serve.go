@@ -543,13 +543,20 @@ func (s *Session) exec(req Request, cell int) *ExecReply {
 	if lost == "" {
 		// What the cell wrote before the worker replied is in the pipes:
 		// the markers say when the pumps have all of it.
-		deadline := time.After(markerWait)
+		// One deadline for both: once it has passed, the other stream
+		// is not waited for (a time.After's one value would have been
+		// taken by the first wait, and a cell that closed both of its
+		// descriptors left the second wait with nothing to end it).
+		deadline := time.NewTimer(markerWait)
+	markers:
 		for _, c := range []*capture{s.out, s.errs} {
 			select {
 			case <-c.done():
-			case <-deadline:
+			case <-deadline.C:
+				break markers
 			}
 		}
+		deadline.Stop()
 	}
 	stdout, stderr := s.out.finish(), s.errs.finish()
 	rep := &ExecReply{ReplyHead: ReplyHead{OK: true}, Cell: cell, WallMS: ms(wall),
