@@ -241,10 +241,11 @@ func TestSessionReportOnFullFS(t *testing.T) {
 }
 
 // TestSessionCloseNowAnswersRunning: close with "now" while a cell runs
-// with calls waiting for the runner, requests queued behind it and stdin
-// closed right after: every request gets its reply, the running one
-// SessionLost "closed" before the close's own reply. The running cell's
-// reply was lost: rljail exited before the queue's runner had written it.
+// with calls waiting for the runner, requests and a close queued behind
+// it and stdin closed right after: every request gets its reply, the
+// running one SessionLost "closed" before the close's own reply. The
+// running cell's reply was lost (rljail exited before the queue's runner
+// had written it), and so was the queued close's.
 func TestSessionCloseNowAnswersRunning(t *testing.T) {
 	for _, m := range bothModes {
 		t.Run(string(m), func(t *testing.T) {
@@ -269,6 +270,7 @@ func TestSessionCloseNowAnswersRunning(t *testing.T) {
 				w(map[string]any{"id": 1, "op": "exec", "code": "import threading\nts = [threading.Thread(target=llm_query, args=('t',)) for _ in range(5)]\n[x.start() for x in ts]\n[x.join() for x in ts]"})
 				w(map[string]any{"id": 2, "op": "exec", "code": "1"})
 				w(map[string]any{"id": 3, "op": "hello"})
+				w(map[string]any{"id": "q", "op": "close"})
 				// The cell's five calls are waiting for the runner.
 				deadline := time.Now().Add(20 * time.Second)
 				for strings.Count(out.String(), `"event":"call"`) < 5 && time.Now().Before(deadline) {
@@ -300,7 +302,7 @@ func TestSessionCloseNowAnswersRunning(t *testing.T) {
 				if err != nil {
 					t.Errorf("round %d: rljail session: %v (stderr %q)", round, err, errb.String())
 				}
-				for _, id := range []string{"1", "2", "3", "c"} {
+				for _, id := range []string{"1", "2", "3", "q", "c"} {
 					if replies[id] == nil {
 						t.Errorf("round %d: request %s got no reply: %q", round, id, out.String())
 					}

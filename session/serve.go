@@ -268,11 +268,17 @@ func (s *Session) handle1(line []byte, send func(any)) bool {
 		// In order behind the queued requests, unless it is to close now
 		// (or the session is lost, and nothing queued can run).
 		if req.Now || s.lostReason() != "" {
-			s.answerQueued(send)
+			queuedClose := s.answerQueued(send)
 			rep := s.closeReply(id)
 			// The request that was running (lost with the jail) is
-			// answered before the close.
+			// answered before the close, and a close that was queued
+			// gets the same reply under its own id.
 			s.waitIdle(5 * time.Second)
+			if queuedClose != nil {
+				qrep := *rep
+				qrep.ID = queuedClose
+				send(&qrep)
+			}
 			send(rep)
 			return true
 		}
@@ -404,14 +410,16 @@ func (s *Session) hello(id json.RawMessage) *HelloReply {
 }
 
 // answerQueued answers every request still queued SessionLost (the
-// session was closed at once).
-func (s *Session) answerQueued(send func(any)) {
+// session was closed at once); a queued close is not answered here, but
+// its id returned, for the close's own reply.
+func (s *Session) answerQueued(send func(any)) (closeID json.RawMessage) {
 	s.mu.Lock()
 	q := s.queue
 	s.queue, s.queueBytes = nil, 0
 	s.mu.Unlock()
 	for _, r := range q {
 		if r.req.Op == "close" {
+			closeID = r.id
 			continue
 		}
 		if r.req.Op == "exec" {
@@ -422,6 +430,7 @@ func (s *Session) answerQueued(send func(any)) {
 		}
 		send(lostReply(r.id, "closed"))
 	}
+	return closeID
 }
 
 // workerOp runs one request through the worker; cell is an exec's number.
