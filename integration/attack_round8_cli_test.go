@@ -331,3 +331,23 @@ func attackSessionCellClosesStdio(t *testing.T, m mode) {
 	}
 	s.close(t)
 }
+
+// TestSessionToolNamesRefused: a --tool name the namespace cannot hold
+// as a function (a dunder name such as __builtins__, which made every
+// cell fail with "'function' object is not subscriptable", or a Python
+// keyword, which no cell can call) is refused: exit 125, one line.
+func TestSessionToolNamesRefused(t *testing.T) {
+	for _, tool := range []string{"__builtins__", "__name__", "class", "None", "search:k,lambda"} {
+		cmd := exec.Command(testBin, "session", "--rootfs", rootfsDir, "--no-workspace", "--tool", tool)
+		cmd.Dir = baseDir
+		cmd.Env = append(modeEnv(asRoot), "TMPDIR="+sessionTmpDir(t))
+		cmd.Stdin = strings.NewReader(`{"id":1,"op":"exec","code":"print(6*7)"}` + "\n")
+		stdout, stderr, exit := attackExec(t, asRoot, cmd)
+		if exit != 125 || strings.Contains(stdout, "42") {
+			t.Errorf("--tool %s: exit %d, stdout %q, want exit 125 before the session starts", tool, exit, stdout)
+		}
+		if lines := attackErrorLines(stderr); len(lines) != 1 || !strings.HasPrefix(lines[0], "rljail: --tool") {
+			t.Errorf("--tool %s: stderr %q, want one line naming --tool", tool, stderr)
+		}
+	}
+}
