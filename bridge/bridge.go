@@ -92,6 +92,16 @@ func isIdentifier(s string) bool {
 	return true
 }
 
+// pythonKeywords are Python 3's keywords (keyword.kwlist): no name a
+// cell can call, nor a parameter it can pass by name.
+var pythonKeywords = map[string]bool{
+	"False": true, "None": true, "True": true, "and": true, "as": true, "assert": true, "async": true,
+	"await": true, "break": true, "class": true, "continue": true, "def": true, "del": true, "elif": true,
+	"else": true, "except": true, "finally": true, "for": true, "from": true, "global": true, "if": true,
+	"import": true, "in": true, "is": true, "lambda": true, "nonlocal": true, "not": true, "or": true,
+	"pass": true, "raise": true, "return": true, "try": true, "while": true, "with": true, "yield": true,
+}
+
 // ParseTool parses a --tool value: NAME or NAME:param1,param2.
 func ParseTool(s string) (Tool, error) {
 	name, params, _ := strings.Cut(s, ":")
@@ -103,11 +113,19 @@ func ParseTool(s string) (Tool, error) {
 	case LLMQuery, LLMQueryBatched, RLMQuery, RLMQueryBatched, "SUBMIT", "FINAL", "FINAL_VAR", "print":
 		return t, fmt.Errorf("--tool %q: %s is a name the session defines itself", s, name)
 	}
+	// A dunder name is Python's own (a tool named __builtins__ took every
+	// cell's builtins away), and a keyword no cell can call.
+	if strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__") {
+		return t, fmt.Errorf("--tool %q: %s is one of Python's own names (__...__)", s, name)
+	}
+	if pythonKeywords[name] {
+		return t, fmt.Errorf("--tool %q: %s is a Python keyword, which no cell could call", s, name)
+	}
 	if params != "" {
 		seen := map[string]bool{}
 		for _, p := range strings.Split(params, ",") {
-			if !isIdentifier(p) || seen[p] {
-				return t, fmt.Errorf("--tool %q: parameter %q is not a Python identifier, or repeated", s, p)
+			if !isIdentifier(p) || seen[p] || pythonKeywords[p] {
+				return t, fmt.Errorf("--tool %q: parameter %q is not a Python identifier, or a keyword, or repeated", s, p)
 			}
 			seen[p] = true
 			t.Params = append(t.Params, p)
@@ -150,6 +168,9 @@ type Request struct {
 	Batched bool
 	// ToolArgs are a tool call's arguments by parameter name.
 	ToolArgs map[string]json.RawMessage
+	// held counts the answers the session's calls hold at once (the
+	// Bridge's; OpenAI bounds them).
+	held *heldBytes
 }
 
 // Answerer answers a checked call: an LLM call with one answer per prompt
@@ -199,6 +220,7 @@ type Bridge struct {
 
 	mu     sync.Mutex
 	counts Counts
+	held   heldBytes // the answers an OpenAI holds for this session's calls
 }
 
 // New returns a Bridge with cfg's policy that answers through a.
@@ -333,7 +355,7 @@ func (b *Bridge) check(call Call) (req *Request, res Result) {
 	if t := bytes.TrimLeft(call.Args, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return bad("%s: the arguments are not a JSON object", safeName(call.Name))
 	}
-	req = &Request{Call: call}
+	req = &Request{Call: call, held: &b.held}
 	// What the answerer needs is decoded below, once, straight from the
 	// call's JSON; the raw arguments are not held for the call's whole
 	// wait as well.

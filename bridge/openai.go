@@ -29,6 +29,9 @@ type OpenAI struct {
 	retries  int
 	client   *http.Client
 	sem      chan struct{}
+	// held counts the answers of the calls that come without a session's
+	// own count (Request.held): an OpenAI used outside a Bridge.
+	held heldBytes
 }
 
 // DefaultConcurrency is --llm-concurrency's default.
@@ -38,6 +41,13 @@ const DefaultConcurrency = 8
 // DefaultConcurrency requests at once, 32 MiB of bodies at most per
 // session (a call's answers together are held to Config.MaxResultBytes).
 const maxResponse = 4 << 20
+
+// maxAnswersHeld bounds the answers held at once, across a session's
+// calls (a Bridge's, which every call's Request carries): a batch's answers wait for its last one, so without it a few
+// batches of large answers (a model told to repeat a text) held
+// maxResponse times every prompt in flight. A call whose answer would
+// pass it fails at once, and its other prompts are cancelled.
+const maxAnswersHeld = 32 << 20
 
 // NewOpenAI returns an Answerer for the endpoint (a base URL such as
 // http://127.0.0.1:8000/v1, or the full .../chat/completions URL), the
@@ -89,30 +99,77 @@ func (o *OpenAI) Answer(ctx context.Context, req *Request) ([]json.RawMessage, e
 	if req.Model != "" {
 		model = req.Model
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	out := make([]json.RawMessage, len(req.Prompts))
 	errs := make([]error, len(req.Prompts))
+	held := req.held
+	if held == nil {
+		held = &o.held
+	}
+	var mine int // bytes of this call's answers counted in held
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i, p := range req.Prompts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			text, err := o.complete(ctx, model, p)
+			var v json.RawMessage
 			if err == nil {
-				out[i], err = marshalNoHTML(o.redact(text))
+				v, err = marshalNoHTML(o.redact(text))
 			}
-			errs[i] = err
+			if err == nil {
+				err = held.add(len(v))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[i] = err
+				// The call fails whole: its other prompts stop.
+				cancel()
+				return
+			}
+			out[i] = v
+			mine += len(v)
 		}()
 	}
 	wg.Wait()
+	_ = held.add(-mine)
+	// The first error that is not the cancellation of the others.
+	var first error
+	firstAt := 0
 	for i, err := range errs {
-		if err != nil {
-			if len(req.Prompts) > 1 {
-				err = fmt.Errorf("prompt %d: %w", i, err)
-			}
-			return nil, redactedError{err, o.redact(cleanLine(err.Error()))}
+		if err != nil && (first == nil || errors.Is(first, context.Canceled) && !errors.Is(err, context.Canceled)) {
+			first, firstAt = err, i
 		}
 	}
+	if first != nil {
+		if len(req.Prompts) > 1 {
+			first = fmt.Errorf("prompt %d: %w", firstAt, first)
+		}
+		return nil, redactedError{first, o.redact(cleanLine(first.Error()))}
+	}
 	return out, nil
+}
+
+// heldBytes counts the bytes of answers held, until their call's Answer
+// returns.
+type heldBytes struct {
+	mu sync.Mutex
+	n  int
+}
+
+// add counts n more bytes (n < 0 gives them back); over maxAnswersHeld
+// it refuses.
+func (h *heldBytes) add(n int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n > 0 && h.n+n > maxAnswersHeld {
+		return fmt.Errorf("the model's answers held at once would pass %d bytes (this one is %d)", maxAnswersHeld, n)
+	}
+	h.n += n
+	return nil
 }
 
 // redact takes the key (and every fragment of it: Redactor) out of text

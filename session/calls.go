@@ -16,6 +16,14 @@ import (
 // goroutine each in the supervisor.
 const maxCallsInFlight = 64
 
+// maxRefusedRecords bounds the audit records of one cell's refused calls:
+// a refusal costs the cell nothing (no budget, no answer), so a loop of
+// them would grow the host's audit log at megabytes a second for the
+// whole session. The rest are counted in the cell's own record
+// (calls_unrecorded). A call the bridge takes is always recorded: the
+// budgets bound those.
+const maxRefusedRecords = 64
+
 // calls is the session's side of the bridge: it takes the calls a cell
 // sends over the worker's channel ({"c":"call","n":N,"name":..,"args":..}),
 // has bridge.Serve check, count and answer each in a goroutine of its own,
@@ -41,6 +49,9 @@ type calls struct {
 	// from the moment it is taken, then its result until the worker has
 	// it (Config.MaxCallBytesHeld bounds it).
 	held int
+	// The running cell's refused calls recorded in the audit log, and
+	// those left out of it (maxRefusedRecords).
+	refusedRecords, unrecorded int
 }
 
 func newCalls(s *Session) *calls {
@@ -53,7 +64,7 @@ func newCalls(s *Session) *calls {
 		a = bridge.Router{LLM: s.cfg.LLM, Tools: c.fwd}
 	}
 	cfg := s.cfg.Bridge
-	cfg.Record = s.auditCall
+	cfg.Record = c.record
 	if cfg.MaxResultBytes <= 0 || cfg.MaxResultBytes > s.cfg.MaxCallBytes {
 		cfg.MaxResultBytes = s.cfg.MaxCallBytes
 	}
@@ -66,6 +77,7 @@ func (c *calls) openCell(cell int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.open, c.cell = true, cell
+	c.refusedRecords, c.unrecorded = 0, 0
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 }
 
@@ -90,6 +102,36 @@ func (c *calls) endCell() {
 		cancel()
 	}
 	c.wg.Wait()
+}
+
+// record writes a call's audit record, unless it is a refusal past the
+// cell's maxRefusedRecords: that one is only counted.
+func (c *calls) record(rec bridge.Record) {
+	if c.s.cfg.Audit == nil {
+		return
+	}
+	if rec.Outcome != "ok" {
+		c.mu.Lock()
+		skip := c.refusedRecords >= maxRefusedRecords
+		if skip {
+			c.unrecorded++
+		} else {
+			c.refusedRecords++
+		}
+		c.mu.Unlock()
+		if skip {
+			return
+		}
+	}
+	c.s.auditCall(rec)
+}
+
+// unrecordedCalls is how many refused calls of the last cell the audit
+// log left out (read after endCell).
+func (c *calls) unrecordedCalls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unrecorded
 }
 
 // counts are the session's totals so far, as the exec reply carries them.

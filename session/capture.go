@@ -35,6 +35,11 @@ type capture struct {
 	// the last take.
 	between int64
 	signal  chan struct{} // closed when the marker arrives
+	// stale is the marker of a window that closed before it came (the
+	// worker's reply was a cell's forgery, or its stream lagged): what
+	// arrives up to it is still that cell's, late, and belongs to no
+	// cell. It is dropped once it, or a later window's own marker, comes.
+	stale []byte
 }
 
 func newCapture(limit int) *capture {
@@ -47,7 +52,9 @@ func (c *capture) openWindow(marker []byte) {
 	defer c.mu.Unlock()
 	c.marker = marker
 	c.open, c.seen = true, false
-	c.carry = c.carry[:0]
+	if c.stale == nil {
+		c.carry = c.carry[:0]
+	}
 	c.head, c.tail, c.tailAt, c.full, c.total = c.head[:0], c.tail[:0], 0, false, 0
 	c.signal = make(chan struct{})
 }
@@ -64,21 +71,58 @@ func (c *capture) done() <-chan struct{} {
 func (c *capture) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := len(p)
-	if !c.open {
-		c.between += int64(n)
-		return n, nil
+	c.write(p)
+	return len(p), nil
+}
+
+// write is Write under c.mu.
+func (c *capture) write(p []byte) {
+	if !c.open && c.stale == nil {
+		c.between += int64(len(p))
+		return
 	}
-	// The marker may be split across reads: the last len(marker)-1 bytes
+	// A marker may be split across reads: its last len(marker)-1 bytes
 	// wait in carry until the next read decides.
 	buf := append(c.carry, p...)
+	if c.stale != nil {
+		i := bytes.Index(buf, c.stale)
+		j := -1
+		if c.open {
+			j = bytes.Index(buf, c.marker)
+		}
+		switch {
+		case i >= 0 && (j < 0 || i < j):
+			// The late output ends here; the rest is as any write's.
+			c.between += int64(i + len(c.stale))
+			rest := append([]byte(nil), buf[i+len(c.stale):]...)
+			c.carry, c.stale = c.carry[:0], nil
+			if len(rest) > 0 {
+				c.write(rest)
+			}
+			return
+		case j >= 0:
+			// The window's own marker came first: the stale one never
+			// will (the worker is past it).
+			c.stale = nil
+		default:
+			hold := min(max(len(c.stale), len(c.marker))-1, len(buf))
+			c.between += int64(len(buf) - hold)
+			c.carry = append(c.carry[:0], buf[len(buf)-hold:]...)
+			return
+		}
+	}
+	if !c.open {
+		c.between += int64(len(buf))
+		c.carry = c.carry[:0]
+		return
+	}
 	if i := bytes.Index(buf, c.marker); i >= 0 {
 		c.keep(buf[:i])
 		c.between += int64(len(buf) - i - len(c.marker))
 		c.carry = c.carry[:0]
 		c.open, c.seen = false, true
 		close(c.signal)
-		return n, nil
+		return
 	}
 	hold := len(c.marker) - 1
 	if hold > len(buf) {
@@ -86,7 +130,6 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	c.keep(buf[:len(buf)-hold])
 	c.carry = append(c.carry[:0], buf[len(buf)-hold:]...)
-	return n, nil
 }
 
 // keep adds b to the cell's output: the head until it holds half the cap,
@@ -142,9 +185,15 @@ func (c *capture) finish() cellOutput {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.open {
-		c.keep(c.carry)
+		if c.stale == nil {
+			c.keep(c.carry)
+		} else {
+			c.between += int64(len(c.carry))
+		}
 		c.carry = c.carry[:0]
 		c.open = false
+		// Its marker may still come, after more of this cell's output.
+		c.stale = append([]byte(nil), c.marker...)
 	}
 	tail := c.tail
 	if c.full {

@@ -70,3 +70,40 @@ func TestCaptureNoMarker(t *testing.T) {
 		t.Errorf("got %+v", out)
 	}
 }
+
+// TestCaptureStaleMarker: a window closed before its marker came (a
+// forged reply, a lagging stream): what comes up to that marker is the
+// old cell's, late, and goes to no cell; a later window's own marker ends
+// the wait for it.
+func TestCaptureStaleMarker(t *testing.T) {
+	m1 := endMarker("11111111111111111111111111111111")
+	m2 := endMarker("22222222222222222222222222222222")
+	cp := newCapture(100)
+	cp.openWindow(m1)
+	cp.Write([]byte("one"))
+	if got := cp.finish(); got.Text != "one" || got.MarkerSeen {
+		t.Fatalf("the first cell: %+v", got)
+	}
+	cp.openWindow(m2)
+	late := "late" + string(m1)
+	cp.Write([]byte(late[:10]))
+	cp.Write([]byte(late[10:] + "two" + string(m2[:5])))
+	cp.Write(m2[5:])
+	if got := cp.finish(); got.Text != "two" || !got.MarkerSeen {
+		t.Errorf("the second cell got %q (marker %v), want two: the first cell's late output is no cell's", got.Text, got.MarkerSeen)
+	}
+	if b := cp.takeBetween(); b != int64(len(late)) {
+		t.Errorf("between cells: %d bytes, want the %d of the late output", b, len(late))
+	}
+	// The old marker never comes (the cell closed its descriptor): the
+	// next window's own marker ends the wait.
+	m3 := endMarker("33333333333333333333333333333333")
+	m4 := endMarker("44444444444444444444444444444444")
+	cp.openWindow(m3)
+	_ = cp.finish()
+	cp.openWindow(m4)
+	cp.Write([]byte("four" + string(m4)))
+	if got := cp.finish(); got.Text != "four" || !got.MarkerSeen {
+		t.Errorf("after a marker that never came: %q (marker %v), want four", got.Text, got.MarkerSeen)
+	}
+}

@@ -142,6 +142,21 @@ func (s *Session) drain(closed <-chan struct{}) {
 	}
 }
 
+// waitIdle waits, at most d, until no request for the worker is in
+// flight (its reply written).
+func (s *Session) waitIdle(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		busy := s.busy
+		s.mu.Unlock()
+		if !busy {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // queued is a request waiting for the worker (or a close behind them).
 type queued struct {
 	req  Request
@@ -214,11 +229,14 @@ func (s *Session) runQueue(send func(any), stop <-chan struct{}, closed chan<- s
 		}
 		rep := s.workerOp(q.req, q.cell)
 		rep.setID(q.id)
+		// Busy until the reply is written: whoever waits for the queue
+		// to be done (drain at EOF, a close with "now") ends the process
+		// only after it.
+		send(rep)
 		s.mu.Lock()
 		s.busy = false
 		s.lastReq = time.Now()
 		s.mu.Unlock()
-		send(rep)
 	}
 }
 
@@ -250,8 +268,18 @@ func (s *Session) handle1(line []byte, send func(any)) bool {
 		// In order behind the queued requests, unless it is to close now
 		// (or the session is lost, and nothing queued can run).
 		if req.Now || s.lostReason() != "" {
-			s.answerQueued(send)
-			send(s.closeReply(id))
+			queuedClose := s.answerQueued(send)
+			rep := s.closeReply(id)
+			// The request that was running (lost with the jail) is
+			// answered before the close, and a close that was queued
+			// gets the same reply under its own id.
+			s.waitIdle(5 * time.Second)
+			if queuedClose != nil {
+				qrep := *rep
+				qrep.ID = queuedClose
+				send(&qrep)
+			}
+			send(rep)
 			return true
 		}
 		if perr := s.enqueue(queued{req: req, id: id}); perr != nil {
@@ -382,14 +410,16 @@ func (s *Session) hello(id json.RawMessage) *HelloReply {
 }
 
 // answerQueued answers every request still queued SessionLost (the
-// session was closed at once).
-func (s *Session) answerQueued(send func(any)) {
+// session was closed at once); a queued close is not answered here, but
+// its id returned, for the close's own reply.
+func (s *Session) answerQueued(send func(any)) (closeID json.RawMessage) {
 	s.mu.Lock()
 	q := s.queue
 	s.queue, s.queueBytes = nil, 0
 	s.mu.Unlock()
 	for _, r := range q {
 		if r.req.Op == "close" {
+			closeID = r.id
 			continue
 		}
 		if r.req.Op == "exec" {
@@ -400,6 +430,7 @@ func (s *Session) answerQueued(send func(any)) {
 		}
 		send(lostReply(r.id, "closed"))
 	}
+	return closeID
 }
 
 // workerOp runs one request through the worker; cell is an exec's number.
@@ -521,13 +552,20 @@ func (s *Session) exec(req Request, cell int) *ExecReply {
 	if lost == "" {
 		// What the cell wrote before the worker replied is in the pipes:
 		// the markers say when the pumps have all of it.
-		deadline := time.After(markerWait)
+		// One deadline for both: once it has passed, the other stream
+		// is not waited for (a time.After's one value would have been
+		// taken by the first wait, and a cell that closed both of its
+		// descriptors left the second wait with nothing to end it).
+		deadline := time.NewTimer(markerWait)
+	markers:
 		for _, c := range []*capture{s.out, s.errs} {
 			select {
 			case <-c.done():
-			case <-deadline:
+			case <-deadline.C:
+				break markers
 			}
 		}
+		deadline.Stop()
 	}
 	stdout, stderr := s.out.finish(), s.errs.finish()
 	rep := &ExecReply{ReplyHead: ReplyHead{OK: true}, Cell: cell, WallMS: ms(wall),
@@ -661,6 +699,9 @@ func (s *Session) audit(cell int, code, outcome string, wall time.Duration, rep 
 		"wall_ms": ms(wall), "cpu_ms": rep.CPUMS,
 		"stdout_bytes": stdout.Bytes, "stderr_bytes": stderr.Bytes,
 		"stdout_truncated": stdout.Truncated, "stderr_truncated": stderr.Truncated,
+	}
+	if n := s.calls.unrecordedCalls(); n > 0 {
+		rec["calls_unrecorded"] = n
 	}
 	b, _ := marshalLine(rec)
 	s.amu.Lock()

@@ -365,8 +365,15 @@ func (s *Session) watchRun() {
 	s.lose(s.runReason())
 }
 
-// runReason names why the jail ended, from its result.
+// runReason names why the jail ended, from its result; a session the
+// runner closed (its worker ends at the channel's close) is "closed".
 func (s *Session) runReason() string {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return "closed"
+	}
 	select {
 	case <-s.runDone:
 	default:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -116,48 +117,77 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	}
 	// The jail's report (a run's, for the whole session) goes to
 	// --result's file and --result-fd's descriptor when the session ends.
+	// Room for the report is made now, as a run makes it: a full disk
+	// refuses the session before its jail starts, not at its end.
+	start := time.Now()
 	var resultFiles []reportFile
+	var createdResult string
 	if p := c.String("result"); p != "" {
-		f, _, err := openResult(guard, p, stdout, stderr, false, 0)
+		f, created, err := openResult(guard, p, stdout, stderr, false, reportReserve)
 		if err != nil {
 			return setupError("open the result file: %v", err)
 		}
 		defer f.Close()
+		createdResult = created
 		resultFiles = append(resultFiles, f)
+	}
+	// From here a setup error leaves its report in the files opened so
+	// far, as a run's does (a report rljail made and cannot write is
+	// removed).
+	failEarly := func(err error) error {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			for _, f := range resultFiles {
+				if werr := f.write(setupErrorResult(ee.code, ee.msg, time.Since(start))); werr != nil && f.ours && createdResult != "" {
+					_ = os.Remove(createdResult)
+				}
+			}
+		}
+		return err
 	}
 	switch fd := c.Int("result-fd"); {
 	case fd < -1 || (fd >= 0 && fd <= 2):
-		return setupError("--result-fd %d: use a descriptor above 2 (stdin and stdout carry the protocol)", fd)
+		return failEarly(setupError("--result-fd %d: use a descriptor above 2 (stdin and stdout carry the protocol)", fd))
 	case fd >= 0:
 		if err := checkResultFD(fd); err != nil {
-			return setupError("%v", err)
+			return failEarly(setupError("%v", err))
 		}
 		if err := guard.CheckFD("--result-fd", fd); err != nil {
-			return setupError("%v", err)
+			return failEarly(setupError("%v", err))
 		}
 		f := os.NewFile(uintptr(fd), "result-fd")
 		defer f.Close()
 		resultFiles = append(resultFiles, reportFile{File: f})
 	}
 	if p := c.String("audit-log"); p != "" {
-		f, _, err := guard.OpenWrite("--audit-log", p, unix.O_WRONLY|unix.O_APPEND, 0o600)
+		f, created, err := guard.OpenWrite("--audit-log", p, unix.O_WRONLY|unix.O_APPEND, 0o600)
 		if err != nil {
-			return setupError("open the audit log: %v", err)
+			return failEarly(setupError("open the audit log: %v", err))
 		}
 		defer f.Close()
+		var end int64
+		if st, err := f.Stat(); err == nil {
+			end = st.Size()
+		}
+		if err := reserveSpace(f, end, reportReserve); err != nil {
+			if created {
+				_ = os.Remove(p) // ours, and empty
+			}
+			return failEarly(setupError("no room for the audit log's records in %s: %v", p, err))
+		}
 		cfg.Audit = f
 	}
 	if cfg.Spec, err = buildJailSpec(c, set, prof, guard, notice); err != nil {
-		return setupError("%v", err)
+		return failEarly(setupError("%v", err))
 	}
 	if err = prepareRootfs(c, prof, guard, notice, &cfg.Spec); err != nil {
-		return setupError("%v", err)
+		return failEarly(setupError("%v", err))
 	}
 	for _, kv := range cfg.Spec.Env {
 		// -e KEY, an env file or a profile would hand the jail the very
 		// key the bridge keeps on the host.
 		if llmKey != "" && strings.Contains(kv, llmKey) {
-			return setupError("--llm openai: the jail's environment would hold the model's key (%s); the bridge keeps it on the host", strings.SplitN(kv, "=", 2)[0])
+			return failEarly(setupError("--llm openai: the jail's environment would hold the model's key (%s); the bridge keeps it on the host", strings.SplitN(kv, "=", 2)[0]))
 		}
 	}
 	cfg.Spec.Early, _ = c.App.Metadata[earlyKey].(*jail.Early)
@@ -174,13 +204,44 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGINT)
 	defer signal.Stop(sigs)
 
+	// A signal that ends the session ends its start too: the worker may
+	// take until the session's timeout to be ready (a rootfs package that
+	// hangs in its .pth), and nothing of the jail is left once New has
+	// returned.
 	ctx, cancel := context.WithTimeout(context.Background(), max(cfg.Spec.Timeout, 10*time.Second))
-	sess, err := session.New(ctx, cfg)
-	cancel()
-	if err != nil {
-		return setupError("%v", err)
-	}
 	var stopped os.Signal
+	starting := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-starting:
+				return
+			case sig := <-sigs:
+				if sig != syscall.SIGINT {
+					stopped = sig
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	sess, err := session.New(ctx, cfg)
+	close(starting)
+	<-watched
+	cancel()
+	if stopped != nil {
+		if err == nil {
+			if werr := finishSession(sess, resultFiles, createdResult); werr != nil {
+				fmt.Fprintln(own, "rljail: "+werr.Error())
+			}
+		}
+		return &exitError{code: 128 + int(stopped.(syscall.Signal))}
+	}
+	if err != nil {
+		return failEarly(setupError("%v", err))
+	}
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -195,7 +256,9 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 				stopped = sig
 				sess.Close()
 				// Serve is blocked on stdin: the process ends here.
-				finishSession(sess, resultFiles)
+				if err := finishSession(sess, resultFiles, createdResult); err != nil {
+					fmt.Fprintln(own, "rljail: "+err.Error())
+				}
 				os.Exit(128 + int(sig.(syscall.Signal)))
 			}
 		}
@@ -206,22 +269,37 @@ func sessionAction(c *cli.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	defer closeIn()
 	err = sess.Serve(in, aboveTwo(stdout))
 	close(done)
-	finishSession(sess, resultFiles)
+	werr := finishSession(sess, resultFiles, createdResult)
 	if stopped != nil {
+		if werr != nil {
+			fmt.Fprintln(own, "rljail: "+werr.Error())
+		}
 		return &exitError{code: 128 + int(stopped.(syscall.Signal))}
 	}
 	if err != nil {
 		notice("the session's output failed: %v", err)
 	}
-	return nil
+	return werr
 }
 
-// finishSession ends the session and writes the jail's report.
-func finishSession(sess *session.Session, files []reportFile) {
+// finishSession ends the session and writes the jail's report. A report
+// that cannot be written is the error (as a run's: exit 125), and its
+// file, when rljail made it, is removed: an empty one would read as a
+// report.
+func finishSession(sess *session.Session, files []reportFile, created string) error {
 	res := sess.Close()
+	var first error
 	for _, f := range files {
-		_ = f.write(res)
+		if err := f.write(res); err != nil {
+			if f.ours && created != "" {
+				_ = os.Remove(created)
+			}
+			if first == nil {
+				first = setupError("write the result report: %v", err)
+			}
+		}
 	}
+	return first
 }
 
 // bridgeConfig reads the bridge's flags into cfg: the budgets, the tools,
