@@ -270,7 +270,8 @@ func matrixBundle(b *testing.B, work, rootfsDir string, m mode) string {
 
 // sessionFigures measures, as m, the two session figures issue 33 sets
 // targets for: a cell's round trip (exec of pass through rljail session's
-// stdin and stdout, the median of cells) with the bare in-process exec of
+// stdin and stdout, the median of cells, read and written on the pipes
+// directly: sessionCellTrips) with the bare in-process exec of
 // pass by the rootfs's interpreter beside it (the median of 3000), and a
 // session's start until its first exec's reply (the median of starts).
 // It returns the three in milliseconds.
@@ -302,17 +303,7 @@ print(ts[len(ts) // 2])
 	}
 	bare = ns / 1e6
 
-	s := startSession(b, m)
-	var ts []time.Duration
-	for i := 0; i < cells; i++ {
-		t0 := time.Now()
-		if r := s.exec(b, "pass"); r["ok"] != true {
-			b.Fatalf("exec as %s: %v", m, r)
-		}
-		ts = append(ts, time.Since(t0))
-	}
-	s.close(b)
-	cell = median(ts)
+	cell = sessionCellTrips(b, m, []string{"pass"}, cells)[0]
 
 	var st []time.Duration
 	for i := 0; i < starts; i++ {
